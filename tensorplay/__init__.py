@@ -1,0 +1,85 @@
+"""tensorplay: GPU kernels written in Python, run as CUDA graphs.
+
+A small PyTorch-like ``Tensor`` whose ops are Numba kernels, streams and a
+caching allocator through the CUDA driver, and ``tensorplay.cuda.graphs``.
+Without a GPU everything runs on a CPU simulator with the same rules.
+"""
+
+from __future__ import annotations
+
+from . import cuda  # chooses the backend before anything imports numba.cuda
+from ._dtype import DType, bool, float16, float32, float64, int32, int64  # noqa: A004
+from ._factories import (
+    arange,
+    empty,
+    empty_like,
+    from_numpy,
+    full,
+    full_like,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from ._interop import as_tensor, from_dlpack
+from ._jit import jit
+from ._matmul import matmul
+from ._ops import cat, clamp, stack, where
+from ._tensor import Tensor
+
+__version__ = "0.1.0"
+
+dtype = DType
+
+
+def maximum(a, b) -> Tensor:
+    return a.maximum(b)
+
+
+def minimum(a, b) -> Tensor:
+    return a.minimum(b)
+
+
+def exp(x: Tensor) -> Tensor:
+    return x.exp()
+
+
+def log(x: Tensor) -> Tensor:
+    return x.log()
+
+
+def sqrt(x: Tensor) -> Tensor:
+    return x.sqrt()
+
+
+def tanh(x: Tensor) -> Tensor:
+    return x.tanh()
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    return x.sigmoid()
+
+
+def relu(x: Tensor) -> Tensor:
+    return x.relu()
+
+
+def sum(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    return x.sum(dim, keepdim)
+
+
+def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    return x.mean(dim, keepdim)
+
+
+__all__ = [
+    "DType", "Tensor", "arange", "as_tensor", "bool", "cat", "clamp", "cuda", "dtype", "empty",
+    "empty_like", "exp", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full",
+    "full_like", "int32", "int64", "jit", "log", "manual_seed", "matmul", "maximum", "mean",
+    "minimum", "ones", "ones_like", "rand", "randn", "relu", "sigmoid", "sqrt", "stack", "sum",
+    "tanh", "tensor", "where", "zeros", "zeros_like",
+]  # fmt: skip

@@ -1,0 +1,167 @@
+"""Making tensors: from host data, filled, ranges and random draws."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dtype as dt
+from ._shape import _as_shape
+from ._tensor import Tensor
+from .cuda.backend import get as get_backend
+from .cuda.streams import current_stream, refuse_during_capture
+from .kernels import random as rnd
+from .kernels.launch import grid_1d, launch
+
+__all__ = [
+    "arange", "empty", "empty_like", "from_numpy", "full", "full_like", "manual_seed",
+    "ones", "ones_like", "rand", "randn", "tensor", "upload", "zeros", "zeros_like",
+]  # fmt: skip
+
+
+def _shape_arg(shape) -> tuple[int, ...]:
+    shape = _as_shape(shape)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"expected non-negative sizes, got shape {shape}")
+    return shape
+
+
+def _host_array(data, dtype: dt.DType | None) -> np.ndarray:
+    if isinstance(data, Tensor):
+        raise TypeError("tensor() got a Tensor; use .clone() or .to(dtype) to copy it")
+    if isinstance(data, np.ndarray):
+        arr = data
+        if dtype is None:
+            dt.from_numpy_dtype(arr.dtype)
+    else:
+        arr = np.asarray(data)
+        if arr.dtype == object or arr.dtype.kind not in "biuf":
+            raise TypeError(f"expected numbers, nested lists of numbers or an array, got {type(data).__name__}")
+        if dtype is None:
+            kind = arr.dtype.kind
+            dtype = dt.bool if kind == "b" else dt.DEFAULT_INT if kind in "iu" else dt.DEFAULT_FLOAT
+    return np.ascontiguousarray(arr, dtype=(dtype or dt.from_numpy_dtype(arr.dtype)).np)
+
+
+def upload(dst: Tensor, data) -> Tensor:
+    """Copy host data into ``dst`` (cast and broadcast to its dtype and shape)."""
+    refuse_during_capture("copying host data to the device (tensor/from_numpy/copy_ from NumPy)")
+    host = _host_array(data, dst.dtype)
+    if host.shape != dst.shape:
+        try:
+            host = np.ascontiguousarray(np.broadcast_to(host, dst.shape))
+        except ValueError:
+            raise ValueError(f"cannot copy host data of shape {host.shape} into a tensor of shape {dst.shape}") from None
+    if dst._contig:
+        if host.nbytes:
+            get_backend().copy_htod(dst._ptr, host, current_stream()._h)
+        return dst
+    return dst.copy_(tensor(host))
+
+
+def tensor(data, dtype=None) -> Tensor:
+    """A device copy of ``data`` (nested lists, numbers or a NumPy array).
+
+    Python floats become float32 and ints int64, as in PyTorch; NumPy arrays keep
+    their dtype unless ``dtype`` is given.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> tp.tensor([1, 2, 3]).dtype
+    tensorplay.int64
+    >>> tp.tensor([[1.5, 2.0]]).shape
+    (1, 2)
+    """
+    refuse_during_capture("copying host data to the device (tensor/from_numpy/copy_ from NumPy)")
+    host = _host_array(data, None if dtype is None else dt.as_dtype(dtype))
+    t = Tensor._empty(host.shape, dt.from_numpy_dtype(host.dtype))
+    return upload(t, host)
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """A device copy of the NumPy array ``a``, keeping its dtype."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"expected a numpy.ndarray, got {type(a).__name__}")
+    return tensor(a)
+
+
+def empty(*shape, dtype=None) -> Tensor:
+    """An uninitialised tensor."""
+    return Tensor._empty(_shape_arg(shape), dt.as_dtype(dtype or dt.DEFAULT_FLOAT))
+
+
+def full(shape, fill_value, dtype=None) -> Tensor:
+    if dtype is None:
+        kind = dt.scalar_kind(fill_value)
+        dtype = dt.bool if kind == "b" else dt.DEFAULT_INT if kind == "i" else dt.DEFAULT_FLOAT
+    return empty(shape, dtype=dtype).fill_(fill_value)
+
+
+def zeros(*shape, dtype=None) -> Tensor:
+    return empty(*shape, dtype=dtype).zero_()
+
+
+def ones(*shape, dtype=None) -> Tensor:
+    return empty(*shape, dtype=dtype).fill_(1)
+
+
+def empty_like(x: Tensor, dtype=None) -> Tensor:
+    return empty(x.shape, dtype=dtype or x.dtype)
+
+
+def zeros_like(x: Tensor, dtype=None) -> Tensor:
+    return zeros(x.shape, dtype=dtype or x.dtype)
+
+
+def ones_like(x: Tensor, dtype=None) -> Tensor:
+    return ones(x.shape, dtype=dtype or x.dtype)
+
+
+def full_like(x: Tensor, fill_value, dtype=None) -> Tensor:
+    return full(x.shape, fill_value, dtype=dtype or x.dtype)
+
+
+def arange(start, end=None, step=1, dtype=None) -> Tensor:
+    """``start, start + step, ...`` below ``end`` (computed on the host, then copied)."""
+    if end is None:
+        start, end = 0, start
+    host = np.arange(start, end, step)
+    if dtype is None:
+        dtype = dt.DEFAULT_INT if host.dtype.kind in "iu" else dt.DEFAULT_FLOAT
+    return tensor(host, dtype=dtype)
+
+
+class _Generator:
+    """Seed and offset of the counter-based generator."""
+
+    seed = np.uint64(0x2545F4914F6CDD1D)
+    offset = 0
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the random draws of ``rand`` and ``randn``."""
+    _Generator.seed = np.uint64(int(seed) & 0xFFFFFFFFFFFFFFFF)
+    _Generator.offset = 0
+
+
+def _draw(kernel, shape, dtype, per_element: int) -> Tensor:
+    dtype = dt.as_dtype(dtype or dt.DEFAULT_FLOAT)
+    if dtype.kind != "f":
+        raise TypeError(f"random draws need a floating point dtype, got {dtype}")
+    out = empty(shape, dtype=dtype)
+    n = out.numel()
+    if n:
+        grid, block = grid_1d(n)
+        launch(kernel, grid, block, [out._flat(), _Generator.seed, np.int64(_Generator.offset)])
+        _Generator.offset += n * per_element
+    return out
+
+
+def rand(*shape, dtype=None) -> Tensor:
+    """Uniform draws in [0, 1)."""
+    return _draw(rnd.uniform, shape, dtype, 1)
+
+
+def randn(*shape, dtype=None) -> Tensor:
+    """Standard normal draws."""
+    return _draw(rnd.normal, shape, dtype, 2)

@@ -1,0 +1,113 @@
+"""Custom kernels: ``@tp.jit`` and ``tp.cuda.launch``.
+
+A kernel is compiled by Numba once per argument signature and launched through
+the same fast path as the built-in ops, on the current stream, so a launch
+inside a graph capture is captured. Tensors go in as Numba arrays.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .cuda.backend import get as get_backend
+from .cuda.streams import Stream
+from .kernels.launch import KernelArray, launch
+
+__all__ = ["Kernel", "jit", "launch_kernel"]
+
+
+def _dim3(v, what: str) -> tuple[int, int, int]:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        v = (int(v),)
+    if not isinstance(v, (tuple, list)) or not 1 <= len(v) <= 3 or not all(
+        isinstance(d, (int, np.integer)) and d > 0 for d in v
+    ):
+        raise ValueError(f"expected {what} as a positive int or a tuple of 1 to 3 positive ints, got {v!r}")
+    return tuple(int(d) for d in v) + (1,) * (3 - len(v))
+
+
+def _kernel_arg(a, position: int):
+    if isinstance(a, (KernelArray, bool, int, float, np.number, np.bool_)):
+        return a
+    if isinstance(a, np.ndarray):
+        raise TypeError(
+            f"kernel argument {position} is a NumPy array, which lives on the host; "
+            "pass tp.tensor(array) (a device copy) instead"
+        )
+    if hasattr(a, "__cuda_array_interface__") or hasattr(a, "__dlpack__"):
+        from ._interop import as_tensor
+
+        return as_tensor(a)
+    raise TypeError(
+        f"kernel argument {position}: expected a Tensor, a device array or a number, got {type(a).__name__}"
+    )
+
+
+def launch_kernel(kernel, blocks, threads, args, stream: Stream | None = None, shared_bytes: int = 0) -> None:
+    """Launch a ``numba.cuda.jit`` kernel with tensorplay's rules (see ``tp.cuda.launch``)."""
+    if isinstance(kernel, Kernel):
+        kernel = kernel.dispatcher
+    if stream is not None and not isinstance(stream, Stream):
+        raise TypeError(f"expected a tensorplay.cuda.Stream, got {type(stream).__name__}")
+    grid, block = _dim3(blocks, "blocks"), _dim3(threads, "threads")
+    converted = [_kernel_arg(a, i) for i, a in enumerate(args)]
+    launch(kernel, grid, block, converted, stream, shared_bytes)
+
+
+class _Configured:
+    __slots__ = ("kernel", "blocks", "threads", "stream", "shared_bytes")
+
+    def __init__(self, kernel, blocks, threads, stream, shared_bytes) -> None:
+        self.kernel, self.blocks, self.threads = kernel, blocks, threads
+        self.stream, self.shared_bytes = stream, shared_bytes
+
+    def __call__(self, *args) -> None:
+        launch_kernel(self.kernel, self.blocks, self.threads, args, self.stream, self.shared_bytes)
+
+
+class Kernel:
+    """A Numba CUDA kernel launched with tensorplay's rules.
+
+    ``kernel[blocks, threads](*args)`` launches on the current stream;
+    ``kernel[blocks, threads, stream]`` and ``kernel[blocks, threads, stream,
+    shared_bytes]`` name a stream and dynamic shared memory.
+    """
+
+    def __init__(self, fn, **options) -> None:
+        self.dispatcher = get_backend().jit().jit(**options)(fn)
+        functools.update_wrapper(self, fn)
+
+    def __getitem__(self, config) -> _Configured:
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise ValueError("launch a kernel as kernel[blocks, threads] or kernel[blocks, threads, stream]")
+        blocks, threads, *rest = config
+        stream = rest[0] if rest else None
+        shared = rest[1] if len(rest) > 1 else 0
+        return _Configured(self, blocks, threads, stream, shared)
+
+    def __call__(self, *args):
+        raise TypeError(f"launch {self.__name__} with a configuration: {self.__name__}[blocks, threads](...)")
+
+
+def jit(fn=None, **options):
+    """Compile a Python function as a CUDA kernel (``numba.cuda.jit`` options apply).
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> @tp.jit
+    ... def saxpy(a, x, y):
+    ...     i = tp.cuda.grid(1)
+    ...     if i < x.size:
+    ...         y[i] = a * x[i] + y[i]
+    >>> x, y = tp.ones(8), tp.zeros(8)
+    >>> saxpy[1, 8](2.0, x, y)
+    >>> y.tolist()
+    [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]
+    """
+    if fn is None:
+        return lambda f: Kernel(f, **options)
+    return Kernel(fn, **options)
+

@@ -1,0 +1,186 @@
+"""Tensor methods and operators, each a thin call into ``_ops``."""
+
+from __future__ import annotations
+
+from . import _dtype as dt
+
+
+def _ops():
+    from . import _ops
+
+    return _ops
+
+
+def _binary(op: str, reflected: bool = False):
+    if reflected:
+
+        def method(self, other):
+            return _ops().binary(op, other, self)
+    else:
+
+        def method(self, other):
+            return _ops().binary(op, self, other)
+
+    method.__name__ = f"__{'r' if reflected else ''}{op}__"
+    return method
+
+
+def _inplace(op: str):
+    def method(self, other):
+        return _ops().binary(op, self, other, out=self)
+
+    method.__name__ = f"{op}_"
+    return method
+
+
+def _unary(op: str):
+    def method(self):
+        return _ops().unary(op, self)
+
+    method.__name__ = op
+    return method
+
+
+def _reduction(op: str):
+    def method(self, dim=None, keepdim: bool = False):
+        return _ops().reduce(op, self, dim, keepdim)
+
+    method.__name__ = op
+    method.__doc__ = f"The {op} over ``dim`` (all dimensions if None)."
+    return method
+
+
+class TensorMath:
+    """Operators and math methods of ``Tensor``."""
+
+    __slots__ = ()
+
+    __add__, __radd__ = _binary("add"), _binary("add", True)
+    __sub__, __rsub__ = _binary("sub"), _binary("sub", True)
+    __mul__, __rmul__ = _binary("mul"), _binary("mul", True)
+    __truediv__, __rtruediv__ = _binary("truediv"), _binary("truediv", True)
+    __floordiv__, __rfloordiv__ = _binary("floordiv"), _binary("floordiv", True)
+    __mod__, __rmod__ = _binary("mod"), _binary("mod", True)
+    __pow__, __rpow__ = _binary("pow"), _binary("pow", True)
+    __and__, __rand__ = _binary("and"), _binary("and", True)
+    __or__, __ror__ = _binary("or"), _binary("or", True)
+    __xor__, __rxor__ = _binary("xor"), _binary("xor", True)
+    __eq__, __ne__ = _binary("eq"), _binary("ne")
+    __lt__, __le__ = _binary("lt"), _binary("le")
+    __gt__, __ge__ = _binary("gt"), _binary("ge")
+    __hash__ = object.__hash__
+    __iadd__ = add_ = _inplace("add")
+    __isub__ = sub_ = _inplace("sub")
+    __imul__ = mul_ = _inplace("mul")
+    __itruediv__ = div_ = _inplace("truediv")
+
+    add, sub, mul = _binary("add"), _binary("sub"), _binary("mul")
+    div = _binary("truediv")
+    maximum, minimum = _binary("maximum"), _binary("minimum")
+    eq, ne, lt, le, gt, ge = (_binary(o) for o in ("eq", "ne", "lt", "le", "gt", "ge"))
+
+    __neg__ = neg = _unary("neg")
+    __abs__ = abs = _unary("abs")
+    __invert__ = logical_not = _unary("invert")
+    exp, log, sqrt, tanh = _unary("exp"), _unary("log"), _unary("sqrt"), _unary("tanh")
+    sin, cos, sigmoid, relu = _unary("sin"), _unary("cos"), _unary("sigmoid"), _unary("relu")
+
+    sum, mean = _reduction("sum"), _reduction("mean")
+    max, min = _reduction("max"), _reduction("min")
+    amax, amin = max, min
+
+    def __matmul__(self, other):
+        from ._matmul import matmul
+
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        from ._matmul import matmul
+
+        return matmul(other, self)
+
+    matmul = __matmul__
+
+    def clamp(self, min=None, max=None):
+        """Limit every element to ``[min, max]`` (either bound may be None)."""
+        return _ops().clamp(self, min, max)
+
+    clip = clamp
+
+    def where(self, condition, other):
+        """``self`` where ``condition`` holds, ``other`` elsewhere."""
+        return _ops().where(condition, self, other)
+
+    # -- copies and fills ---------------------------------------------------------
+    def copy_(self, src):
+        """Copy ``src`` (a tensor, broadcast and cast, or host data) into this tensor."""
+        from ._tensor import Tensor
+
+        if isinstance(src, Tensor):
+            if src.dtype is self.dtype and src.shape == self.shape and src._contig and self._contig:
+                from .cuda.backend import get as get_backend
+                from .cuda.streams import current_stream
+
+                if self.numel():
+                    nbytes = self.numel() * self.dtype.itemsize
+                    get_backend().copy_dtod(self._ptr, src._ptr, nbytes, current_stream()._h)
+                return self
+            return _ops().copy(self, src)
+        from ._factories import upload
+
+        return upload(self, src)
+
+    def fill_(self, value):
+        return _ops().fill(self, value)
+
+    def zero_(self):
+        if self._contig and self.numel():
+            from .cuda.backend import get as get_backend
+            from .cuda.streams import current_stream
+
+            get_backend().memset(self._ptr, 0, self.numel() * self.dtype.itemsize, current_stream()._h)
+            return self
+        return self.fill_(0)
+
+    def clone(self):
+        from ._tensor import Tensor
+
+        return Tensor._empty(self.shape, self.dtype).copy_(self)
+
+    def contiguous(self):
+        return self if self._contig else self.clone()
+
+    def to(self, dtype, copy: bool = False):
+        """This tensor as ``dtype`` (itself when already of that type, unless ``copy``)."""
+        from ._tensor import Tensor
+
+        if isinstance(dtype, str) and dtype in ("cuda", "cuda:0"):
+            return self.clone() if copy else self
+        dtype = dt.as_dtype(dtype)
+        if dtype is self.dtype and not copy:
+            return self
+        return _ops().copy(Tensor._empty(self.shape, dtype), self)
+
+    def float(self):
+        return self.to(dt.float32)
+
+    def double(self):
+        return self.to(dt.float64)
+
+    def half(self):
+        return self.to(dt.float16)
+
+    def int(self):
+        return self.to(dt.int32)
+
+    def long(self):
+        return self.to(dt.int64)
+
+    def bool(self):
+        return self.to(dt.bool)
+
+    def type(self, dtype):
+        return self.to(dtype)
+
+    def cuda(self):
+        return self

@@ -1,0 +1,289 @@
+"""Tensor ops: type promotion and broadcasting, then one kernel launch each.
+
+Nothing here synchronises the host; every kernel goes on the current stream.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dtype as dt
+from ._shape import broadcast_shapes, broadcast_strides, coalesce
+from ._tensor import Tensor
+from .kernels import elementwise as ew
+from .kernels import reduce as rk
+from .cuda.backend import get as get_backend
+from .kernels.launch import ArrayArg, grid_1d, launch
+
+__all__ = ["binary", "elementwise", "reduce", "unary"]
+
+_ARITH = {"add", "sub", "mul", "floordiv", "mod", "pow", "maximum", "minimum"}
+_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
+_LOGICAL = {"and", "or", "xor"}
+_FLOAT_UNARY = {"exp", "log", "sqrt", "tanh", "sin", "cos", "sigmoid"}
+_SYMBOL = {
+    "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+    "pow": "**", "and": "&", "or": "|", "xor": "^", "eq": "==", "ne": "!=", "lt": "<",
+    "le": "<=", "gt": ">", "ge": ">=",
+}  # fmt: skip
+
+
+def _nd_arg(t: Tensor, shape, strides) -> ArrayArg:
+    isz = t.dtype.itemsize
+    pad = ew.MAXDIM - len(shape)
+    return ArrayArg(
+        t._ptr, (1,) * pad + tuple(shape), (0,) * pad + tuple(s * isz for s in strides), t.dtype.name, isz, False
+    )
+
+
+def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
+    """Launch ``out[...] = op(*operands)``; tensors broadcast to ``out.shape``."""
+    n = out.numel()
+    if n == 0:
+        return out
+    pattern = "".join("a" if isinstance(o, Tensor) else "s" for o in operands)
+    shape = out.shape
+    if out._contig and all(not isinstance(o, Tensor) or (o.shape == shape and o._contig) for o in operands):
+        args = [out._flat()] + [o._flat() if isinstance(o, Tensor) else o for o in operands]
+        layout = "flat"
+    else:
+        tensors = [out] + [o for o in operands if isinstance(o, Tensor)]
+        strides = [out._strides] + [broadcast_strides(t.shape, t._strides, shape) for t in tensors[1:]]
+        cshape, cstrides = coalesce(shape, strides)
+        if len(cshape) > ew.MAXDIM:
+            raise ValueError(
+                f"elementwise ops support up to {ew.MAXDIM} non-mergeable dimensions, got shape {shape}; "
+                "make the operands contiguous first"
+            )
+        nd = iter(_nd_arg(t, cshape, s) for t, s in zip(tensors, cstrides))
+        args = [next(nd)] + [next(nd) if isinstance(o, Tensor) else o for o in operands]
+        layout = "nd"
+    grid, block = grid_1d(n)
+    launch(ew.kernel(op, pattern, layout, cast), grid, block, args)
+    return out
+
+
+def _cast_for(compute: dt.DType) -> tuple[str, type]:
+    """Kernel cast and scalar type: float16 math runs in float32."""
+    if compute is dt.float16:
+        return "float32", np.float32
+    return "none", compute.np.type
+
+
+def _result_dtype(op: str, a_dtype: dt.DType, b_dtype: dt.DType | None) -> tuple[dt.DType, dt.DType]:
+    """(output dtype, compute dtype) of a binary op."""
+    common = a_dtype if b_dtype is None else dt.promote(a_dtype, b_dtype)
+    if op in _COMPARE:
+        return dt.bool, common
+    if op in _LOGICAL:
+        if common.kind == "f":
+            raise TypeError(f"'{_SYMBOL[op]}' needs bool or integer tensors, got {common}")
+        return common, common
+    if op == "truediv":
+        out = common if common.kind == "f" else dt.DEFAULT_FLOAT
+        return out, out
+    if common is dt.bool:
+        common = dt.int64  # arithmetic on bools counts them, as in NumPy's sum
+    return common, common
+
+
+def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
+    """``a <op> b`` with broadcasting and promotion; ``a`` or ``b`` may be a number."""
+    ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+    if ta and tb:
+        compute_in = dt.promote(a.dtype, b.dtype)
+        shape = a.shape if a.shape == b.shape else broadcast_shapes(a.shape, b.shape)
+    elif ta or tb:
+        t, s = (a, b) if ta else (b, a)
+        if isinstance(s, (list, tuple, np.ndarray)):
+            from ._factories import tensor
+
+            return binary(op, a if ta else tensor(a, dtype=b.dtype), b if tb else tensor(b, dtype=a.dtype), out)
+        compute_in = dt.promote_scalar(t.dtype, s)
+        shape = t.shape
+    else:
+        raise TypeError(f"expected a tensor operand, got {type(a).__name__} and {type(b).__name__}")
+    out_dtype, compute = _result_dtype(op, compute_in, None)
+    cast, scalar_type = _cast_for(compute)
+    if out is None:
+        out = Tensor._empty(shape, out_dtype)
+    elif out.shape != shape and broadcast_shapes(out.shape, shape) != out.shape:
+        raise ValueError(f"in-place '{_SYMBOL.get(op, op)}' cannot write shape {shape} into shape {out.shape}")
+    elif not _can_store(out_dtype, out.dtype):
+        raise TypeError(f"in-place '{_SYMBOL.get(op, op)}' would store {out_dtype} results in a {out.dtype} tensor")
+    operands = [x if isinstance(x, Tensor) else scalar_type(x) for x in (a, b)]
+    return elementwise(op, out, operands, cast)
+
+
+def _can_store(result: dt.DType, target: dt.DType) -> bool:
+    order = {"b": 0, "i": 1, "f": 2}
+    return order[result.kind] <= order[target.kind]
+
+
+def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
+    if op in _FLOAT_UNARY:
+        out_dtype = x.dtype if x.dtype.kind == "f" else dt.DEFAULT_FLOAT
+    elif op in ("invert", "logical_not"):
+        if x.dtype.kind == "f":
+            raise TypeError(f"'~' needs a bool or integer tensor, got {x.dtype}")
+        op = "logical_not" if x.dtype is dt.bool else "invert"
+        out_dtype = x.dtype
+    elif x.dtype is dt.bool and op in ("neg", "abs", "relu"):
+        raise TypeError(f"{op} is not defined for bool tensors")
+    else:
+        out_dtype = x.dtype
+    cast, _ = _cast_for(out_dtype if op in _FLOAT_UNARY else x.dtype)
+    out = Tensor._empty(x.shape, out_dtype) if out is None else out
+    return elementwise(op, out, [x], cast)
+
+
+def copy(dst: Tensor, src: Tensor) -> Tensor:
+    """``dst[...] = src`` with broadcasting and a cast to ``dst.dtype``."""
+    if dst.dtype is dt.bool and src.dtype is not dt.bool:
+        return elementwise("ne", dst, [src, src.dtype.np.type(0)])
+    cast = "float32" if dt.float16 in (dst.dtype, src.dtype) and dst.dtype is not src.dtype else "none"
+    return elementwise("copy", dst, [src], cast)
+
+
+def fill(dst: Tensor, value) -> Tensor:
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise ValueError(f"fill_ expects a number or a one-element tensor, got shape {value.shape}")
+        return copy(dst, value.reshape(()))
+    dt.scalar_kind(value)
+    if dst.dtype is dt.bool:
+        value = bool(value)
+    return elementwise("fill", dst, [dst.dtype.np.type(value)])
+
+
+def where(cond: Tensor, a, b) -> Tensor:
+    if not isinstance(cond, Tensor) or cond.dtype is not dt.bool:
+        got = cond.dtype if isinstance(cond, Tensor) else type(cond).__name__
+        raise TypeError(f"where() expects a bool tensor as its condition, got {got}")
+    tensors = [t for t in (a, b) if isinstance(t, Tensor)]
+    common = None
+    for t in tensors:
+        common = t.dtype if common is None else dt.promote(common, t.dtype)
+    for s in (a, b):
+        if not isinstance(s, Tensor):
+            common = dt.promote_scalar(common, s) if common else dt.as_dtype(type(s))
+            if common is dt.int64 and isinstance(s, float):
+                common = dt.DEFAULT_FLOAT
+    shape = broadcast_shapes(cond.shape, *[t.shape for t in tensors])
+    cast, scalar_type = _cast_for(common)
+    out = Tensor._empty(shape, common)
+    operands = [cond] + [x if isinstance(x, Tensor) else scalar_type(x) for x in (a, b)]
+    return elementwise("where", out, operands, cast)
+
+
+def clamp(x: Tensor, lo=None, hi=None) -> Tensor:
+    if lo is None and hi is None:
+        raise ValueError("clamp() needs min, max or both")
+    if hi is None:
+        return binary("maximum", x, lo)
+    if lo is None:
+        return binary("minimum", x, hi)
+    cast, scalar_type = _cast_for(x.dtype)
+    out = Tensor._empty(x.shape, x.dtype)
+    operands = [x] + [v if isinstance(v, Tensor) else scalar_type(v) for v in (lo, hi)]
+    return elementwise("clamp", out, operands, cast)
+
+
+# -- reductions ---------------------------------------------------------------------
+
+
+def _reduce_dims(x: Tensor, dim) -> tuple[int, ...]:
+    if dim is None:
+        return tuple(range(x.ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    dims = tuple(x._dim(d) for d in dims)
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"dimension repeated in {dim}")
+    return dims
+
+
+def _reduce_types(op: str, d: dt.DType) -> tuple[dt.DType, np.dtype]:
+    """(output dtype, accumulator dtype)."""
+    if op == "mean":
+        if d.kind != "f":
+            raise TypeError(f"mean() needs a floating point tensor, got {d}; convert with .float() first")
+        return d, np.dtype(np.float64 if d is dt.float64 else np.float32)
+    if op == "sum":
+        if d.kind != "f":
+            return dt.int64, np.dtype(np.int64)
+        return d, np.dtype(np.float64 if d is dt.float64 else np.float32)
+    return d, np.dtype(np.float32) if d is dt.float16 else d.np
+
+
+def reduce(op: str, x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """``sum``, ``mean``, ``max`` or ``min`` over ``dim`` (all dimensions if None)."""
+    dims = _reduce_dims(x, dim)
+    keep = [d for d in range(x.ndim) if d not in dims]
+    out_shape = tuple(x.shape[d] for d in keep)
+    m = int(np.prod(out_shape, dtype=np.int64))
+    k = int(np.prod([x.shape[d] for d in dims], dtype=np.int64))
+    out_dtype, acc = _reduce_types(op, x.dtype)
+    if k == 0 and op in ("max", "min") and m:
+        raise ValueError(f"{op}() of an empty dimension has no identity; shape {x.shape}, dim {dim}")
+    out = Tensor._empty((m,), out_dtype)
+    if m and k == 0:
+        fill(out, np.nan if op == "mean" else 0)
+    elif m:
+        rows = x.permute(keep + list(dims)).reshape(m, k)
+        _reduce_rows(op, rows, out, acc, 1.0 / k)
+    final = out.view(out_shape)
+    if keepdim:
+        final = final.view(tuple(1 if d in dims else x.shape[d] for d in range(x.ndim)))
+    return final
+
+
+def _reduce_rows(op: str, rows: Tensor, out: Tensor, acc: np.dtype, scale: float) -> None:
+    m, k = rows.shape
+    dev = get_backend()
+    init = rk.identity_value(op, acc)
+    block = min(rk.BLOCK, dev.max_block, 1 << max(5, (k - 1).bit_length()))
+    block = 1 << (block.bit_length() - 1)  # the tree reduction needs a power of two
+    chunks = min(-(-k // (block * 4)), max(1, dev.max_threads_per_launch // block // m))
+    if chunks > 1:  # few long rows: reduce chunks in parallel first
+        partial = Tensor._empty((m, chunks), dt.from_numpy_dtype(acc))
+        launch(rk.chunks_kernel(op, acc.name), (chunks, m, 1), (block, 1, 1), [rows, partial, init])
+        rows = partial
+    blocks = max(1, min(m, dev.max_threads_per_launch // block))
+    launch(rk.rows_kernel(op, acc.name), (blocks, 1, 1), (block, 1, 1), [rows, out, init, np.float64(scale)])
+
+
+# -- joining ----------------------------------------------------------------------------
+
+
+def cat(tensors, dim: int = 0) -> Tensor:
+    """Join tensors along an existing dimension (one copy kernel per input)."""
+    tensors = list(tensors)
+    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+        raise TypeError("cat() expects a non-empty sequence of tensors")
+    first = tensors[0]
+    dim = first._dim(dim)
+    common = first.dtype
+    for t in tensors[1:]:
+        if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != dim):
+            raise ValueError(
+                f"cat() needs equal shapes except in dimension {dim}, got {first.shape} and {t.shape}"
+            )
+        common = dt.promote(common, t.dtype)
+    shape = list(first.shape)
+    shape[dim] = sum(t.shape[dim] for t in tensors)
+    out = Tensor._empty(tuple(shape), common)
+    offset = 0
+    for t in tensors:
+        copy(out.narrow(dim, offset, t.shape[dim]), t)
+        offset += t.shape[dim]
+    return out
+
+
+def stack(tensors, dim: int = 0) -> Tensor:
+    """Join tensors of equal shape along a new dimension."""
+    tensors = list(tensors)
+    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+        raise TypeError("stack() expects a non-empty sequence of tensors")
+    if any(t.shape != tensors[0].shape for t in tensors):
+        raise ValueError(f"stack() needs tensors of equal shape, got {[t.shape for t in tensors]}")
+    return cat([t.unsqueeze(dim) for t in tensors], dim)

@@ -1,0 +1,374 @@
+"""The Tensor: a typed, strided view of device memory.
+
+Ops are in ``_ops.py`` (kernels launched on the current stream); this file
+holds the object, its views and indexing, and host readback.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dtype as dt
+from .cuda import memory as _memory
+from .cuda.backend import get as get_backend
+from .cuda.streams import current_stream, refuse_during_capture
+from ._math import TensorMath
+from .kernels.launch import ArrayArg, KernelArray
+
+__all__ = ["Storage", "Tensor", "contiguous_strides"]
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= max(d, 1)
+    return tuple(reversed(strides))
+
+
+def _is_contiguous(shape, strides) -> bool:
+    acc = 1
+    for d, s in zip(reversed(shape), reversed(strides)):
+        if d != 1 and s != acc:
+            return False
+        acc *= d
+    return True
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+class Storage:
+    """Device memory shared by a tensor and its views: an allocator block or
+    foreign memory kept alive through ``owner``."""
+
+    __slots__ = ("ptr", "nbytes", "block", "owner", "__weakref__")
+
+    def __init__(self, ptr: int, nbytes: int, block=None, owner=None) -> None:
+        self.ptr, self.nbytes, self.block, self.owner = ptr, nbytes, block, owner
+
+    @classmethod
+    def allocate(cls, nbytes: int) -> Storage:
+        block = _memory.allocator.allocate(nbytes, current_stream())
+        return cls(block.ptr, nbytes, block)
+
+    def __del__(self) -> None:
+        if self.block is not None:
+            try:
+                _memory.allocator.free(self.block)
+            except Exception:  # interpreter shutdown
+                pass
+
+
+class Device:
+    """Where a tensor lives: always ``cuda:0`` (the simulator emulates it)."""
+
+    type = "cuda"
+    index = 0
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Device) or other in ("cuda", "cuda:0")
+
+    def __hash__(self) -> int:
+        return hash("cuda:0")
+
+    def __repr__(self) -> str:
+        return "device(type='cuda', index=0)"
+
+    def __str__(self) -> str:
+        return "cuda:0"
+
+
+DEVICE = Device()
+
+
+class Tensor(TensorMath, KernelArray):
+    """An n-dimensional array on the device.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> x = tp.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> (x * 2 + 1).tolist()
+    [[3.0, 5.0], [7.0, 9.0]]
+    >>> x[:, 1].tolist()
+    [2.0, 4.0]
+    """
+
+    __slots__ = ("_storage", "_ptr", "shape", "_strides", "dtype", "_contig", "_k", "__weakref__")
+    __array_priority__ = 1000  # NumPy scalars on the left defer to our operators
+
+    def __init__(self, *args, **kwargs) -> None:
+        raise TypeError("create tensors with tp.tensor(), tp.empty(), tp.zeros() and friends")
+
+    @classmethod
+    def _make(cls, storage: Storage, ptr: int, shape, strides, dtype: dt.DType) -> Tensor:
+        t = object.__new__(cls)
+        t._storage, t._ptr, t.shape, t._strides, t.dtype = storage, ptr, shape, strides, dtype
+        t._contig = _is_contiguous(shape, strides)
+        t._k = None
+        return t
+
+    @classmethod
+    def _empty(cls, shape: tuple[int, ...], dtype: dt.DType) -> Tensor:
+        n = _numel(shape)
+        storage = Storage.allocate(n * dtype.itemsize)
+        return cls._make(storage, storage.ptr, shape, contiguous_strides(shape), dtype)
+
+    def _view(self, shape, strides, offset_elems: int = 0) -> Tensor:
+        ptr = self._ptr + offset_elems * self.dtype.itemsize
+        return Tensor._make(self._storage, ptr, tuple(shape), tuple(strides), self.dtype)
+
+    # -- kernel arguments ------------------------------------------------------
+    @property
+    def _karray(self) -> tuple:
+        k = self._k
+        if k is None:
+            isz = self.dtype.itemsize
+            k = self._k = (0, 0, self.numel(), isz, self._ptr, *self.shape, *[s * isz for s in self._strides])
+        return k
+
+    @property
+    def _kkey(self) -> tuple:
+        return (self.dtype.name, len(self.shape), self._contig)
+
+    def _flat(self) -> KernelArray:
+        """This (contiguous) tensor as a 1-D kernel argument."""
+        if len(self.shape) == 1:
+            return self
+        n, isz = self.numel(), self.dtype.itemsize
+        return ArrayArg(self._ptr, (n,), (isz,), self.dtype.name, isz, True)
+
+    # -- properties --------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self) -> int:
+        return _numel(self.shape)
+
+    def stride(self, dim: int | None = None):
+        return self._strides if dim is None else self._strides[dim]
+
+    def storage_offset(self) -> int:
+        return (self._ptr - self._storage.ptr) // self.dtype.itemsize
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def is_contiguous(self) -> bool:
+        return self._contig
+
+    @property
+    def device(self) -> Device:
+        return DEVICE
+
+    @property
+    def is_cuda(self) -> bool:
+        return True
+
+    @property
+    def is_floating_point(self) -> bool:
+        return self.dtype.kind == "f"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def record_stream(self, stream) -> None:
+        """Mark this tensor's memory as used on ``stream``: its reuse waits for it."""
+        if self._storage.block is not None:
+            _memory.allocator.record_stream(self._storage.block, stream)
+
+    # -- views ---------------------------------------------------------------------
+    def _dim(self, d: int, extra: int = 0) -> int:
+        n = self.ndim + extra
+        if not -max(n, 1) <= d < max(n, 1):
+            raise IndexError(f"dimension {d} is out of range for a tensor of {self.ndim} dimensions")
+        return d % max(n, 1)
+
+    def view(self, *shape) -> Tensor:
+        """The same memory seen with another shape (no copy); see ``reshape``."""
+        from ._shape import infer_shape, view_strides
+
+        shape = infer_shape(shape, self.numel())
+        strides = view_strides(self.shape, self._strides, shape)
+        if strides is None:
+            raise ValueError(
+                f"view of shape {shape} is not compatible with the tensor's shape {self.shape} "
+                f"and strides {self._strides}; use .reshape() (which copies when needed)"
+            )
+        return self._view(shape, strides)
+
+    def reshape(self, *shape) -> Tensor:
+        """``view`` when the memory allows it, otherwise a contiguous copy."""
+        from ._shape import infer_shape, view_strides
+
+        shape = infer_shape(shape, self.numel())
+        strides = view_strides(self.shape, self._strides, shape)
+        if strides is not None:
+            return self._view(shape, strides)
+        return self.contiguous().view(shape)
+
+    def flatten(self) -> Tensor:
+        return self.reshape(-1)
+
+    def permute(self, *dims) -> Tensor:
+        dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        dims = tuple(self._dim(d) for d in dims)
+        if sorted(dims) != list(range(self.ndim)):
+            raise ValueError(f"expected a permutation of {self.ndim} dimensions, got {dims}")
+        return self._view([self.shape[d] for d in dims], [self._strides[d] for d in dims])
+
+    def transpose(self, d0: int, d1: int) -> Tensor:
+        dims = list(range(self.ndim))
+        d0, d1 = self._dim(d0), self._dim(d1)
+        dims[d0], dims[d1] = dims[d1], dims[d0]
+        return self.permute(dims)
+
+    def t(self) -> Tensor:
+        if self.ndim > 2:
+            raise ValueError(f"t() expects a tensor of at most 2 dimensions, got {self.ndim}")
+        return self if self.ndim < 2 else self.transpose(0, 1)
+
+    @property
+    def T(self) -> Tensor:
+        return self.permute(list(reversed(range(self.ndim))))
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        dim = self._dim(dim, extra=1)
+        shape, strides = list(self.shape), list(self._strides)
+        stride = strides[dim] * shape[dim] if dim < self.ndim else 1
+        shape.insert(dim, 1)
+        strides.insert(dim, stride)
+        return self._view(shape, strides)
+
+    def squeeze(self, dim: int | None = None) -> Tensor:
+        keep = [
+            i for i, d in enumerate(self.shape) if d != 1 or (dim is not None and i != self._dim(dim))
+        ]
+        return self._view([self.shape[i] for i in keep], [self._strides[i] for i in keep])
+
+    def narrow(self, dim: int, start: int, length: int) -> Tensor:
+        dim = self._dim(dim)
+        if start < 0:
+            start += self.shape[dim]
+        if not (0 <= start and length >= 0 and start + length <= self.shape[dim]):
+            raise IndexError(
+                f"narrow({dim}, {start}, {length}) is out of range for size {self.shape[dim]}"
+            )
+        shape = list(self.shape)
+        shape[dim] = length
+        return self._view(shape, self._strides, start * self._strides[dim])
+
+    def expand(self, *sizes) -> Tensor:
+        from ._shape import broadcast_strides
+
+        sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+        sizes = tuple(s if s != -1 else self.shape[i - len(sizes) + self.ndim] for i, s in enumerate(sizes))
+        return self._view(sizes, broadcast_strides(self.shape, self._strides, sizes))
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        return self.expand(other.shape)
+
+    def __getitem__(self, index) -> Tensor:
+        from ._shape import basic_index
+
+        shape, strides, offset = basic_index(self.shape, self._strides, index)
+        return self._view(shape, strides, offset)
+
+    def __setitem__(self, index, value) -> None:
+        target = self[index]
+        if isinstance(value, Tensor):
+            target.copy_(value)
+        elif isinstance(value, (list, tuple, np.ndarray)):
+            target.copy_(np.asarray(value))
+        else:
+            target.fill_(value)
+
+    # -- host readback -----------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """A host copy (waits for the current stream; not allowed during capture)."""
+        refuse_during_capture("reading a tensor back to the host (numpy/item/tolist/bool)")
+        src = self if self._contig else self.contiguous()
+        host = np.empty(self.shape, self.dtype.np)
+        if host.nbytes:
+            get_backend().copy_dtoh(host, src._ptr, current_stream()._h)
+        return host
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self.numel() != 1:
+            raise ValueError(
+                f"only one-element tensors can be converted to Python numbers, got shape {self.shape}"
+            )
+        return self.numpy().reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise ValueError(
+                f"the truth value of a tensor with {self.numel()} elements is ambiguous; "
+                "use .any() or .all() style reductions"
+            )
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "ib" or self.numel() != 1:
+            raise TypeError("only one-element integer tensors can be used as an index")
+        return int(self.item())
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __repr__(self) -> str:
+        if current_stream().is_capturing():
+            return f"tensor(<capturing>, shape={self.shape}, dtype={self.dtype})"
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        suffix = "" if self.dtype in (dt.float32, dt.int64, dt.bool) else f", dtype={self.dtype}"
+        return f"tensor({body}{suffix})"
+
+    # -- interop -------------------------------------------------------------------------
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        from ._interop import cuda_array_interface
+
+        return cuda_array_interface(self)
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        from ._interop import to_dlpack
+
+        return to_dlpack(self, stream)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from ._interop import dlpack_device
+
+        return dlpack_device()

@@ -1,0 +1,70 @@
+"""Device, streams, events, memory and kernel launches.
+
+The backend (real CUDA or the CPU simulator) is chosen when this package is
+imported: see ``tensorplay.cuda.backend``.
+"""
+
+from __future__ import annotations
+
+from .backend import CaptureError, CudaError
+from .backend import get as _get_backend
+from .memory import (
+    empty_cache,
+    max_memory_allocated,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_peak_memory_stats,
+)
+from .streams import (
+    Event,
+    Stream,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+    synchronize,
+)
+
+_device = _get_backend()
+grid = _device.grid  # use inside kernels: i = tp.cuda.grid(1)
+gridsize = _device.gridsize
+
+
+def backend() -> str:
+    """``"cuda"`` on a real GPU, ``"sim"`` on the CPU simulator."""
+    return _device.name
+
+
+def is_available() -> bool:
+    """True on a real GPU and on the simulator (which emulates one device)."""
+    return True
+
+
+def device_count() -> int:
+    return _device.device_count()
+
+
+def current_device() -> int:
+    return 0
+
+
+def get_device_name(device: int | None = None) -> str:
+    return _device.device_name()
+
+
+def launch(kernel, blocks, threads, *args, stream: Stream | None = None, shared_bytes: int = 0) -> None:
+    """Launch a plain ``numba.cuda.jit`` kernel (or a ``tp.jit`` one) on ``stream``
+    (the current stream if None); Tensors go in as arrays."""
+    from .._jit import launch_kernel
+
+    launch_kernel(kernel, blocks, threads, args, stream, shared_bytes)
+
+
+__all__ = [
+    "CaptureError", "CudaError", "Event", "Stream", "backend", "current_device",
+    "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name",
+    "grid", "gridsize", "is_available", "launch", "max_memory_allocated", "memory_allocated",
+    "memory_reserved", "memory_stats", "reset_peak_memory_stats", "set_stream", "stream",
+    "synchronize",
+]  # fmt: skip

@@ -1,0 +1,288 @@
+"""The real backend: cuda-python's driver API, sharing Numba's primary context.
+
+Every driver result goes through ``check``; kernels compiled by Numba are
+launched through ``cuLaunchKernel`` with parameters packed once per call into a
+pre-built buffer, which skips Numba's dispatcher (20-100 us a launch).
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+
+import numpy as np
+from cuda.bindings import driver as drv
+
+from .errors import CaptureError, CudaError
+
+R = drv.CUresult
+_SUCCESS = R.CUDA_SUCCESS
+_CAPTURE_MODES = {
+    "global": drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
+    "thread_local": drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+    "relaxed": drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED,
+}
+_CAPTURE_STATUS = {
+    drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE: "none",
+    drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE: "active",
+    drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_INVALIDATED: "invalidated",
+}
+
+
+def _code_name(err) -> str:
+    try:
+        return R(err).name
+    except Exception:
+        return f"CUresult({int(err)})"
+
+
+def fail(function: str, err) -> CudaError:
+    """The error for a failed driver call (a CaptureError for capture misuse)."""
+    name = _code_name(err)
+    try:
+        e, desc = drv.cuGetErrorString(err)
+        desc = desc.decode() if e == _SUCCESS and desc else ""
+    except Exception:
+        desc = ""
+    cls = CaptureError if "CAPTURE" in name else CudaError
+    return cls.from_result(function, name, desc)
+
+
+def check(function: str, result):
+    """Raise ``CudaError`` unless ``result`` (a driver call's tuple) succeeded."""
+    err = result[0]
+    if err:
+        raise fail(function, err)
+    return result[1] if len(result) == 2 else result[1:]
+
+
+# -- kernel parameter packing ------------------------------------------------
+
+_SCALAR_FORMATS = {
+    "int8": "b", "int16": "h", "int32": "i", "int64": "q",
+    "uint8": "B", "uint16": "H", "uint32": "I", "uint64": "Q",
+    "float16": "e", "float32": "f", "float64": "d", "bool": "?",
+}  # fmt: skip
+
+
+def _param_format(argtypes) -> tuple[str, list[bool]]:
+    """struct format with one 8-byte slot per kernel parameter (Numba's ABI:
+    an array is meminfo, parent, nitems, itemsize, data, shape..., strides...)."""
+    from numba.cuda import types
+
+    fmt, is_array = ["<"], []
+    for ty in argtypes:
+        if isinstance(ty, types.Array):
+            fmt.append("q" * (5 + 2 * ty.ndim))
+            is_array.append(True)
+        else:
+            key = "bool" if ty == types.boolean else str(ty)
+            code = _SCALAR_FORMATS.get(key)
+            if code is None:
+                raise TypeError(f"kernel argument of type {ty} is not supported")
+            fmt.append(code + "x" * (8 - struct.calcsize(code)))
+            is_array.append(False)
+    return "".join(fmt), is_array
+
+
+class Launcher:
+    """Launches one compiled Numba kernel with pre-packed parameters."""
+
+    __slots__ = ("name", "_func", "_fmt", "_is_array", "_nparams", "_local")
+
+    def __init__(self, dispatcher, argtypes) -> None:
+        kernel = dispatcher.compile(tuple(argtypes))
+        kernel.bind()
+        cufunc = kernel._codelibrary.get_cufunc()
+        self.name = getattr(dispatcher, "__qualname__", cufunc.name)
+        self._func = drv.CUfunction(int(cufunc.handle))
+        self._fmt, self._is_array = _param_format(argtypes)
+        self._nparams = struct.calcsize(self._fmt) // 8
+        self._local = threading.local()
+
+    def _buffers(self):
+        # One buffer per thread: the driver reads it during cuLaunchKernel,
+        # which runs without the GIL.
+        bufs = getattr(self._local, "bufs", None)
+        if bufs is None:
+            data = np.zeros(max(self._nparams, 1), np.uint64)
+            ptrs = np.arange(self._nparams, dtype=np.uint64) * 8 + data.ctypes.data
+            bufs = self._local.bufs = (data, ptrs, ptrs.ctypes.data)
+        return bufs
+
+    def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
+        vals = []
+        for is_array, a in zip(self._is_array, args):
+            if is_array:
+                vals += a._karray
+            else:
+                vals.append(a)
+        data, _, addr = self._buffers()
+        struct.pack_into(self._fmt, data, 0, *vals)
+        err = drv.cuLaunchKernel(
+            self._func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+            shared_bytes, stream, addr, 0,
+        )[0]  # fmt: skip
+        if err:
+            raise fail(f"cuLaunchKernel({self.name})", err)
+
+
+class DriverBackend:
+    """Device calls through ``cuda.bindings.driver``."""
+
+    name = "cuda"
+
+    def __init__(self) -> None:
+        from numba import cuda
+
+        self._numba_cuda = cuda
+        self.grid, self.gridsize = cuda.grid, cuda.gridsize  # for kernels: tp.cuda.grid
+        cuda.current_context()  # retains the primary context and makes it current
+        self.ctx = check("cuCtxGetCurrent", drv.cuCtxGetCurrent())
+        self.device = check("cuCtxGetDevice", drv.cuCtxGetDevice())
+        self._sm_count = check(
+            "cuDeviceGetAttribute",
+            drv.cuDeviceGetAttribute(
+                drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, self.device
+            ),
+        )
+        self.legacy_stream = drv.CUstream(0)
+        self.max_block = 1024
+        self.max_threads_per_launch = self._sm_count * 2048
+        self._relaxed = _CAPTURE_MODES["relaxed"]
+
+    # -- device ------------------------------------------------------------
+    def ensure_thread(self) -> None:
+        """Make the shared context current on the calling thread."""
+        check("cuCtxSetCurrent", drv.cuCtxSetCurrent(self.ctx))
+
+    def device_count(self) -> int:
+        return check("cuDeviceGetCount", drv.cuDeviceGetCount())
+
+    def device_name(self) -> str:
+        raw = check("cuDeviceGetName", drv.cuDeviceGetName(256, self.device))
+        return raw.split(b"\0", 1)[0].decode()
+
+    def synchronize(self) -> None:
+        check("cuCtxSynchronize", drv.cuCtxSynchronize())
+
+    def jit(self):
+        return self._numba_cuda
+
+    # -- memory ------------------------------------------------------------
+    def mem_alloc(self, nbytes: int) -> int:
+        # cuMemAlloc fails inside a global-mode capture unless this thread's
+        # mode is relaxed for the call.
+        old = check("cuThreadExchangeStreamCaptureMode", drv.cuThreadExchangeStreamCaptureMode(self._relaxed))
+        try:
+            err, ptr = drv.cuMemAlloc(nbytes)
+        finally:
+            drv.cuThreadExchangeStreamCaptureMode(old)
+        if err:
+            raise fail(f"cuMemAlloc({nbytes})", err)
+        return int(ptr)
+
+    def mem_free(self, ptr: int) -> None:
+        check("cuMemFree", drv.cuMemFree(ptr))
+
+    def mem_info(self) -> tuple[int, int]:
+        return check("cuMemGetInfo", drv.cuMemGetInfo())
+
+    def copy_htod(self, dst: int, host: np.ndarray, stream) -> None:
+        check("cuMemcpyHtoDAsync", drv.cuMemcpyHtoDAsync(dst, host.ctypes.data, host.nbytes, stream))
+
+    def copy_dtoh(self, host: np.ndarray, src: int, stream) -> None:
+        check("cuMemcpyDtoHAsync", drv.cuMemcpyDtoHAsync(host.ctypes.data, src, host.nbytes, stream))
+        self.stream_synchronize(stream)
+
+    def copy_dtod(self, dst: int, src: int, nbytes: int, stream) -> None:
+        check("cuMemcpyDtoDAsync", drv.cuMemcpyDtoDAsync(dst, src, nbytes, stream))
+
+    def memset(self, ptr: int, byte: int, nbytes: int, stream) -> None:
+        check("cuMemsetD8Async", drv.cuMemsetD8Async(ptr, byte, nbytes, stream))
+
+    # -- streams and events --------------------------------------------------
+    def stream_create(self):
+        return check("cuStreamCreate", drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING))
+
+    def stream_destroy(self, stream) -> None:
+        check("cuStreamDestroy", drv.cuStreamDestroy(stream))
+
+    @staticmethod
+    def handle_int(handle) -> int:
+        return int(handle)
+
+    @staticmethod
+    def stream_from_int(handle: int):
+        return drv.CUstream(handle)
+
+    def stream_synchronize(self, stream) -> None:
+        check("cuStreamSynchronize", drv.cuStreamSynchronize(stream))
+
+    def stream_query(self, stream) -> bool:
+        (err,) = drv.cuStreamQuery(stream)
+        if err == R.CUDA_ERROR_NOT_READY:
+            return False
+        if err:
+            raise fail("cuStreamQuery", err)
+        return True
+
+    def stream_wait_event(self, stream, event) -> None:
+        check("cuStreamWaitEvent", drv.cuStreamWaitEvent(stream, event, 0))
+
+    def event_create(self, timing: bool):
+        flags = 0 if timing else drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
+        return check("cuEventCreate", drv.cuEventCreate(flags))
+
+    def event_destroy(self, event) -> None:
+        check("cuEventDestroy", drv.cuEventDestroy(event))
+
+    def event_record(self, event, stream) -> None:
+        check("cuEventRecord", drv.cuEventRecord(event, stream))
+
+    def event_synchronize(self, event) -> None:
+        check("cuEventSynchronize", drv.cuEventSynchronize(event))
+
+    def event_query(self, event) -> bool:
+        (err,) = drv.cuEventQuery(event)
+        if err == R.CUDA_ERROR_NOT_READY:
+            return False
+        if err:
+            raise fail("cuEventQuery", err)
+        return True
+
+    def event_elapsed_ms(self, start, end) -> float:
+        return check("cuEventElapsedTime", drv.cuEventElapsedTime(start, end))
+
+    # -- kernels -------------------------------------------------------------
+    def launcher(self, dispatcher, argtypes) -> Launcher:
+        return Launcher(dispatcher, argtypes)
+
+    # -- capture and graphs --------------------------------------------------
+    def capture_status(self, stream) -> str:
+        """``"none"``, ``"active"`` or ``"invalidated"`` for ``stream``."""
+        return _CAPTURE_STATUS[check("cuStreamIsCapturing", drv.cuStreamIsCapturing(stream))]
+
+    def begin_capture(self, stream, mode: str) -> None:
+        check("cuStreamBeginCapture", drv.cuStreamBeginCapture(stream, _CAPTURE_MODES[mode]))
+
+    def end_capture(self, stream):
+        return check("cuStreamEndCapture", drv.cuStreamEndCapture(stream))
+
+    def graph_instantiate(self, graph):
+        return check("cuGraphInstantiate", drv.cuGraphInstantiate(graph, 0))
+
+    def graph_launch(self, graph_exec, stream) -> None:
+        check("cuGraphLaunch", drv.cuGraphLaunch(graph_exec, stream))
+
+    def graph_destroy(self, graph) -> None:
+        check("cuGraphDestroy", drv.cuGraphDestroy(graph))
+
+    def graph_exec_destroy(self, graph_exec) -> None:
+        check("cuGraphExecDestroy", drv.cuGraphExecDestroy(graph_exec))
+
+    def graph_node_count(self, graph) -> int:
+        return check("cuGraphGetNodes", drv.cuGraphGetNodes(graph, 0))[1]
+
+    def graph_dot(self, graph, path: str) -> None:
+        check("cuGraphDebugDotPrint", drv.cuGraphDebugDotPrint(graph, path.encode(), (1 << 15) - 1))

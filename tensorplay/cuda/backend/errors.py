@@ -1,0 +1,64 @@
+"""Errors raised by the device layer, shared by both backends."""
+
+from __future__ import annotations
+
+__all__ = ["CaptureError", "CudaError", "explain"]
+
+# Plain words for the codes users meet; anything else falls back to the
+# driver's own description.
+_ADVICE = {
+    "CUDA_ERROR_OUT_OF_MEMORY": "the device is out of memory; free tensors or "
+    "call tensorplay.cuda.empty_cache()",
+    "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED": "this operation is not allowed while "
+    "a stream is capturing; warm up before capture or use "
+    "capture_error_mode='relaxed'",
+    "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED": "the capture was invalidated by an "
+    "operation not allowed during capture; end it and capture again",
+    "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT": "the legacy default stream cannot take "
+    "part in a capture; launch on the capturing stream instead",
+    "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED": "the capture was not begun on this "
+    "stream",
+    "CUDA_ERROR_STREAM_CAPTURE_UNJOINED": "a stream forked from the capture was "
+    "not joined back before the capture ended; make the capturing stream wait "
+    "on it",
+    "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD": "the capture was begun on another "
+    "thread; use capture_error_mode='thread_local' or 'relaxed'",
+    "CUDA_ERROR_NOT_READY": "the work is not finished yet",
+    "CUDA_ERROR_INVALID_VALUE": "an argument passed to the driver is invalid",
+    "CUDA_ERROR_ILLEGAL_ADDRESS": "a kernel accessed memory out of bounds; the "
+    "context is now unusable",
+    "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "the kernel asks for more registers or "
+    "threads per block than the device has; use fewer threads per block",
+    "CUDA_ERROR_NO_DEVICE": "no CUDA device is visible",
+    "CUDA_ERROR_NOT_INITIALIZED": "the driver was not initialised",
+}
+
+
+def explain(code_name: str, fallback: str = "") -> str:
+    """The plain explanation for a driver result code name."""
+    return _ADVICE.get(code_name, fallback or "see the CUDA driver documentation")
+
+
+class CudaError(RuntimeError):
+    """A device call failed.
+
+    Attributes
+    ----------
+    function : str
+        The driver function that failed ("" when not a single call).
+    code : str
+        The result code's name, e.g. ``"CUDA_ERROR_OUT_OF_MEMORY"``.
+    """
+
+    def __init__(self, message: str, function: str = "", code: str = "") -> None:
+        super().__init__(message)
+        self.function = function
+        self.code = code
+
+    @classmethod
+    def from_result(cls, function: str, code: str, description: str = "") -> CudaError:
+        return cls(f"{function} failed: {code}: {explain(code, description)}", function, code)
+
+
+class CaptureError(CudaError):
+    """An operation that is not allowed while a stream is capturing."""

@@ -1,0 +1,357 @@
+"""The CPU simulator backend.
+
+Device memory is host memory behind integer addresses (the addresses of NumPy
+buffers), kernels run in Numba's CUDA simulator, and work runs as soon as it is
+issued, so each stream's order holds trivially. A capture records nodes with
+their stream-order dependencies instead of running them, and a graph launch runs
+them; the capture rules of the driver are enforced with the driver's error codes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import threading
+import time
+import warnings
+
+import numpy as np
+
+from .errors import CaptureError, CudaError
+from .simgraph import Capture, SimGraph, SimGraphExec
+
+_ALIGN = 256
+
+
+def _fail(function: str, code: str, cls=CaptureError):
+    return cls.from_result(function, code)
+
+
+def _grid(ndim: int):
+    from numba.cuda.simulator.kernel import _get_kernel_context
+
+    return _get_kernel_context().grid(ndim)
+
+
+def _gridsize(ndim: int):
+    from numba.cuda.simulator.kernel import _get_kernel_context
+
+    return _get_kernel_context().gridsize(ndim)
+
+
+class SimStream:
+    __slots__ = ("handle", "capture", "frontier", "__weakref__")
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+        self.capture: Capture | None = None  # the capture this stream takes part in
+        self.frontier: tuple = ()  # the capture nodes the next node depends on
+
+    def __int__(self) -> int:
+        return self.handle
+
+
+class SimEvent:
+    __slots__ = ("timing", "time", "captured", "__weakref__")
+
+    def __init__(self, timing: bool) -> None:
+        self.timing = timing
+        self.time: float | None = None
+        self.captured: tuple | None = None  # (capture, frontier) when recorded in one
+
+
+class SimLauncher:
+    """Runs a kernel in Numba's simulator on views of simulated device memory."""
+
+    __slots__ = ("name", "_backend", "_dispatcher", "_arrays")
+
+    def __init__(self, backend: SimBackend, dispatcher, argtypes) -> None:
+        from numba.cuda import types
+        from numba.np.numpy_support import as_dtype
+
+        self.name = getattr(dispatcher, "__qualname__", repr(dispatcher))
+        self._backend = backend
+        self._dispatcher = dispatcher
+        self._arrays = [
+            (as_dtype(t.dtype), t.ndim) if isinstance(t, types.Array) else None for t in argtypes
+        ]
+
+    def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        view = self._backend.view
+        fake = []
+        for spec, a in zip(self._arrays, args):
+            if spec is None:
+                fake.append(a)
+            else:
+                dtype, ndim = spec
+                k = a._karray  # (meminfo, parent, nitems, itemsize, ptr, shape..., strides...)
+                fake.append(FakeCUDAArray(view(k[4], k[5 : 5 + ndim], k[5 + ndim :], dtype)))
+        kernel = self._dispatcher[grid, block, 0, shared_bytes]
+
+        def run() -> None:
+            # Integer overflow wraps silently on the GPU; NumPy scalars warn.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
+                kernel(*fake)
+
+        self._backend.enqueue(stream, "kernel", run, f"{self.name}\\n<<<{grid}, {block}>>>")
+
+
+class SimBackend:
+    """Device calls simulated on the CPU."""
+
+    name = "sim"
+    grid, gridsize = staticmethod(_grid), staticmethod(_gridsize)  # for kernels: tp.cuda.grid
+    # One Python thread per simulated CUDA thread: keep launches small (kernels
+    # loop over their data, so any launch shape covers it).
+    max_block = 16
+    max_threads_per_launch = 64
+
+    def __init__(self) -> None:
+        from numba import cuda
+
+        self._numba_cuda = cuda
+        self._buffers: dict[int, np.ndarray] = {}
+        self._bases: list[int] = []
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self.legacy_stream = SimStream(0)
+        self._captures: list[Capture] = []
+
+    # -- device ------------------------------------------------------------
+    def ensure_thread(self) -> None:
+        pass
+
+    def device_count(self) -> int:
+        return 1
+
+    def device_name(self) -> str:
+        return "tensorplay CPU simulator"
+
+    def synchronize(self) -> None:
+        self._check_unsafe("cuCtxSynchronize")
+
+    def jit(self):
+        return self._numba_cuda
+
+    # -- memory ------------------------------------------------------------
+    def mem_alloc(self, nbytes: int) -> int:
+        buf = np.empty(nbytes + _ALIGN, np.uint8)
+        ptr = (buf.ctypes.data + _ALIGN - 1) // _ALIGN * _ALIGN
+        buf[:] = 0xA5  # poison, as fresh device memory holds garbage
+        with self._lock:
+            self._buffers[ptr] = buf[ptr - buf.ctypes.data :][:nbytes]
+            bisect.insort(self._bases, ptr)
+        return ptr
+
+    def mem_free(self, ptr: int) -> None:
+        self._check_unsafe("cuMemFree")
+        with self._lock:
+            if self._buffers.pop(ptr, None) is None:
+                raise _fail("cuMemFree", "CUDA_ERROR_INVALID_VALUE", CudaError)
+            del self._bases[bisect.bisect_left(self._bases, ptr)]
+
+    def mem_info(self) -> tuple[int, int]:
+        used = sum(b.nbytes for b in self._buffers.values())
+        total = 1 << 34
+        return total - used, total
+
+    def view(self, ptr: int, shape, strides, dtype) -> np.ndarray:
+        """A NumPy view of simulated device memory at ``ptr``."""
+        with self._lock:
+            i = bisect.bisect_right(self._bases, ptr) - 1
+            base = self._bases[i] if i >= 0 else None
+            buf = self._buffers.get(base) if base is not None else None
+        if buf is None or ptr - base > buf.nbytes:
+            raise _fail(f"access to address {ptr:#x}", "CUDA_ERROR_ILLEGAL_ADDRESS", CudaError)
+        return np.ndarray(tuple(shape), dtype, buffer=buf, offset=ptr - base, strides=tuple(strides))
+
+    def _bytes(self, ptr: int, nbytes: int) -> np.ndarray:
+        return self.view(ptr, (nbytes,), (1,), np.uint8)
+
+    def copy_htod(self, dst: int, host: np.ndarray, stream) -> None:
+        self._refuse_host_copy("cuMemcpyHtoDAsync", stream)
+        self._bytes(dst, host.nbytes)[:] = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+
+    def copy_dtoh(self, host: np.ndarray, src: int, stream) -> None:
+        self._refuse_host_copy("cuMemcpyDtoHAsync", stream)
+        host.reshape(-1).view(np.uint8)[:] = self._bytes(src, host.nbytes)
+
+    def copy_dtod(self, dst: int, src: int, nbytes: int, stream) -> None:
+        d, s = self._bytes(dst, nbytes), self._bytes(src, nbytes)
+        self.enqueue(stream, "memcpy", lambda: np.copyto(d, s), f"memcpy {nbytes} B")
+
+    def memset(self, ptr: int, byte: int, nbytes: int, stream) -> None:
+        d = self._bytes(ptr, nbytes)
+        self.enqueue(stream, "memset", lambda: d.fill(byte), f"memset {nbytes} B = {byte}")
+
+    # -- streams and events --------------------------------------------------
+    def stream_create(self) -> SimStream:
+        return SimStream(0x5000 + next(self._ids))
+
+    def stream_destroy(self, stream) -> None:
+        if stream.capture is not None:
+            raise _fail("cuStreamDestroy", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+
+    @staticmethod
+    def handle_int(handle) -> int:
+        return handle.handle
+
+    def stream_from_int(self, handle: int) -> SimStream:
+        return self.legacy_stream if handle == 0 else SimStream(handle)
+
+    def stream_synchronize(self, stream) -> None:
+        if stream.capture is not None:
+            self._invalidate(stream.capture)
+            raise _fail("cuStreamSynchronize", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+        self._check_unsafe("cuStreamSynchronize")
+
+    def stream_query(self, stream) -> bool:
+        if stream.capture is not None:
+            self._invalidate(stream.capture)
+            raise _fail("cuStreamQuery", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+        return True
+
+    def stream_wait_event(self, stream, event) -> None:
+        captured = event.captured
+        if captured is None or captured[0].state == "ended":
+            return  # recorded eagerly: already complete in a synchronous world
+        capture, frontier = captured
+        if stream.capture is None:  # this stream joins the capture (a fork)
+            stream.capture = capture
+            stream.frontier = frontier
+            capture.streams.add(stream)
+        elif stream.capture is capture:
+            stream.frontier = tuple(dict.fromkeys(stream.frontier + frontier))
+        else:
+            raise _fail("cuStreamWaitEvent", "CUDA_ERROR_STREAM_CAPTURE_ISOLATION")
+
+    def event_create(self, timing: bool) -> SimEvent:
+        return SimEvent(timing)
+
+    def event_destroy(self, event) -> None:
+        pass
+
+    def event_record(self, event, stream) -> None:
+        if stream.capture is not None:
+            event.captured = (stream.capture, stream.frontier)
+        else:
+            event.captured = None
+            event.time = time.perf_counter()
+
+    def event_synchronize(self, event) -> None:
+        if event.captured is not None:
+            raise _fail("cuEventSynchronize", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+        self._check_unsafe("cuEventSynchronize")
+
+    def event_query(self, event) -> bool:
+        if event.captured is not None:
+            raise _fail("cuEventQuery", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+        return True
+
+    def event_elapsed_ms(self, start, end) -> float:
+        if not (start.timing and end.timing):
+            raise _fail("cuEventElapsedTime", "CUDA_ERROR_INVALID_HANDLE", CudaError)
+        if start.time is None or end.time is None:
+            raise _fail("cuEventElapsedTime", "CUDA_ERROR_INVALID_HANDLE", CudaError)
+        return (end.time - start.time) * 1e3
+
+    # -- kernels -------------------------------------------------------------
+    def launcher(self, dispatcher, argtypes) -> SimLauncher:
+        return SimLauncher(self, dispatcher, argtypes)
+
+    def enqueue(self, stream, kind: str, run, label: str) -> None:
+        """Run ``run`` now, or record it as a node when ``stream`` is capturing."""
+        capture = stream.capture
+        if capture is None:
+            if stream is self.legacy_stream:
+                self._check_legacy(kind)
+            run()
+            return
+        if capture.state == "invalidated":
+            raise _fail(f"{kind} launch", "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED")
+        stream.frontier = (capture.graph.add(kind, run, label, stream.frontier),)
+
+    # -- capture rules ---------------------------------------------------------
+    def _prohibiting(self):
+        """Active captures whose mode forbids unsafe calls from this thread."""
+        me = threading.get_ident()
+        return [
+            c
+            for c in self._captures
+            if c.state == "active" and (c.mode == "global" or (c.mode == "thread_local" and c.thread == me))
+        ]
+
+    def _check_unsafe(self, function: str) -> None:
+        for capture in self._prohibiting():
+            self._invalidate(capture)
+            raise _fail(function, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+
+    def _check_legacy(self, kind: str) -> None:
+        for capture in self._prohibiting():
+            self._invalidate(capture)
+            raise _fail(f"{kind} launch on the legacy default stream", "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT")
+
+    def _refuse_host_copy(self, function: str, stream) -> None:
+        if stream.capture is not None:
+            self._invalidate(stream.capture)
+            raise _fail(function, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+        self._check_unsafe(function)
+
+    def _invalidate(self, capture: Capture) -> None:
+        if capture.state == "active":
+            capture.state = "invalidated"
+
+    # -- capture and graphs --------------------------------------------------
+    def capture_status(self, stream) -> str:
+        return "none" if stream.capture is None else stream.capture.state
+
+    def begin_capture(self, stream, mode: str) -> None:
+        if stream is self.legacy_stream:
+            raise _fail("cuStreamBeginCapture", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+        if stream.capture is not None:
+            raise _fail("cuStreamBeginCapture", "CUDA_ERROR_ILLEGAL_STATE", CudaError)
+        capture = Capture(stream, mode, threading.get_ident())
+        stream.capture, stream.frontier = capture, ()
+        self._captures.append(capture)
+
+    def end_capture(self, stream) -> SimGraph:
+        capture = stream.capture
+        if capture is None or capture.origin is not stream:
+            raise _fail("cuStreamEndCapture", "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", CudaError)
+        self._captures.remove(capture)
+        unjoined = capture.unjoined(stream)
+        for s in capture.streams:
+            s.capture, s.frontier = None, ()
+        if capture.state == "invalidated":
+            capture.state = "ended"
+            raise _fail("cuStreamEndCapture", "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED")
+        capture.state = "ended"
+        if unjoined:
+            raise _fail("cuStreamEndCapture", "CUDA_ERROR_STREAM_CAPTURE_UNJOINED")
+        return capture.graph
+
+    def graph_instantiate(self, graph: SimGraph) -> SimGraphExec:
+        return SimGraphExec(graph)
+
+    def graph_launch(self, graph_exec: SimGraphExec, stream) -> None:
+        if stream.capture is not None:
+            raise _fail("cuGraphLaunch", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+        if stream is self.legacy_stream:
+            self._check_legacy("graph")
+        graph_exec.run()
+
+    def graph_destroy(self, graph) -> None:
+        pass
+
+    def graph_exec_destroy(self, graph_exec) -> None:
+        pass
+
+    def graph_node_count(self, graph: SimGraph) -> int:
+        return len(graph.nodes)
+
+    def graph_dot(self, graph: SimGraph, path: str) -> None:
+        with open(path, "w") as f:
+            f.write(graph.dot())

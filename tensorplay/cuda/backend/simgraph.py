@@ -1,0 +1,75 @@
+"""Recorded graphs for the simulator: nodes with dependencies, replayed in order."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SimNode:
+    id: int
+    kind: str  # "kernel", "memcpy", "memset", "conditional"
+    run: object  # a callable taking no arguments
+    label: str
+    deps: tuple[int, ...]
+
+
+@dataclass
+class SimGraph:
+    """A graph recorded by a capture."""
+
+    nodes: list[SimNode] = field(default_factory=list)
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(0), repr=False)
+
+    def add(self, kind: str, run, label: str, deps: tuple) -> int:
+        node = SimNode(next(self._ids), kind, run, label, tuple(deps))
+        self.nodes.append(node)
+        return node.id
+
+    def dot(self, name: str = "tensorplay") -> str:
+        lines = [f'digraph "{name}" {{', "  node [shape=box, fontname=monospace];"]
+        for n in self.nodes:
+            label = n.label.replace('"', '\\"')
+            lines.append(f'  n{n.id} [label="{n.kind} {n.id}\\n{label}"];')
+            lines.extend(f"  n{d} -> n{n.id};" for d in n.deps)
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+class SimGraphExec:
+    """An instantiated graph: its nodes in an order that respects every edge.
+
+    Nodes are recorded in issue order, which already respects dependencies
+    (a node can only depend on nodes recorded before it).
+    """
+
+    def __init__(self, graph: SimGraph) -> None:
+        self._runs = [n.run for n in graph.nodes]
+
+    def run(self) -> None:
+        for run in self._runs:
+            run()
+
+
+@dataclass(eq=False)
+class Capture:
+    """One capture in progress, possibly spanning several streams."""
+
+    origin: object
+    mode: str
+    thread: int
+    state: str = "active"  # "active", "invalidated", "ended"
+    graph: SimGraph = field(default_factory=SimGraph)
+    streams: set = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.streams.add(self.origin)
+
+    def unjoined(self, origin) -> list:
+        """Forked streams whose last node the origin stream does not depend on."""
+        reach = set(origin.frontier)
+        for node in reversed(self.graph.nodes):
+            if node.id in reach:
+                reach.update(node.deps)
+        return [s for s in self.streams if s is not origin and not set(s.frontier) <= reach]

@@ -1,0 +1,243 @@
+"""The caching allocator: device memory reused per stream and per graph pool.
+
+Blocks are rounded up to a size class and, once freed, kept on a free list for
+the stream they were used on (stream order makes reuse there safe without any
+synchronisation). A block that was also used on other streams
+(``record_stream``) goes back to the free lists only when events recorded on
+those streams at free time have completed; the allocator polls them, it never
+synchronises the device.
+
+Allocations made while a stream captures a graph go to that graph's private
+pool: pool memory serves only allocations into the same pool, so it is never
+handed to anyone else while a graph that replays into it lives.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+
+from .backend import CaptureError, CudaError
+from .backend import get as get_backend
+
+__all__ = [
+    "Block",
+    "allocator",
+    "empty_cache",
+    "max_memory_allocated",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_peak_memory_stats",
+]
+
+DEFAULT_POOL = 0
+_SMALL = 1 << 20  # blocks up to 1 MiB round to a power of two
+_LARGE_ROUND = 2 << 20  # larger ones to a multiple of 2 MiB
+
+
+def round_size(nbytes: int) -> int:
+    """The size class a request of ``nbytes`` is served from."""
+    if nbytes <= 512:
+        return 512
+    if nbytes <= _SMALL:
+        return 1 << (nbytes - 1).bit_length()
+    return -(-nbytes // _LARGE_ROUND) * _LARGE_ROUND
+
+
+class Block:
+    """One device allocation of ``size`` bytes at ``ptr``."""
+
+    __slots__ = ("ptr", "size", "pool", "stream_key", "requested", "other_streams")
+
+    def __init__(self, ptr: int, size: int, pool, stream_key: int) -> None:
+        self.ptr, self.size, self.pool, self.stream_key = ptr, size, pool, stream_key
+        self.requested = 0
+        self.other_streams: set | None = None
+
+
+class CachingAllocator:
+    def __init__(self) -> None:
+        self._free: dict[tuple, list[Block]] = defaultdict(list)
+        self._pending: list[tuple[Block, list]] = []  # blocks waiting on events
+        self._capture_pools: dict[int, object] = {}  # stream key -> pool during capture
+        self._pool_ids = itertools.count(1)
+        self.stats = dict.fromkeys(
+            (
+                "allocated_bytes.current", "allocated_bytes.peak",
+                "reserved_bytes.current", "reserved_bytes.peak",
+                "requested_bytes.current", "active_blocks.current",
+                "num_allocs", "num_frees", "num_device_allocs", "num_device_frees",
+                "num_alloc_retries", "num_cache_hits",
+            ),
+            0,
+        )  # fmt: skip
+        self._reserved: dict[object, int] = defaultdict(int)  # pool -> bytes
+
+    # -- pools -----------------------------------------------------------------
+    def new_pool_id(self) -> tuple[int, int]:
+        return (0, next(self._pool_ids))
+
+    def route_to_pool(self, stream, pool) -> None:
+        """Send allocations on ``stream`` to ``pool`` (None: stop routing)."""
+        if pool is None:
+            self._capture_pools.pop(stream._key, None)
+        else:
+            self._capture_pools[stream._key] = pool
+
+    def pool_reserved(self, pool) -> int:
+        return self._reserved.get(pool, 0)
+
+    # -- allocate and free -------------------------------------------------------
+    def allocate(self, nbytes: int, stream) -> Block:
+        pool = self._capture_pools.get(stream._key, DEFAULT_POOL) if self._capture_pools else DEFAULT_POOL
+        size = round_size(nbytes)
+        # Private pools ignore streams: a graph replays on whichever stream it is
+        # launched on, and graphs sharing a pool replay in capture order.
+        key = (pool, stream._key if pool == DEFAULT_POOL else 0, size)
+        free = self._free.get(key)
+        if not free and self._pending:
+            self._collect_pending()
+            free = self._free.get(key)
+        st = self.stats
+        if free:
+            block = free.pop()
+            st["num_cache_hits"] += 1
+        else:
+            block = Block(self._device_alloc(size, pool), size, pool, key[1])
+        block.requested = nbytes
+        st["num_allocs"] += 1
+        st["active_blocks.current"] += 1
+        st["requested_bytes.current"] += nbytes
+        cur = st["allocated_bytes.current"] = st["allocated_bytes.current"] + size
+        if cur > st["allocated_bytes.peak"]:
+            st["allocated_bytes.peak"] = cur
+        return block
+
+    def free(self, block: Block) -> None:
+        st = self.stats
+        st["num_frees"] += 1
+        st["active_blocks.current"] -= 1
+        st["requested_bytes.current"] -= block.requested
+        st["allocated_bytes.current"] -= block.size
+        if block.other_streams:
+            from .streams import Event
+
+            events = []
+            for s in block.other_streams:
+                e = Event()
+                e.record(s)
+                events.append(e)
+            block.other_streams = None
+            self._pending.append((block, events))
+            return
+        self._free[(block.pool, block.stream_key, block.size)].append(block)
+
+    def record_stream(self, block: Block, stream) -> None:
+        """Note that ``block`` is used on ``stream`` too: its reuse waits for it."""
+        if stream._key != block.stream_key:
+            if block.other_streams is None:
+                block.other_streams = set()
+            block.other_streams.add(stream)
+
+    def _collect_pending(self) -> None:
+        still = []
+        for block, events in self._pending:
+            if all(e.query() for e in events):
+                self._free[(block.pool, block.stream_key, block.size)].append(block)
+            else:
+                still.append((block, events))
+        self._pending = still
+
+    def _device_alloc(self, size: int, pool) -> int:
+        dev = get_backend()
+        try:
+            ptr = dev.mem_alloc(size)
+        except CudaError as e:
+            if e.code != "CUDA_ERROR_OUT_OF_MEMORY":
+                raise
+            self.stats["num_alloc_retries"] += 1
+            self.release_cached(DEFAULT_POOL)
+            try:
+                ptr = dev.mem_alloc(size)
+            except CudaError as e2:
+                raise CudaError(
+                    f"out of memory: could not allocate {size} bytes "
+                    f"({self.stats['allocated_bytes.current']} allocated, "
+                    f"{self.stats['reserved_bytes.current']} reserved by tensorplay); "
+                    "free tensors you no longer need",
+                    e2.function,
+                    e2.code,
+                ) from None
+        st = self.stats
+        st["num_device_allocs"] += 1
+        self._reserved[pool] += size
+        cur = st["reserved_bytes.current"] = st["reserved_bytes.current"] + size
+        if cur > st["reserved_bytes.peak"]:
+            st["reserved_bytes.peak"] = cur
+        return ptr
+
+    # -- giving memory back --------------------------------------------------------
+    def release_cached(self, pool=None) -> int:
+        """Give the free blocks of ``pool`` (all pools if None) back to the device."""
+        dev = get_backend()
+        if self._pending:
+            self._collect_pending()
+        released = 0
+        for key in [k for k in self._free if pool is None or k[0] == pool]:
+            for block in self._free.pop(key):
+                dev.mem_free(block.ptr)
+                released += block.size
+                self._reserved[block.pool] -= block.size
+                self.stats["num_device_frees"] += 1
+        self.stats["reserved_bytes.current"] -= released
+        return released
+
+    def empty_cache(self, keep_pools=()) -> None:
+        from .streams import current_stream
+
+        s = current_stream()
+        if s.is_capturing() or self._capture_pools:
+            raise CaptureError(
+                "empty_cache() is not allowed while a stream is capturing a graph; "
+                "call it after capture_end()"
+            )
+        for pool in {k[0] for k in self._free}:
+            if pool not in keep_pools:
+                self.release_cached(pool)
+
+
+allocator = CachingAllocator()
+_live_pools: set = set()  # private pools a live graph still replays into
+
+
+def memory_allocated() -> int:
+    """Bytes held by live tensors (rounded to block sizes)."""
+    return allocator.stats["allocated_bytes.current"]
+
+
+def max_memory_allocated() -> int:
+    """The peak of ``memory_allocated()`` since start or the last reset."""
+    return allocator.stats["allocated_bytes.peak"]
+
+
+def memory_reserved() -> int:
+    """Bytes the allocator holds from the device, cached blocks included."""
+    return allocator.stats["reserved_bytes.current"]
+
+
+def reset_peak_memory_stats() -> None:
+    """Reset the peaks to the current values."""
+    st = allocator.stats
+    st["allocated_bytes.peak"] = st["allocated_bytes.current"]
+    st["reserved_bytes.peak"] = st["reserved_bytes.current"]
+
+
+def memory_stats() -> dict[str, int]:
+    """A copy of the allocator's counters (bytes and counts)."""
+    return dict(allocator.stats)
+
+
+def empty_cache() -> None:
+    """Give cached, unused blocks back to the device (not those of live graph pools)."""
+    allocator.empty_cache(keep_pools=_live_pools)

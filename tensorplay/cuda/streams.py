@@ -1,0 +1,222 @@
+"""Streams and events, and the current stream of each thread."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+from .backend import CaptureError
+from .backend import get as _device
+
+__all__ = [
+    "Event",
+    "Stream",
+    "capture_stream",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+    "stream",
+    "synchronize",
+]
+
+_tls = threading.local()
+_singletons: dict[str, Stream] = {}
+
+
+class Stream:
+    """A non-blocking CUDA stream (on the simulator, an ordered queue).
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> s = tp.cuda.Stream()
+    >>> with tp.cuda.stream(s):
+    ...     y = tp.ones(4) * 2
+    >>> s.synchronize()
+    >>> y.tolist()
+    [2.0, 2.0, 2.0, 2.0]
+    """
+
+    __slots__ = ("_h", "_key", "_owned", "__weakref__")
+
+    def __init__(self) -> None:
+        dev = _device()
+        dev.ensure_thread()
+        self._h = dev.stream_create()
+        self._key = dev.handle_int(self._h)
+        self._owned = True
+
+    @classmethod
+    def _wrap(cls, handle) -> Stream:
+        s = object.__new__(cls)
+        s._h, s._key, s._owned = handle, _device().handle_int(handle), False
+        return s
+
+    @property
+    def handle(self) -> int:
+        """The ``CUstream`` as an integer (0 for the legacy default stream)."""
+        return self._key
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self._key)
+
+    def synchronize(self) -> None:
+        """Wait on the host until all work queued on this stream has finished."""
+        _device().stream_synchronize(self._h)
+
+    def query(self) -> bool:
+        """True when all work queued on this stream has finished."""
+        return _device().stream_query(self._h)
+
+    def wait_event(self, event: Event) -> None:
+        """Make future work on this stream wait for ``event`` (no host sync)."""
+        _device().stream_wait_event(self._h, event._h)
+
+    def wait_stream(self, other: Stream) -> None:
+        """Make future work on this stream wait for the work queued on ``other``."""
+        if other is not self:
+            self.wait_event(other.record_event())
+
+    def record_event(self, event: Event | None = None) -> Event:
+        """Record ``event`` (a new one if None) on this stream and return it."""
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def is_capturing(self) -> bool:
+        """True while this stream takes part in a graph capture."""
+        return _device().capture_status(self._h) != "none"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Stream) and other._key == self._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        return f"<tensorplay.cuda.Stream handle={self._key:#x}>"
+
+    def __del__(self) -> None:
+        if getattr(self, "_owned", False):
+            try:
+                _device().stream_destroy(self._h)
+            except Exception:
+                pass
+
+
+class Event:
+    """A CUDA event: a marker in a stream that others can wait on or time.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> start, end = tp.cuda.Event(enable_timing=True), tp.cuda.Event(enable_timing=True)
+    >>> start.record(); x = tp.ones(8) + 1; end.record(); end.synchronize()
+    >>> start.elapsed_time(end) >= 0
+    True
+    """
+
+    __slots__ = ("_h", "enable_timing", "__weakref__")
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        dev = _device()
+        dev.ensure_thread()
+        self.enable_timing = bool(enable_timing)
+        self._h = dev.event_create(self.enable_timing)
+
+    def record(self, stream: Stream | None = None) -> None:
+        """Record the event on ``stream`` (the current stream if None)."""
+        _device().event_record(self._h, (stream or current_stream())._h)
+
+    def wait(self, stream: Stream | None = None) -> None:
+        """Make ``stream`` (the current stream if None) wait for this event."""
+        (stream or current_stream()).wait_event(self)
+
+    def synchronize(self) -> None:
+        """Wait on the host until the event has completed."""
+        _device().event_synchronize(self._h)
+
+    def query(self) -> bool:
+        """True when the work before the event has completed."""
+        return _device().event_query(self._h)
+
+    def elapsed_time(self, end: Event) -> float:
+        """Milliseconds between this event and ``end`` (both recorded, both timing)."""
+        if not (self.enable_timing and end.enable_timing):
+            raise ValueError(
+                "elapsed_time needs both events created with enable_timing=True"
+            )
+        return _device().event_elapsed_ms(self._h, end._h)
+
+    def __repr__(self) -> str:
+        return f"<tensorplay.cuda.Event timing={self.enable_timing}>"
+
+    def __del__(self) -> None:
+        try:
+            _device().event_destroy(self._h)
+        except Exception:
+            pass
+
+
+def default_stream() -> Stream:
+    """The legacy default stream (handle 0)."""
+    s = _singletons.get("default")
+    if s is None:
+        s = _singletons["default"] = Stream._wrap(_device().legacy_stream)
+    return s
+
+
+def capture_stream() -> Stream:
+    """The side stream reserved for graph captures on this device."""
+    s = _singletons.get("capture")
+    if s is None:
+        s = _singletons["capture"] = Stream()
+    return s
+
+
+def current_stream() -> Stream:
+    """The stream that ops issued on this thread are launched on."""
+    try:
+        return _tls.stream
+    except AttributeError:
+        _device().ensure_thread()
+        _tls.stream = default_stream()
+        return _tls.stream
+
+
+def set_stream(s: Stream) -> None:
+    """Make ``s`` the current stream of this thread."""
+    if not isinstance(s, Stream):
+        raise TypeError(f"expected a tensorplay.cuda.Stream, got {type(s).__name__}")
+    current_stream()
+    _tls.stream = s
+
+
+@contextmanager
+def stream(s: Stream | None) -> Iterator[Stream | None]:
+    """Make ``s`` the current stream inside the ``with`` block (None: no change)."""
+    if s is None:
+        yield None
+        return
+    prev = current_stream()
+    set_stream(s)
+    try:
+        yield s
+    finally:
+        _tls.stream = prev
+
+
+def synchronize() -> None:
+    """Wait on the host until all work on the device has finished."""
+    _device().synchronize()
+
+
+def refuse_during_capture(what: str, s: Stream | None = None) -> None:
+    """Raise ``CaptureError`` if ``s`` (the current stream if None) is capturing."""
+    s = s or current_stream()
+    if _device().capture_status(s._h) != "none":
+        raise CaptureError(
+            f"{what} is not allowed while stream {s.handle:#x} is capturing a graph; "
+            "do it before capture_begin() or after capture_end()"
+        )

@@ -1,0 +1,153 @@
+"""Elementwise kernels: one generated kernel per (op, operand pattern, layout).
+
+An op is a Numba device function ``f``; a pattern says which operands are
+arrays (``a``) and which are scalars (``s``). Two layouts exist:
+
+- ``flat``: every array is 1-D and C-contiguous with the output's size;
+- ``nd``: every array is a 6-D strided view (broadcast dimensions have stride 0,
+  missing leading dimensions have size 1), so one kernel serves any broadcast
+  or slice of up to six (coalesced) dimensions.
+
+Both use a grid-stride loop, so any launch shape covers the whole output. The
+kernels are built once per key by ``kernel(op, pattern, layout, cast)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import linecache
+import math
+
+import numpy as np
+from numba import cuda
+
+__all__ = ["BINARY", "UNARY", "MAXDIM", "kernel"]
+
+MAXDIM = 6
+
+
+def _device(fn):
+    return cuda.jit(device=True, inline=True)(fn)
+
+
+@_device
+def identity(x):
+    return x
+
+
+@_device
+def to_float32(x):
+    return np.float32(x)
+
+
+CASTS = {"none": identity, "float32": to_float32}
+
+
+UNARY = {
+    "copy": identity,
+    "neg": _device(lambda x: -x),
+    "abs": _device(lambda x: abs(x)),
+    "exp": _device(lambda x: math.exp(x)),
+    "log": _device(lambda x: math.log(x)),
+    "sqrt": _device(lambda x: math.sqrt(x)),
+    "tanh": _device(lambda x: math.tanh(x)),
+    "sin": _device(lambda x: math.sin(x)),
+    "cos": _device(lambda x: math.cos(x)),
+    "sigmoid": _device(lambda x: 1.0 / (1.0 + math.exp(-x))),
+    "relu": _device(lambda x: x if (x > 0 or x != x) else 0),
+    "invert": _device(lambda x: ~x),
+    "logical_not": _device(lambda x: not x),
+}
+
+BINARY = {
+    "add": _device(lambda a, b: a + b),
+    "sub": _device(lambda a, b: a - b),
+    "mul": _device(lambda a, b: a * b),
+    "truediv": _device(lambda a, b: a / b),
+    "floordiv": _device(lambda a, b: a // b),
+    "mod": _device(lambda a, b: a % b),
+    "pow": _device(lambda a, b: a**b),
+    "eq": _device(lambda a, b: a == b),
+    "ne": _device(lambda a, b: a != b),
+    "lt": _device(lambda a, b: a < b),
+    "le": _device(lambda a, b: a <= b),
+    "gt": _device(lambda a, b: a > b),
+    "ge": _device(lambda a, b: a >= b),
+    "and": _device(lambda a, b: a & b),
+    "or": _device(lambda a, b: a | b),
+    "xor": _device(lambda a, b: a ^ b),
+    "maximum": _device(lambda a, b: a if (a > b or a != a) else b),
+    "minimum": _device(lambda a, b: a if (a < b or a != a) else b),
+}
+
+TERNARY = {
+    "where": _device(lambda c, a, b: a if c else b),
+    "clamp": _device(lambda x, lo, hi: lo if x < lo else (hi if x > hi else x)),
+}
+
+FILL = {"fill": identity}
+
+_FLAT = """
+def {name}(out, {params}):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    n = out.size
+    while i < n:
+        out[i] = f({loads})
+        i += step
+"""
+
+_ND = """
+def {name}(out, {params}):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    n = out.size
+    s1, s2, s3, s4, s5 = out.shape[1], out.shape[2], out.shape[3], out.shape[4], out.shape[5]
+    while i < n:
+        r = i
+        i5 = r % s5
+        r //= s5
+        i4 = r % s4
+        r //= s4
+        i3 = r % s3
+        r //= s3
+        i2 = r % s2
+        r //= s2
+        i1 = r % s1
+        i0 = r // s1
+        out[i0, i1, i2, i3, i4, i5] = f({loads})
+        i += step
+"""
+
+
+def _op(name: str):
+    for table in (UNARY, BINARY, TERNARY, FILL):
+        if name in table:
+            return table[name]
+    raise KeyError(f"no elementwise op named {name!r}")
+
+
+@functools.cache
+def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
+    """The kernel computing ``out = op(*operands)``.
+
+    Parameters
+    ----------
+    op : a key of UNARY, BINARY, TERNARY or FILL.
+    pattern : one letter per operand, ``a`` for an array, ``s`` for a scalar.
+    layout : ``"flat"`` or ``"nd"``.
+    cast : ``"none"`` or ``"float32"`` (float16 math is done in float32).
+    """
+    params = [f"x{k}" for k in range(len(pattern))]
+    index = "[i]" if layout == "flat" else "[i0, i1, i2, i3, i4, i5]"
+    loads = ", ".join(f"c({p}{index})" if kind == "a" else p for p, kind in zip(params, pattern))
+    name = f"{op}_{pattern}_{layout}"
+    source = (_FLAT if layout == "flat" else _ND).format(name=name, params=", ".join(params), loads=loads)
+    namespace = {"cuda": cuda, "f": _op(op), "c": CASTS[cast]}
+    filename = f"<tensorplay.kernels.elementwise.{name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    fn = namespace[name]
+    fn.__qualname__ = f"elementwise.{name}"
+    fn.__module__ = __name__
+    return cuda.jit(fn)

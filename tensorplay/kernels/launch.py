@@ -1,0 +1,86 @@
+"""The fast launch path: one compiled kernel per (kernel, argument types).
+
+Numba's dispatcher types every argument on every call (20-100 us). Here the
+argument types are summarised by cheap keys, the compiled kernel and its packed
+parameter layout are resolved once per key by the backend, and later launches
+only pack values and call the driver.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..cuda.backend import get as get_backend
+from ..cuda.streams import current_stream
+
+__all__ = ["ArrayArg", "KernelArray", "grid_1d", "launch", "numba_type"]
+
+_launchers: dict[tuple, object] = {}
+
+
+class KernelArray:
+    """Anything passed to a kernel as an array.
+
+    Subclasses provide ``_kkey`` (dtype name, ndim, C-contiguous) and
+    ``_karray``: Numba's array parameters (meminfo, parent, nitems, itemsize,
+    data pointer, shape..., strides in bytes...).
+    """
+
+    __slots__ = ()
+
+
+class ArrayArg(KernelArray):
+    """A raw array description for a kernel (no Tensor needed)."""
+
+    __slots__ = ("_karray", "_kkey")
+
+    def __init__(self, ptr: int, shape, strides_bytes, dtype_name: str, itemsize: int, contig: bool):
+        n = 1
+        for d in shape:
+            n *= d
+        self._karray = (0, 0, n, itemsize, ptr, *shape, *strides_bytes)
+        self._kkey = (dtype_name, len(shape), contig)
+
+
+def numba_type(key):
+    """The Numba type for a launch key element (an array key or a scalar type)."""
+    from numba.cuda import types
+    from numba.cuda.np.numpy_support import from_dtype
+
+    if isinstance(key, tuple):
+        name, ndim, contig = key
+        return types.Array(from_dtype(np.dtype(name)), ndim, "C" if contig else "A")
+    if key is bool:
+        return types.boolean
+    if key is int:
+        return types.int64
+    if key is float:
+        return types.float64
+    return from_dtype(np.dtype(key))
+
+
+def _launcher(key):
+    kernel, argkeys = key[0], key[1:]
+    argtypes = tuple(numba_type(k) for k in argkeys)
+    launcher = get_backend().launcher(kernel, argtypes)
+    _launchers[key] = launcher
+    return launcher
+
+
+def launch(kernel, grid, block, args, stream=None, shared_bytes: int = 0) -> None:
+    """Launch a ``numba.cuda.jit`` kernel on ``stream`` (the current one if None).
+
+    ``grid`` and ``block`` are 3-tuples; array arguments are ``KernelArray``s,
+    scalars are Python or NumPy numbers (their type picks the signature).
+    """
+    key = (kernel, *[a._kkey if isinstance(a, KernelArray) else type(a) for a in args])
+    launcher = _launchers.get(key) or _launcher(key)
+    launcher(grid, block, (stream or current_stream())._h, args, shared_bytes)
+
+
+def grid_1d(n: int, block: int = 256) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """Grid and block for a grid-stride loop over ``n`` items."""
+    dev = get_backend()
+    block = min(block, dev.max_block)
+    blocks = max(1, min(-(-n // block), dev.max_threads_per_launch // block))
+    return (blocks, 1, 1), (block, 1, 1)

@@ -1,0 +1,143 @@
+"""Tests of tensorplay/kernels/matmul.py, launched directly with NumPy arrays.
+
+They run on Numba's CUDA simulator unless ``TENSORPLAY_BACKEND=cuda``, where
+the same launches run on the GPU with its full-size tiles. The module is
+loaded by path so that these tests need nothing else from the package.
+"""
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ON_GPU = os.environ.get("TENSORPLAY_BACKEND") == "cuda"
+if not ON_GPU:
+    # Must be set before numba first reads its configuration.
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
+from numba import config, cuda  # noqa: E402
+
+if not ON_GPU and not config.ENABLE_CUDASIM:
+    pytest.skip(
+        "numba was imported without NUMBA_ENABLE_CUDASIM=1 before this module",
+        allow_module_level=True,
+    )
+if ON_GPU and not cuda.is_available():
+    pytest.skip("TENSORPLAY_BACKEND=cuda but no GPU is visible", allow_module_level=True)
+
+_PATH = Path(__file__).resolve().parents[2] / "tensorplay" / "kernels" / "matmul.py"
+_SPEC = importlib.util.spec_from_file_location("_tp_kernels_matmul_under_test", _PATH)
+mm = importlib.util.module_from_spec(_SPEC)
+sys.modules[_SPEC.name] = mm
+_SPEC.loader.exec_module(mm)
+
+# The GPU's default tiles; on the simulator they run as a variant.
+FULL_TILES = mm.MatmulTiles(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4)
+TOLERANCE = {np.float16: 1e-2, np.float32: 1e-5, np.float64: 1e-12}
+
+
+def random_operands(batch, m, k, n, dtype, seed=0):
+    """Random non-zero a (batch, m, k), b (batch, k, n) and a poisoned c."""
+    rng = np.random.default_rng(seed)
+    if np.issubdtype(dtype, np.integer):
+        a = rng.choice([-3, -2, -1, 1, 2, 3, 4], size=(batch, m, k)).astype(dtype)
+        b = rng.choice([-3, -2, -1, 1, 2, 3, 4], size=(batch, k, n)).astype(dtype)
+        c = np.full((batch, m, n), np.iinfo(dtype).min, dtype=dtype)
+    else:
+        a = rng.uniform(0.5, 1.5, size=(batch, m, k)) * rng.choice([-1, 1], (batch, m, k))
+        b = rng.uniform(0.5, 1.5, size=(batch, k, n)) * rng.choice([-1, 1], (batch, k, n))
+        a, b = a.astype(dtype), b.astype(dtype)
+        c = np.full((batch, m, n), np.nan, dtype=dtype)
+    return a, b, c
+
+
+def reference(a, b):
+    return np.matmul(a.astype(np.float64), b.astype(np.float64))
+
+
+def assert_matches(c, a, b):
+    ref = reference(a, b)
+    if np.issubdtype(c.dtype, np.integer):
+        np.testing.assert_array_equal(c, ref.astype(c.dtype))
+    else:
+        assert np.isfinite(c).all(), "some outputs were never written"
+        err = np.linalg.norm(c.astype(np.float64) - ref) / np.linalg.norm(ref)
+        assert err < TOLERANCE[c.dtype.type], f"relative error {err:.2e}"
+
+
+def run_tiled(a, b, c, tiles=None):
+    tiles = tiles or mm.TILES
+    grid, block = mm.matmul_launch_shape(c.shape[0], c.shape[1], c.shape[2], tiles)
+    mm.matmul_tiled_variant(tiles)[grid, block](a, b, c)
+
+
+@pytest.mark.parametrize(
+    ("batch", "m", "k", "n"),
+    [(1, 5, 7, 3), (2, 33, 17, 9), (1, 16, 8, 16), (1, 3, 1, 20)],
+)
+def test_tiled_float32_matches_numpy(batch, m, k, n):
+    a, b, c = random_operands(batch, m, k, n, np.float32)
+    run_tiled(a, b, c)
+    assert_matches(c, a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64])
+def test_tiled_other_dtypes(dtype):
+    a, b, c = random_operands(2, 20, 9, 17, dtype, seed=1)
+    run_tiled(a, b, c)
+    assert_matches(c, a, b)
+
+
+def test_tiled_float16_accumulates_in_float32():
+    # Every partial sum k * 0.1 (fp16) is exact in float32, and the total
+    # 25.59375 is exact in float16; summing in float16 would round it.
+    a = np.full((1, 2, 256), 0.1, dtype=np.float16)
+    b = np.ones((1, 256, 3), dtype=np.float16)
+    c = np.full((1, 2, 3), np.nan, dtype=np.float16)
+    run_tiled(a, b, c)
+    np.testing.assert_array_equal(c, np.float16(25.59375))
+
+
+def test_tiled_full_size_tiles():
+    # The GPU's 128 x 128 tiles with 8 x 8 micro-tiles and vector runs,
+    # with ragged edges in M, K and N (two blocks on the simulator).
+    a, b, c = random_operands(1, 130, 11, 5, np.float32, seed=2)
+    run_tiled(a, b, c, FULL_TILES)
+    assert_matches(c, a, b)
+
+
+def test_tiled_variant_scalar_runs():
+    tiles = mm.MatmulTiles(bm=8, bn=8, bk=2, tm=2, tn=2, vec=1)
+    a, b, c = random_operands(3, 10, 5, 11, np.float32, seed=3)
+    run_tiled(a, b, c, tiles)
+    assert_matches(c, a, b)
+
+
+def test_simple_takes_strided_operands():
+    a, b, c = random_operands(2, 9, 6, 7, np.float32, seed=4)
+    a_t = np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)
+    grid, block = mm.matmul_simple_launch_shape(2, 9, 7)
+    mm.matmul_simple[grid, block](a_t, b[:, :, :], c)
+    assert_matches(c, a, b)
+
+
+def test_launch_shape_covers_output():
+    grid, block = mm.matmul_launch_shape(3, 2 * mm.BM + 1, mm.BN - 1)
+    assert grid == (1, 3, 3)
+    assert block == (mm.BN // mm.TN, mm.BM // mm.TM)
+    assert mm.matmul_launch_shape(1, 300, 129, FULL_TILES) == ((2, 3, 1), (16, 16))
+
+
+def test_launch_shape_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="^matmul launch: expected batch a positive int, got 0"):
+        mm.matmul_launch_shape(0, 4, 4)
+    with pytest.raises(ValueError, match="^matmul launch: expected batch <= 65535"):
+        mm.matmul_launch_shape(70000, 4, 4)
+
+
+def test_tiles_reject_inconsistent_shapes():
+    with pytest.raises(ValueError, match="^expected tiles with tm | bm"):
+        mm.MatmulTiles(bm=128, bn=128, bk=8, tm=8, tn=8, vec=3)
