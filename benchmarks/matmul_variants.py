@@ -29,16 +29,12 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != "0":
 
 from numba import cuda
 
-MATMUL_PATH = (
-    Path(__file__).resolve().parents[1] / "tensorplay" / "kernels" / "matmul.py"
-)
+MATMUL_PATH = Path(__file__).resolve().parents[1] / "tensorplay" / "kernels" / "matmul.py"
 
 
 def load_matmul_module():
     """Import tensorplay/kernels/matmul.py by path, without tensorplay/__init__."""
-    spec = importlib.util.spec_from_file_location(
-        "tensorplay_kernels_matmul", MATMUL_PATH
-    )
+    spec = importlib.util.spec_from_file_location("tensorplay_kernels_matmul", MATMUL_PATH)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -49,11 +45,15 @@ mm = load_matmul_module()
 
 VARIANTS = {
     "default": mm.TILES,
-    "128x128x8 t8x8 scalar": mm.MatmulTiles(bm=128, bn=128, bk=8, tm=8, tn=8, vec=1),
-    "128x128x16 t8x8 vec4": mm.MatmulTiles(bm=128, bn=128, bk=16, tm=8, tn=8, vec=4),
-    "128x64x8 t8x4 vec4": mm.MatmulTiles(bm=128, bn=64, bk=8, tm=8, tn=4, vec=4),
-    "64x128x8 t8x8 vec4": mm.MatmulTiles(bm=64, bn=128, bk=8, tm=8, tn=8, vec=4),
-    "64x64x8 t4x4 vec4": mm.MatmulTiles(bm=64, bn=64, bk=8, tm=4, tn=4, vec=4),
+    "128x128x8 t8x8 vec4 ku1": mm.MatmulTiles(128, 128, 8, 8, 8, vec=4, ku=1),
+    "128x128x8 t8x8 vec4 ku2": mm.MatmulTiles(128, 128, 8, 8, 8, vec=4, ku=2),
+    "128x128x8 t8x8 vec4 ku8": mm.MatmulTiles(128, 128, 8, 8, 8, vec=4, ku=8),
+    "128x128x16 t8x8 vec4 ku4": mm.MatmulTiles(128, 128, 16, 8, 8, vec=4, ku=4),
+    "128x128x8 t8x8 vec1 ku4": mm.MatmulTiles(128, 128, 8, 8, 8, vec=1, ku=4),
+    "64x128x8 t8x8 vec4 ku4": mm.MatmulTiles(64, 128, 8, 8, 8, vec=4, ku=4),
+    "128x256x8 t8x8 vec4 ku4": mm.MatmulTiles(128, 256, 8, 8, 8, vec=4, ku=4),
+    "256x128x8 t8x8 vec4 ku4": mm.MatmulTiles(256, 128, 8, 8, 8, vec=4, ku=4),
+    "64x64x8 t4x4 vec4 ku4": mm.MatmulTiles(64, 64, 8, 4, 4, vec=4, ku=4),
 }
 
 
@@ -79,9 +79,7 @@ def check(tiles, batch, m, k, n, dtype, rng) -> float:
     fill = np.nan if np.dtype(dtype).kind == "f" else -7
     d_c = cuda.to_device(np.full((batch, m, n), fill, dtype=dtype))
     launch(tiles, cuda.to_device(a), cuda.to_device(b), d_c)
-    return rel_err(
-        d_c.copy_to_host(), np.matmul(a.astype(np.float64), b.astype(np.float64))
-    )
+    return rel_err(d_c.copy_to_host(), np.matmul(a.astype(np.float64), b.astype(np.float64)))
 
 
 def time_events(fn, warmup: int, repeat: int, start, stop, elapsed) -> float:
@@ -100,14 +98,10 @@ def time_events(fn, warmup: int, repeat: int, start, stop, elapsed) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--size", type=int, default=4096, help="M = N = K of the timed product"
-    )
+    parser.add_argument("--size", type=int, default=4096, help="M = N = K of the timed product")
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument(
-        "--variants", nargs="*", default=list(VARIANTS), help="names from VARIANTS"
-    )
+    parser.add_argument("--variants", nargs="*", default=list(VARIANTS), help="names from VARIANTS")
     args = parser.parse_args()
 
     try:
@@ -125,9 +119,7 @@ def main() -> None:
     name = name.decode() if isinstance(name, bytes) else name
     print(f"device: {name}; fp32 {size}^3; median of {args.repeat}")
 
-    print(
-        "\n-- correctness of the default kernel per dtype, (3, 300, 257, 129) ragged batch"
-    )
+    print("\n-- correctness of the default kernel per dtype, (3, 300, 257, 129) ragged batch")
     for dtype, tol in (
         (np.float32, 1e-5),
         (np.float64, 1e-12),
@@ -136,32 +128,21 @@ def main() -> None:
         (np.int64, 0),
     ):
         err = check(mm.TILES, 3, 300, 257, 129, dtype, rng)
-        print(
-            f"{np.dtype(dtype).name:>8}: rel err {err:.2e}  {'ok' if err <= tol else 'FAIL'}"
-        )
+        print(f"{np.dtype(dtype).name:>8}: rel err {err:.2e}  {'ok' if err <= tol else 'FAIL'}")
 
     a = rng.standard_normal((1, 1024, 1024), dtype=np.float32)
     b = rng.standard_normal((1, 1024, 1024), dtype=np.float32)
     d_c = cuda.device_array((1, 1024, 1024), np.float32)
     launch(mm.TILES, cuda.to_device(a), cuda.to_device(b), d_c)
     if has_torch:
-        ref = (
-            (
-                torch.from_numpy(a[0]).cuda().double()
-                @ torch.from_numpy(b[0]).cuda().double()
-            )
-            .cpu()
-            .numpy()
-        )
+        ref = (torch.from_numpy(a[0]).cuda().double() @ torch.from_numpy(b[0]).cuda().double()).cpu().numpy()
         ref_name = "torch float64"
     else:
         ref, ref_name = (
             a[0].astype(np.float64) @ b[0].astype(np.float64),
             "numpy float64",
         )
-    print(
-        f"1024^3 fp32 vs {ref_name}: rel err {rel_err(d_c.copy_to_host()[0], ref):.2e}"
-    )
+    print(f"1024^3 fp32 vs {ref_name}: rel err {rel_err(d_c.copy_to_host()[0], ref):.2e}")
 
     d_a = cuda.to_device(rng.standard_normal((1, size, size), dtype=np.float32))
     d_b = cuda.to_device(rng.standard_normal((1, size, size), dtype=np.float32))
@@ -169,9 +150,7 @@ def main() -> None:
     start, stop = cuda.event(), cuda.event()
 
     print(f"\n-- {size}^3 fp32 (ragged check: (2, 1000, 999, 1001) vs numpy float64)")
-    print(
-        f"{'variant':<26}{'tiles':<52}{'ms':>8}{'TFLOP/s':>9}{'compile s':>10}{'rel err':>10}"
-    )
+    print(f"{'variant':<26}{'tiles':<52}{'ms':>8}{'TFLOP/s':>9}{'compile s':>10}{'rel err':>10}")
     for name in args.variants:
         tiles = VARIANTS[name]
         t0 = time.perf_counter()
@@ -185,10 +164,8 @@ def main() -> None:
             stop,
             cuda.event_elapsed_time,
         )
-        desc = f"{tiles.bm}x{tiles.bn}x{tiles.bk} t{tiles.tm}x{tiles.tn} vec{tiles.vec}"
-        print(
-            f"{name:<26}{desc:<52}{ms:8.3f}{flops / ms / 1e9:9.2f}{compile_s:10.1f}{err:10.1e}"
-        )
+        desc = f"{tiles.bm}x{tiles.bn}x{tiles.bk} t{tiles.tm}x{tiles.tn} vec{tiles.vec} ku{tiles.ku}"
+        print(f"{name:<26}{desc:<52}{ms:8.3f}{flops / ms / 1e9:9.2f}{compile_s:10.1f}{err:10.1e}")
 
     if has_torch:
         ta = torch.randn(size, size, device="cuda")

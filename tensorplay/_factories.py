@@ -39,7 +39,8 @@ def _host_array(data, dtype: dt.DType | None) -> np.ndarray:
         if dtype is None:
             kind = arr.dtype.kind
             dtype = dt.bool if kind == "b" else dt.DEFAULT_INT if kind in "iu" else dt.DEFAULT_FLOAT
-    return np.ascontiguousarray(arr, dtype=(dtype or dt.from_numpy_dtype(arr.dtype)).np)
+    # not np.ascontiguousarray: it turns 0-d data into shape (1,)
+    return np.asarray(arr, dtype=(dtype or dt.from_numpy_dtype(arr.dtype)).np, order="C")
 
 
 def upload(dst: Tensor, data) -> Tensor:
@@ -48,9 +49,10 @@ def upload(dst: Tensor, data) -> Tensor:
     host = _host_array(data, dst.dtype)
     if host.shape != dst.shape:
         try:
-            host = np.ascontiguousarray(np.broadcast_to(host, dst.shape))
+            host = np.asarray(np.broadcast_to(host, dst.shape), order="C")
         except ValueError:
-            raise ValueError(f"cannot copy host data of shape {host.shape} into a tensor of shape {dst.shape}") from None
+            message = f"cannot copy host data of shape {host.shape} into a tensor of shape {dst.shape}"
+            raise ValueError(message) from None
     if dst._contig:
         if host.nbytes:
             get_backend().copy_htod(dst._ptr, host, current_stream()._h)
@@ -148,11 +150,14 @@ def _draw(kernel, shape, dtype, per_element: int) -> Tensor:
     dtype = dt.as_dtype(dtype or dt.DEFAULT_FLOAT)
     if dtype.kind != "f":
         raise TypeError(f"random draws need a floating point dtype, got {dtype}")
-    out = empty(shape, dtype=dtype)
+    out = empty(*shape, dtype=dtype)
     n = out.numel()
     if n:
         grid, block = grid_1d(n)
-        launch(kernel, grid, block, [out._flat(), _Generator.seed, np.int64(_Generator.offset)])
+        args = [out._flat(), _Generator.seed, np.int64(_Generator.offset)]
+        if kernel is rnd.uniform:
+            args.append(np.float64(np.nextafter(dtype.np.type(1), dtype.np.type(0))))
+        launch(kernel, grid, block, args)
         _Generator.offset += n * per_element
     return out
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from . import _dlpack
@@ -47,6 +49,15 @@ def _wrap(ptr: int, shape, strides_elems, np_dtype, owner) -> Tensor:
     dtype = dt.from_numpy_dtype(np_dtype)
     n = int(np.prod(shape, dtype=np.int64))
     storage = Storage(ptr, n * dtype.itemsize, owner=owner)
+    if n:
+        # The simulator only reaches memory it knows: adopt the foreign range
+        # (all elements the strides span) for as long as the storage lives.
+        lo = sum(min(0, (d - 1) * s) for d, s in zip(shape, strides_elems, strict=True))
+        hi = sum(max(0, (d - 1) * s) for d, s in zip(shape, strides_elems, strict=True)) + 1
+        dev = get_backend()
+        token = dev.adopt_foreign(ptr + lo * dtype.itemsize, (hi - lo) * dtype.itemsize)
+        if token is not None:
+            weakref.finalize(storage, dev.release_foreign, token)
     return Tensor._make(storage, ptr, tuple(shape), tuple(strides_elems), dtype)
 
 

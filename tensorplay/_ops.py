@@ -10,9 +10,9 @@ import numpy as np
 from . import _dtype as dt
 from ._shape import broadcast_shapes, broadcast_strides, coalesce
 from ._tensor import Tensor
+from .cuda.backend import get as get_backend
 from .kernels import elementwise as ew
 from .kernels import reduce as rk
-from .cuda.backend import get as get_backend
 from .kernels.launch import ArrayArg, grid_1d, launch
 
 __all__ = ["binary", "elementwise", "reduce", "unary"]
@@ -55,7 +55,7 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
                 f"elementwise ops support up to {ew.MAXDIM} non-mergeable dimensions, got shape {shape}; "
                 "make the operands contiguous first"
             )
-        nd = iter(_nd_arg(t, cshape, s) for t, s in zip(tensors, cstrides))
+        nd = iter(_nd_arg(t, cshape, s) for t, s in zip(tensors, cstrides, strict=False))
         args = [next(nd)] + [next(nd) if isinstance(o, Tensor) else o for o in operands]
         layout = "nd"
     grid, block = grid_1d(n)
@@ -98,13 +98,18 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
         if isinstance(s, (list, tuple, np.ndarray)):
             from ._factories import tensor
 
-            return binary(op, a if ta else tensor(a, dtype=b.dtype), b if tb else tensor(b, dtype=a.dtype), out)
+            # host data promotes like a Python number of its kind: int tensor + [0.5] is float32
+            probe = {"b": False, "i": 0, "u": 0, "f": 0.0}.get(np.asarray(s).dtype.kind)
+            s = tensor(s, dtype=None if probe is None else dt.promote_scalar(t.dtype, probe))
+            return binary(op, t if ta else s, s if ta else t, out)
         compute_in = dt.promote_scalar(t.dtype, s)
         shape = t.shape
     else:
         raise TypeError(f"expected a tensor operand, got {type(a).__name__} and {type(b).__name__}")
     out_dtype, compute = _result_dtype(op, compute_in, None)
     cast, scalar_type = _cast_for(compute)
+    if compute_in is dt.bool and compute is dt.int64:
+        cast = "int64"  # True + True is 2 (a bool + bool kernel would give True)
     if out is None:
         out = Tensor._empty(shape, out_dtype)
     elif out.shape != shape and broadcast_shapes(out.shape, shape) != out.shape:
@@ -166,14 +171,18 @@ def where(cond: Tensor, a, b) -> Tensor:
         common = t.dtype if common is None else dt.promote(common, t.dtype)
     for s in (a, b):
         if not isinstance(s, Tensor):
-            common = dt.promote_scalar(common, s) if common else dt.as_dtype(type(s))
-            if common is dt.int64 and isinstance(s, float):
-                common = dt.DEFAULT_FLOAT
+            common = dt.promote_scalar(common, s) if common else _scalar_dtype(s)
     shape = broadcast_shapes(cond.shape, *[t.shape for t in tensors])
     cast, scalar_type = _cast_for(common)
     out = Tensor._empty(shape, common)
     operands = [cond] + [x if isinstance(x, Tensor) else scalar_type(x) for x in (a, b)]
     return elementwise("where", out, operands, cast)
+
+
+def _scalar_dtype(v) -> dt.DType:
+    """The dtype of a tensor made from the Python number ``v`` (float32 for floats)."""
+    kind = dt.scalar_kind(v)
+    return dt.bool if kind == "b" else dt.DEFAULT_INT if kind == "i" else dt.DEFAULT_FLOAT
 
 
 def clamp(x: Tensor, lo=None, hi=None) -> Tensor:
@@ -183,8 +192,16 @@ def clamp(x: Tensor, lo=None, hi=None) -> Tensor:
         return binary("maximum", x, lo)
     if lo is None:
         return binary("minimum", x, hi)
-    cast, scalar_type = _cast_for(x.dtype)
-    out = Tensor._empty(x.shape, x.dtype)
+    # promote and broadcast as the one-bound forms (maximum/minimum) do
+    common, shapes = x.dtype, [x.shape]
+    for v in (lo, hi):
+        if isinstance(v, Tensor):
+            common = dt.promote(common, v.dtype)
+            shapes.append(v.shape)
+        else:
+            common = dt.promote_scalar(common, v)
+    cast, scalar_type = _cast_for(common)
+    out = Tensor._empty(broadcast_shapes(*shapes), common)
     operands = [x] + [v if isinstance(v, Tensor) else scalar_type(v) for v in (lo, hi)]
     return elementwise("clamp", out, operands, cast)
 
@@ -197,6 +214,8 @@ def _reduce_dims(x: Tensor, dim) -> tuple[int, ...]:
         return tuple(range(x.ndim))
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     dims = tuple(x._dim(d) for d in dims)
+    if x.ndim == 0:  # dim 0 or -1 of a 0-d tensor names the tensor itself
+        return ()
     if len(set(dims)) != len(dims):
         raise ValueError(f"dimension repeated in {dim}")
     return dims
@@ -264,10 +283,8 @@ def cat(tensors, dim: int = 0) -> Tensor:
     dim = first._dim(dim)
     common = first.dtype
     for t in tensors[1:]:
-        if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != dim):
-            raise ValueError(
-                f"cat() needs equal shapes except in dimension {dim}, got {first.shape} and {t.shape}"
-            )
+        if t.ndim != first.ndim or any(t.shape[i] != first.shape[i] for i in range(t.ndim) if i != dim):
+            raise ValueError(f"cat() needs equal shapes except in dimension {dim}, got {first.shape} and {t.shape}")
         common = dt.promote(common, t.dtype)
     shape = list(first.shape)
     shape[dim] = sum(t.shape[dim] for t in tensors)

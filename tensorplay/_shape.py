@@ -51,7 +51,11 @@ def view_strides(shape, strides, new_shape):
     """
     if not new_shape and not shape:
         return ()
-    old = [(d, s) for d, s in zip(shape, strides) if d != 1]
+    if 0 in shape:  # no elements: any strides will do
+        from ._tensor import contiguous_strides
+
+        return contiguous_strides(tuple(new_shape))
+    old = [(d, s) for d, s in zip(shape, strides, strict=False) if d != 1]
     new_strides = [0] * len(new_shape)
     oi, ni = 0, 0
     while ni < len(new_shape):
@@ -136,13 +140,13 @@ def coalesce(shape, strides_list):
     strides = [[s[keep[0]]] for s in strides_list]
     for i in keep[1:]:
         d = shape[i]
-        if all(st[-1] == s[i] * d for st, s in zip(strides, strides_list)):
+        if all(st[-1] == s[i] * d for st, s in zip(strides, strides_list, strict=False)):
             dims[-1] *= d
-            for st, s in zip(strides, strides_list):
+            for st, s in zip(strides, strides_list, strict=False):
                 st[-1] = s[i]
         else:
             dims.append(d)
-            for st, s in zip(strides, strides_list):
+            for st, s in zip(strides, strides_list, strict=False):
                 st.append(s[i])
     return tuple(dims), [tuple(st) for st in strides]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import _dtype as dt
+from ._math import TensorMath
 from .cuda import memory as _memory
 from .cuda.backend import get as get_backend
 from .cuda.streams import current_stream, refuse_during_capture
-from ._math import TensorMath
 from .kernels.launch import ArrayArg, KernelArray
 
 __all__ = ["Storage", "Tensor", "contiguous_strides"]
@@ -28,7 +28,7 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def _is_contiguous(shape, strides) -> bool:
     acc = 1
-    for d, s in zip(reversed(shape), reversed(strides)):
+    for d, s in zip(reversed(shape), reversed(strides), strict=False):
         if d != 1 and s != acc:
             return False
         acc *= d
@@ -263,9 +263,7 @@ class Tensor(TensorMath, KernelArray):
         return self._view(shape, strides)
 
     def squeeze(self, dim: int | None = None) -> Tensor:
-        keep = [
-            i for i, d in enumerate(self.shape) if d != 1 or (dim is not None and i != self._dim(dim))
-        ]
+        keep = [i for i, d in enumerate(self.shape) if d != 1 or (dim is not None and i != self._dim(dim))]
         return self._view([self.shape[i] for i in keep], [self._strides[i] for i in keep])
 
     def narrow(self, dim: int, start: int, length: int) -> Tensor:
@@ -273,9 +271,7 @@ class Tensor(TensorMath, KernelArray):
         if start < 0:
             start += self.shape[dim]
         if not (0 <= start and length >= 0 and start + length <= self.shape[dim]):
-            raise IndexError(
-                f"narrow({dim}, {start}, {length}) is out of range for size {self.shape[dim]}"
-            )
+            raise IndexError(f"narrow({dim}, {start}, {length}) is out of range for size {self.shape[dim]}")
         shape = list(self.shape)
         shape[dim] = length
         return self._view(shape, self._strides, start * self._strides[dim])
@@ -318,9 +314,7 @@ class Tensor(TensorMath, KernelArray):
     def item(self):
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
-            raise ValueError(
-                f"only one-element tensors can be converted to Python numbers, got shape {self.shape}"
-            )
+            raise ValueError(f"only one-element tensors can be converted to Python numbers, got shape {self.shape}")
         return self.numpy().reshape(()).item()
 
     def tolist(self):
@@ -354,6 +348,8 @@ class Tensor(TensorMath, KernelArray):
             return f"tensor(<capturing>, shape={self.shape}, dtype={self.dtype})"
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
         suffix = "" if self.dtype in (dt.float32, dt.int64, dt.bool) else f", dtype={self.dtype}"
+        if not self.numel() and self.shape != (0,):  # "[]" alone would hide the shape
+            suffix = f", size={self.shape}{suffix}"
         return f"tensor({body}{suffix})"
 
     # -- interop -------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from .memory import (
 from .streams import (
     Event,
     Stream,
+    capture_stream,
     current_stream,
     default_stream,
     set_stream,
@@ -53,6 +54,10 @@ def get_device_name(device: int | None = None) -> str:
     return _device.device_name()
 
 
+from . import graphs  # noqa: E402
+from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing  # noqa: E402
+
+
 def launch(kernel, blocks, threads, *args, stream: Stream | None = None, shared_bytes: int = 0) -> None:
     """Launch a plain ``numba.cuda.jit`` kernel (or a ``tp.jit`` one) on ``stream``
     (the current stream if None); Tensors go in as arrays."""
@@ -62,7 +67,8 @@ def launch(kernel, blocks, threads, *args, stream: Stream | None = None, shared_
 
 
 __all__ = [
-    "CaptureError", "CudaError", "Event", "Stream", "backend", "current_device",
+    "CUDAGraph", "CaptureError", "CudaError", "Event", "Stream", "backend", "capture_stream",
+    "current_device", "graph", "graph_pool_handle", "graphs", "is_current_stream_capturing",
     "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name",
     "grid", "gridsize", "is_available", "launch", "max_memory_allocated", "memory_allocated",
     "memory_reserved", "memory_stats", "reset_peak_memory_stats", "set_stream", "stream",

@@ -48,12 +48,13 @@ def round_size(nbytes: int) -> int:
 class Block:
     """One device allocation of ``size`` bytes at ``ptr``."""
 
-    __slots__ = ("ptr", "size", "pool", "stream_key", "requested", "other_streams")
+    __slots__ = ("ptr", "size", "pool", "stream_key", "requested", "other_streams", "capture")
 
     def __init__(self, ptr: int, size: int, pool, stream_key: int) -> None:
         self.ptr, self.size, self.pool, self.stream_key = ptr, size, pool, stream_key
         self.requested = 0
         self.other_streams: set | None = None
+        self.capture = None  # the token of the capture that allocated it, while live
 
 
 class CachingAllocator:
@@ -61,6 +62,9 @@ class CachingAllocator:
         self._free: dict[tuple, list[Block]] = defaultdict(list)
         self._pending: list[tuple[Block, list]] = []  # blocks waiting on events
         self._capture_pools: dict[int, object] = {}  # stream key -> pool during capture
+        self._capture_tokens: dict[int, object] = {}  # stream key -> capture token
+        self._live_by_capture: dict[object, set] = {}  # capture token -> live blocks
+        self._pool_users: dict[object, int] = defaultdict(int)  # pool -> captures and graphs
         self._pool_ids = itertools.count(1)
         self.stats = dict.fromkeys(
             (
@@ -78,12 +82,49 @@ class CachingAllocator:
     def new_pool_id(self) -> tuple[int, int]:
         return (0, next(self._pool_ids))
 
-    def route_to_pool(self, stream, pool) -> None:
-        """Send allocations on ``stream`` to ``pool`` (None: stop routing)."""
+    def route_to_pool(self, stream, pool, token=None) -> None:
+        """Send allocations on ``stream`` to ``pool`` (None: stop routing), noting
+        them under ``token`` (see ``live_blocks``)."""
         if pool is None:
             self._capture_pools.pop(stream._key, None)
+            self._capture_tokens.pop(stream._key, None)
         else:
             self._capture_pools[stream._key] = pool
+            if token is not None:
+                self._capture_tokens[stream._key] = token
+                self._live_by_capture.setdefault(token, set())
+
+    def begin_capture(self, stream, pool, token) -> None:
+        """A capture on ``stream`` starts using ``pool``."""
+        self._pool_users[pool] += 1
+        self.route_to_pool(stream, pool, token)
+
+    def end_capture(self, stream, pool, keep: bool) -> None:
+        """The capture on ``stream`` ended; ``keep``: a graph goes on using ``pool``."""
+        token = self._capture_tokens.get(stream._key)
+        self.route_to_pool(stream, None)
+        if not keep:
+            self.release_pool(pool)
+            if token is not None and not self._live_by_capture.get(token):
+                self._live_by_capture.pop(token, None)
+
+    def release_pool(self, pool) -> None:
+        """One graph or capture stopped using ``pool``; unused pools can be freed."""
+        self._pool_users[pool] -= 1
+        if self._pool_users[pool] <= 0:
+            del self._pool_users[pool]
+
+    def forget_capture(self, token) -> None:
+        """Stop tracking the blocks of a capture whose graph is gone."""
+        for block in self._live_by_capture.pop(token, ()):
+            block.capture = None
+
+    def live_blocks(self, token) -> list[Block]:
+        """Blocks allocated during the capture ``token`` that are still in use."""
+        return list(self._live_by_capture.get(token, ()))
+
+    def pools_in_use(self) -> set:
+        return set(self._pool_users)
 
     def pool_reserved(self, pool) -> int:
         return self._reserved.get(pool, 0)
@@ -106,6 +147,11 @@ class CachingAllocator:
         else:
             block = Block(self._device_alloc(size, pool), size, pool, key[1])
         block.requested = nbytes
+        if pool != DEFAULT_POOL:
+            token = self._capture_tokens.get(stream._key)
+            if token is not None:
+                block.capture = token
+                self._live_by_capture[token].add(block)
         st["num_allocs"] += 1
         st["active_blocks.current"] += 1
         st["requested_bytes.current"] += nbytes
@@ -120,6 +166,11 @@ class CachingAllocator:
         st["active_blocks.current"] -= 1
         st["requested_bytes.current"] -= block.requested
         st["allocated_bytes.current"] -= block.size
+        if block.capture is not None:
+            live = self._live_by_capture.get(block.capture)
+            if live is not None:
+                live.discard(block)
+            block.capture = None
         if block.other_streams:
             from .streams import Event
 
@@ -193,22 +244,17 @@ class CachingAllocator:
         self.stats["reserved_bytes.current"] -= released
         return released
 
-    def empty_cache(self, keep_pools=()) -> None:
-        from .streams import current_stream
-
-        s = current_stream()
-        if s.is_capturing() or self._capture_pools:
+    def empty_cache(self) -> None:
+        """Give back the cached blocks of the default pool and of pools no graph uses."""
+        if self._capture_pools:
             raise CaptureError(
-                "empty_cache() is not allowed while a stream is capturing a graph; "
-                "call it after capture_end()"
+                "empty_cache() is not allowed while a stream is capturing a graph; call it after capture_end()"
             )
-        for pool in {k[0] for k in self._free}:
-            if pool not in keep_pools:
-                self.release_cached(pool)
+        for pool in {k[0] for k in self._free} - set(self._pool_users):
+            self.release_cached(pool)
 
 
 allocator = CachingAllocator()
-_live_pools: set = set()  # private pools a live graph still replays into
 
 
 def memory_allocated() -> int:
@@ -240,4 +286,4 @@ def memory_stats() -> dict[str, int]:
 
 def empty_cache() -> None:
     """Give cached, unused blocks back to the device (not those of live graph pools)."""
-    allocator.empty_cache(keep_pools=_live_pools)
+    allocator.empty_cache()

@@ -11,6 +11,7 @@ from .backend import get as _device
 
 __all__ = [
     "Event",
+    "capture_state",
     "Stream",
     "capture_stream",
     "current_stream",
@@ -21,6 +22,37 @@ __all__ = [
 ]
 
 _tls = threading.local()
+
+
+class _CaptureState:
+    """The captures in progress in this process, for checks made before a call
+    reaches the device (so both backends give the same sentence)."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.modes: dict[int, str] = {}  # stream key -> capture mode
+
+    def begin(self, s: Stream, mode: str) -> None:
+        self.modes[s._key] = mode
+        self.active = len(self.modes)
+
+    def end(self, s: Stream) -> None:
+        self.modes.pop(s._key, None)
+        self.active = len(self.modes)
+
+    def refuse(self, what: str, s: Stream | None = None) -> None:
+        """CaptureError if ``what`` (a host wait) would break a capture in progress."""
+        if not self.active:
+            return
+        for key, mode in self.modes.items():
+            if mode != "relaxed" or (s is not None and s._key == key):
+                raise CaptureError(
+                    f"{what} waits on the host, which is not allowed while stream {key:#x} is capturing "
+                    "a graph; wait before capture_begin() or after capture_end()"
+                )
+
+
+capture_state = _CaptureState()
 _singletons: dict[str, Stream] = {}
 
 
@@ -63,10 +95,12 @@ class Stream:
 
     def synchronize(self) -> None:
         """Wait on the host until all work queued on this stream has finished."""
+        capture_state.refuse("stream.synchronize()", self)
         _device().stream_synchronize(self._h)
 
     def query(self) -> bool:
         """True when all work queued on this stream has finished."""
+        capture_state.refuse("stream.query()", self)
         return _device().stream_query(self._h)
 
     def wait_event(self, event: Event) -> None:
@@ -135,6 +169,7 @@ class Event:
 
     def synchronize(self) -> None:
         """Wait on the host until the event has completed."""
+        capture_state.refuse("event.synchronize()")
         _device().event_synchronize(self._h)
 
     def query(self) -> bool:
@@ -209,6 +244,7 @@ def stream(s: Stream | None) -> Iterator[Stream | None]:
 
 def synchronize() -> None:
     """Wait on the host until all work on the device has finished."""
+    capture_state.refuse("tp.cuda.synchronize()")
     _device().synchronize()
 
 

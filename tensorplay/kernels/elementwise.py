@@ -40,7 +40,12 @@ def to_float32(x):
     return np.float32(x)
 
 
-CASTS = {"none": identity, "float32": to_float32}
+@_device
+def to_int64(x):
+    return np.int64(x)
+
+
+CASTS = {"none": identity, "float32": to_float32, "int64": to_int64}
 
 
 UNARY = {
@@ -82,7 +87,8 @@ BINARY = {
 
 TERNARY = {
     "where": _device(lambda c, a, b: a if c else b),
-    "clamp": _device(lambda x, lo, hi: lo if x < lo else (hi if x > hi else x)),
+    # min(max(x, lo), hi): NaN stays NaN, and lo > hi gives hi (as in PyTorch and NumPy)
+    "clamp": _device(lambda x, lo, hi: hi if (lo if x < lo else x) > hi else (lo if x < lo else x)),
 }
 
 FILL = {"fill": identity}
@@ -136,11 +142,12 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
     op : a key of UNARY, BINARY, TERNARY or FILL.
     pattern : one letter per operand, ``a`` for an array, ``s`` for a scalar.
     layout : ``"flat"`` or ``"nd"``.
-    cast : ``"none"`` or ``"float32"`` (float16 math is done in float32).
+    cast : ``"none"``, ``"float32"`` (float16 math is done in float32) or ``"int64"``
+        (arithmetic on bools counts them).
     """
     params = [f"x{k}" for k in range(len(pattern))]
     index = "[i]" if layout == "flat" else "[i0, i1, i2, i3, i4, i5]"
-    loads = ", ".join(f"c({p}{index})" if kind == "a" else p for p, kind in zip(params, pattern))
+    loads = ", ".join(f"c({p}{index})" if kind == "a" else p for p, kind in zip(params, pattern, strict=False))
     name = f"{op}_{pattern}_{layout}"
     source = (_FLAT if layout == "flat" else _ND).format(name=name, params=", ".join(params), loads=loads)
     namespace = {"cuda": cuda, "f": _op(op), "c": CASTS[cast]}

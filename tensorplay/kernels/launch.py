@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..cuda.backend import get as get_backend
-from ..cuda.streams import current_stream
+from ..cuda.backend import CaptureError
+from ..cuda.streams import capture_state, current_stream
 
 __all__ = ["ArrayArg", "KernelArray", "grid_1d", "launch", "numba_type"]
 
@@ -75,7 +76,17 @@ def launch(kernel, grid, block, args, stream=None, shared_bytes: int = 0) -> Non
     """
     key = (kernel, *[a._kkey if isinstance(a, KernelArray) else type(a) for a in args])
     launcher = _launchers.get(key) or _launcher(key)
-    launcher(grid, block, (stream or current_stream())._h, args, shared_bytes)
+    s = stream or current_stream()
+    if capture_state.active and not s._key:
+        _refuse_legacy(launcher.name)
+    launcher(grid, block, s._h, args, shared_bytes)
+
+
+def _refuse_legacy(name: str) -> None:
+    raise CaptureError(
+        f"launching {name} on the legacy default stream is not allowed while a graph is being captured; "
+        "issue it on the capturing stream (the current stream inside `with tp.cuda.graph(g):`)"
+    )
 
 
 def grid_1d(n: int, block: int = 256) -> tuple[tuple[int, int, int], tuple[int, int, int]]:

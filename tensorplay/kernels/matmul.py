@@ -5,7 +5,8 @@
 of one. Each block computes a ``BM x BN`` tile of one batch entry
 (``blockIdx.z``); each thread holds a ``TM x TN`` micro-tile of accumulators in
 registers and walks K in steps of ``BK`` through double-buffered shared tiles
-(A stored transposed). Launch it with :func:`matmul_launch_shape`.
+(A stored transposed). Launch it with :func:`matmul_launch_shape`. Other
+strides give the right answer too, through Numba's slow general indexing.
 
 Products accumulate in :func:`accumulator_dtype` of the inputs: float32 for
 float16 and float32, float64 for float64, int64 (uint64) for signed (unsigned)
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import config, cuda, types
+from numba.np import numpy_support
 
 __all__ = [
     "TILES",
@@ -54,7 +56,8 @@ class MatmulTiles:
     A block computes a ``bm x bn`` tile of C with ``(bn // tn, bm // tm)``
     threads; each thread owns a ``tm x tn`` register micro-tile whose rows
     (columns) come in runs of ``vec`` adjacent ones, so that its shared-memory
-    reads merge into vector loads; K advances ``bk`` at a time.
+    reads merge into vector loads. K advances ``bk`` at a time through the
+    shared tiles, and ``ku`` steps of it at a time through registers.
     """
 
     bm: int
@@ -63,6 +66,7 @@ class MatmulTiles:
     tm: int
     tn: int
     vec: int = 1
+    ku: int = 1
 
     def __post_init__(self) -> None:
         threads = (self.bm // self.tm) * (self.bn // self.tn)
@@ -71,6 +75,7 @@ class MatmulTiles:
             and self.bn % self.tn == 0
             and self.tm % self.vec == 0
             and self.tn % self.vec == 0
+            and self.bk % self.ku == 0
             and threads % self.bk == 0
             and threads % self.bn == 0
             and (self.bm * self.bk) % threads == 0
@@ -78,8 +83,8 @@ class MatmulTiles:
         )
         if not ok:
             raise ValueError(
-                f"expected tiles with tm | bm, tn | bn, vec | tm and tn, and bk and bn "
-                f"dividing the thread count (<= 1024), got {self}"
+                f"expected tiles with tm | bm, tn | bn, vec | tm and tn, ku | bk, and "
+                f"bk and bn dividing the thread count (<= 1024), got {self}"
             )
 
     @property
@@ -97,6 +102,7 @@ class MatmulTiles:
             "TM": self.tm,
             "TN": self.tn,
             "VEC": self.vec,
+            "KU": self.ku,
             "THREADS_X": threads_x,
             "THREADS_Y": threads_y,
             # Each thread stages A_LOADS elements of the A tile, A_ROW_STEP
@@ -117,9 +123,9 @@ class MatmulTiles:
 # The simulator runs one Python thread per CUDA thread, so it gets a small
 # block by default: the same code with smaller constants.
 if config.ENABLE_CUDASIM:
-    TILES = MatmulTiles(bm=16, bn=16, bk=4, tm=4, tn=4, vec=2)
+    TILES = MatmulTiles(bm=16, bn=16, bk=4, tm=4, tn=4, vec=2, ku=2)
 else:
-    TILES = MatmulTiles(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4)
+    TILES = MatmulTiles(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, ku=4)
 
 _CONSTANTS = TILES.constants()
 BM = _CONSTANTS["BM"]
@@ -128,6 +134,7 @@ BK = _CONSTANTS["BK"]
 TM = _CONSTANTS["TM"]
 TN = _CONSTANTS["TN"]
 VEC = _CONSTANTS["VEC"]
+KU = _CONSTANTS["KU"]
 THREADS_X = _CONSTANTS["THREADS_X"]
 THREADS_Y = _CONSTANTS["THREADS_Y"]
 A_LOADS = _CONSTANTS["A_LOADS"]
@@ -152,8 +159,6 @@ if config.ENABLE_CUDASIM:
 
     def accumulator_dtype(x):
         """The NumPy scalar type that products of ``x``'s elements sum in."""
-        from numba.np import numpy_support
-
         acc = _accumulator_type(numpy_support.from_dtype(x.dtype))
         return numpy_support.as_dtype(acc).type
 
@@ -182,8 +187,8 @@ def matmul_tiled(a, b, c):
     a_tile = cuda.shared.array((2, BK, A_TILE_WIDTH), acc_t, alignment=SHARED_ALIGN)
     b_tile = cuda.shared.array((2, BK, BN), acc_t, alignment=SHARED_ALIGN)
     acc = cuda.local.array((TM, TN), acc_t)
-    a_frag = cuda.local.array(TM, acc_t)
-    b_frag = cuda.local.array(TN, acc_t)
+    a_frag = cuda.local.array((KU, TM), acc_t)
+    b_frag = cuda.local.array((KU, TN), acc_t)
     a_next = cuda.local.array(A_LOADS, acc_t)
     b_next = cuda.local.array(B_LOADS, acc_t)
 
@@ -246,16 +251,22 @@ def matmul_tiled(a, b, c):
 
         if t > 0:
             cur = (t - 1) & 1
-            # An unsigned k needs no negative-index wraparound (Numba adds it
-            # for signed indices that LLVM cannot prove non-negative).
-            for k in range(np.uint64(BK)):
-                for i in range(TM):
-                    a_frag[i] = a_tile[cur, k, (i // VEC) * a_run + a_own + i % VEC]
-                for j in range(TN):
-                    b_frag[j] = b_tile[cur, k, (j // VEC) * b_run + b_own + j % VEC]
-                for i in range(TM):
+            # k is unsigned because Numba wraps negative signed indices unless
+            # LLVM can prove them non-negative. KU steps of k go together:
+            # LLVM unrolls these short loops (not a long k loop), so that the
+            # shared loads of one step overlap the FMAs of the previous one.
+            for kk in range(np.uint64(BK // KU)):
+                k_first = kk * np.uint64(KU)
+                for u in range(KU):
+                    k = k_first + np.uint64(u)
+                    for i in range(TM):
+                        a_frag[u, i] = a_tile[cur, k, (i // VEC) * a_run + a_own + i % VEC]
                     for j in range(TN):
-                        acc[i, j] += a_frag[i] * b_frag[j]
+                        b_frag[u, j] = b_tile[cur, k, (j // VEC) * b_run + b_own + j % VEC]
+                for u in range(KU):
+                    for i in range(TM):
+                        for j in range(TN):
+                            acc[i, j] += a_frag[u, i] * b_frag[u, j]
 
         if t < n_tiles:
             nxt = t & 1

@@ -35,12 +35,14 @@ def _unit(seed, counter):
 
 
 @cuda.jit
-def uniform(out, seed, offset):
+def uniform(out, seed, offset, top):
+    """``top``: the largest value below 1 in ``out``'s dtype, so that rounding to
+    a narrow type (float16) never gives 1."""
     i = cuda.grid(1)
     step = cuda.gridsize(1)
     n = out.size
     while i < n:
-        out[i] = _unit(seed, np.uint64(offset + i))
+        out[i] = min(_unit(seed, np.uint64(offset + i)), top)
         i += step
 
 

@@ -35,7 +35,7 @@ sys.modules[_SPEC.name] = mm
 _SPEC.loader.exec_module(mm)
 
 # The GPU's default tiles; on the simulator they run as a variant.
-FULL_TILES = mm.MatmulTiles(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4)
+FULL_TILES = mm.MatmulTiles(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, ku=4)
 TOLERANCE = {np.float16: 1e-2, np.float32: 1e-5, np.float64: 1e-12}
 
 
@@ -109,6 +109,15 @@ def test_tiled_full_size_tiles():
     assert_matches(c, a, b)
 
 
+def test_tiled_takes_strided_views():
+    # Documented as C-contiguous for speed, but a strided view is still right.
+    a_wide, b, c = random_operands(1, 6, 10, 5, np.float32, seed=5)
+    d_c = cuda.to_device(c)
+    grid, block = mm.matmul_launch_shape(1, 6, 5)
+    mm.matmul_tiled[grid, block](cuda.to_device(a_wide)[:, :, ::2], b[:, :5], d_c)
+    assert_matches(d_c.copy_to_host(), a_wide[:, :, ::2], b[:, :5])
+
+
 def test_tiled_variant_scalar_runs():
     tiles = mm.MatmulTiles(bm=8, bn=8, bk=2, tm=2, tn=2, vec=1)
     a, b, c = random_operands(3, 10, 5, 11, np.float32, seed=3)
@@ -117,11 +126,13 @@ def test_tiled_variant_scalar_runs():
 
 
 def test_simple_takes_strided_operands():
-    a, b, c = random_operands(2, 9, 6, 7, np.float32, seed=4)
-    a_t = np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)
+    a_wide, b_tall, c = random_operands(2, 9, 12, 7, np.float32, seed=4)
+    a, b = a_wide[:, :, ::2], np.ascontiguousarray(b_tall[:, :6])
+    d_a = cuda.to_device(a_wide)[:, :, ::2]  # every other column: strided
+    d_c = cuda.to_device(c)
     grid, block = mm.matmul_simple_launch_shape(2, 9, 7)
-    mm.matmul_simple[grid, block](a_t, b[:, :, :], c)
-    assert_matches(c, a, b)
+    mm.matmul_simple[grid, block](d_a, b, d_c)
+    assert_matches(d_c.copy_to_host(), a, b)
 
 
 def test_launch_shape_covers_output():
@@ -139,5 +150,5 @@ def test_launch_shape_rejects_bad_sizes():
 
 
 def test_tiles_reject_inconsistent_shapes():
-    with pytest.raises(ValueError, match="^expected tiles with tm | bm"):
+    with pytest.raises(ValueError, match="^expected tiles with tm \\| bm"):
         mm.MatmulTiles(bm=128, bn=128, bk=8, tm=8, tn=8, vec=3)

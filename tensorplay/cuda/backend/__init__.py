@@ -13,7 +13,9 @@ The protocol, in words (both classes implement it with the same behaviour):
 
 - memory: ``mem_alloc(nbytes) -> int``, ``mem_free(ptr)``,
   ``copy_htod(dst, host, stream)``, ``copy_dtoh(host, src, stream)``,
-  ``copy_dtod(dst, src, nbytes, stream)``, ``memset(ptr, byte, nbytes, stream)``;
+  ``copy_dtod(dst, src, nbytes, stream)``, ``memset(ptr, byte, nbytes, stream)``,
+  ``adopt_foreign(ptr, nbytes) -> token | None`` and ``release_foreign(token)``
+  (memory shared in from another library: the simulator must learn its range);
 - streams and events: ``stream_create``, ``stream_destroy``, ``stream_synchronize``,
   ``stream_query``, ``stream_wait_event``, ``event_create``, ``event_record``,
   ``event_synchronize``, ``event_query``, ``event_elapsed_ms``, ``event_destroy``,
@@ -58,9 +60,7 @@ def _driver_answers() -> bool:
 def _choose() -> str:
     wanted = os.environ.get("TENSORPLAY_BACKEND", "auto").strip().lower()
     if wanted not in ("auto", "cuda", "sim"):
-        raise ValueError(
-            f"TENSORPLAY_BACKEND must be 'cuda', 'sim' or 'auto', got {wanted!r}"
-        )
+        raise ValueError(f"TENSORPLAY_BACKEND must be 'cuda', 'sim' or 'auto', got {wanted!r}")
     if wanted == "sim":
         return "sim"
     if _driver_answers():
@@ -72,8 +72,7 @@ def _choose() -> str:
             "driver, or set TENSORPLAY_BACKEND=sim to run on the CPU simulator"
         )
     warnings.warn(
-        "tensorplay: no CUDA device found, running on the CPU simulator "
-        "(set TENSORPLAY_BACKEND=sim to silence this)",
+        "tensorplay: no CUDA device found, running on the CPU simulator (set TENSORPLAY_BACKEND=sim to silence this)",
         stacklevel=3,
     )
     return "sim"

@@ -85,6 +85,15 @@ def _param_format(argtypes) -> tuple[str, list[bool]]:
     return "".join(fmt), is_array
 
 
+KERNEL_NAMES: dict[str, str] = {}  # mangled name -> Python qualified name, for DOT
+
+
+def kernel_name(dispatcher) -> str:
+    """The Python qualified name of a Numba kernel."""
+    fn = getattr(dispatcher, "py_func", dispatcher)
+    return getattr(fn, "__qualname__", None) or repr(dispatcher)
+
+
 class Launcher:
     """Launches one compiled Numba kernel with pre-packed parameters."""
 
@@ -94,7 +103,8 @@ class Launcher:
         kernel = dispatcher.compile(tuple(argtypes))
         kernel.bind()
         cufunc = kernel._codelibrary.get_cufunc()
-        self.name = getattr(dispatcher, "__qualname__", cufunc.name)
+        self.name = kernel_name(dispatcher)
+        KERNEL_NAMES[cufunc.name] = self.name
         self._func = drv.CUfunction(int(cufunc.handle))
         self._fmt, self._is_array = _param_format(argtypes)
         self._nparams = struct.calcsize(self._fmt) // 8
@@ -112,7 +122,7 @@ class Launcher:
 
     def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
         vals = []
-        for is_array, a in zip(self._is_array, args):
+        for is_array, a in zip(self._is_array, args, strict=True):
             if is_array:
                 vals += a._karray
             else:
@@ -142,9 +152,7 @@ class DriverBackend:
         self.device = check("cuCtxGetDevice", drv.cuCtxGetDevice())
         self._sm_count = check(
             "cuDeviceGetAttribute",
-            drv.cuDeviceGetAttribute(
-                drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, self.device
-            ),
+            drv.cuDeviceGetAttribute(drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, self.device),
         )
         self.legacy_stream = drv.CUstream(0)
         self.max_block = 1024
@@ -187,6 +195,15 @@ class DriverBackend:
 
     def mem_info(self) -> tuple[int, int]:
         return check("cuMemGetInfo", drv.cuMemGetInfo())
+
+    @staticmethod
+    def adopt_foreign(ptr: int, nbytes: int) -> None:
+        """Foreign device memory needs no registration here (see the simulator's)."""
+        return None
+
+    @staticmethod
+    def release_foreign(token) -> None:
+        pass
 
     def copy_htod(self, dst: int, host: np.ndarray, stream) -> None:
         check("cuMemcpyHtoDAsync", drv.cuMemcpyHtoDAsync(dst, host.ctypes.data, host.nbytes, stream))
@@ -272,8 +289,11 @@ class DriverBackend:
     def graph_instantiate(self, graph):
         return check("cuGraphInstantiate", drv.cuGraphInstantiate(graph, 0))
 
-    def graph_launch(self, graph_exec, stream) -> None:
-        check("cuGraphLaunch", drv.cuGraphLaunch(graph_exec, stream))
+    @staticmethod
+    def graph_launch(graph_exec, stream, _launch=drv.cuGraphLaunch) -> None:
+        err = _launch(graph_exec, stream)[0]
+        if err:
+            raise fail("cuGraphLaunch", err)
 
     def graph_destroy(self, graph) -> None:
         check("cuGraphDestroy", drv.cuGraphDestroy(graph))
@@ -285,4 +305,12 @@ class DriverBackend:
         return check("cuGraphGetNodes", drv.cuGraphGetNodes(graph, 0))[1]
 
     def graph_dot(self, graph, path: str) -> None:
+        """DOT with Numba's mangled kernel names replaced by Python qualified names."""
         check("cuGraphDebugDotPrint", drv.cuGraphDebugDotPrint(graph, path.encode(), (1 << 15) - 1))
+        with open(path) as f:
+            text = f.read()
+        for mangled in sorted(KERNEL_NAMES, key=len, reverse=True):
+            if mangled in text:
+                text = text.replace(mangled, KERNEL_NAMES[mangled])
+        with open(path, "w") as f:
+            f.write(text)

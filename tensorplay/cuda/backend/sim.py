@@ -10,6 +10,7 @@ them; the capture rules of the driver are enforced with the driver's error codes
 from __future__ import annotations
 
 import bisect
+import ctypes
 import itertools
 import threading
 import time
@@ -69,19 +70,18 @@ class SimLauncher:
         from numba.cuda import types
         from numba.np.numpy_support import as_dtype
 
-        self.name = getattr(dispatcher, "__qualname__", repr(dispatcher))
+        fn = getattr(dispatcher, "fn", dispatcher)
+        self.name = getattr(fn, "__qualname__", None) or repr(dispatcher)
         self._backend = backend
         self._dispatcher = dispatcher
-        self._arrays = [
-            (as_dtype(t.dtype), t.ndim) if isinstance(t, types.Array) else None for t in argtypes
-        ]
+        self._arrays = [(as_dtype(t.dtype), t.ndim) if isinstance(t, types.Array) else None for t in argtypes]
 
     def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
         view = self._backend.view
         fake = []
-        for spec, a in zip(self._arrays, args):
+        for spec, a in zip(self._arrays, args, strict=True):
             if spec is None:
                 fake.append(a)
             else:
@@ -115,6 +115,7 @@ class SimBackend:
         self._numba_cuda = cuda
         self._buffers: dict[int, np.ndarray] = {}
         self._bases: list[int] = []
+        self._foreign: dict[int, tuple[int, np.ndarray]] = {}  # token -> (base, bytes)
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self.legacy_stream = SimStream(0)
@@ -158,13 +159,50 @@ class SimBackend:
         total = 1 << 34
         return total - used, total
 
-    def view(self, ptr: int, shape, strides, dtype) -> np.ndarray:
-        """A NumPy view of simulated device memory at ``ptr``."""
+    def adopt_foreign(self, ptr: int, nbytes: int) -> int | None:
+        """Make ``nbytes`` of host memory at ``ptr`` that this backend did not
+        allocate (a NumPy array shared through DLPack) addressable by kernels and
+        copies; returns a token for ``release_foreign``, or None when the memory
+        lies in simulated device memory. The caller keeps the memory alive."""
+        if nbytes <= 0:
+            return None
+        raw = (ctypes.c_uint8 * nbytes).from_address(ptr)
         with self._lock:
             i = bisect.bisect_right(self._bases, ptr) - 1
-            base = self._bases[i] if i >= 0 else None
-            buf = self._buffers.get(base) if base is not None else None
-        if buf is None or ptr - base > buf.nbytes:
+            if i >= 0 and ptr + nbytes <= self._bases[i] + self._buffers[self._bases[i]].nbytes:
+                return None
+            token = next(self._ids)
+            self._foreign[token] = (ptr, np.frombuffer(raw, np.uint8))
+        return token
+
+    def release_foreign(self, token: int) -> None:
+        with self._lock:
+            self._foreign.pop(token, None)
+
+    def _find(self, ptr: int, nbytes: int) -> tuple[int, np.ndarray | None]:
+        """The buffer holding ``[ptr, ptr + nbytes)`` and its base address."""
+        with self._lock:
+            i = bisect.bisect_right(self._bases, ptr) - 1
+            if i >= 0:
+                base = self._bases[i]
+                buf = self._buffers[base]
+                if ptr + nbytes <= base + buf.nbytes:
+                    return base, buf
+            for base, buf in self._foreign.values():  # foreign ranges may nest
+                if base <= ptr and ptr + nbytes <= base + buf.nbytes:
+                    return base, buf
+        return 0, None
+
+    def view(self, ptr: int, shape, strides, dtype) -> np.ndarray:
+        """A NumPy view of simulated device memory at ``ptr``."""
+        dtype = np.dtype(dtype)
+        lo = hi = 0
+        if all(shape):
+            for d, s in zip(shape, strides, strict=True):
+                lo, hi = lo + min(0, (d - 1) * s), hi + max(0, (d - 1) * s)
+            hi += dtype.itemsize
+        base, buf = self._find(ptr + lo, hi - lo)
+        if buf is None:
             raise _fail(f"access to address {ptr:#x}", "CUDA_ERROR_ILLEGAL_ADDRESS", CudaError)
         return np.ndarray(tuple(shape), dtype, buffer=buf, offset=ptr - base, strides=tuple(strides))
 

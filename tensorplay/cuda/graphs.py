@@ -1,0 +1,272 @@
+"""CUDA graphs: capture work once, replay it with one launch.
+
+``CUDAGraph`` captures every kernel, copy and fill issued on the capture stream
+(and on streams forked from it through events) into a graph, instantiates it at
+``capture_end()``, and replays it with ``replay()``. Tensors allocated during the
+capture come from the graph's private memory pool, so their addresses stay valid
+for every replay: write new inputs into them with ``copy_`` and read the outputs
+after a replay.
+
+Examples
+--------
+>>> import tensorplay as tp
+>>> x = tp.ones(4)
+>>> g = tp.cuda.CUDAGraph()
+>>> with tp.cuda.graph(g):
+...     y = x * 2 + 1
+>>> x.fill_(3.0)
+tensor([3., 3., 3., 3.])
+>>> g.replay()
+>>> y.tolist()
+[7.0, 7.0, 7.0, 7.0]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import weakref
+from contextlib import contextmanager
+
+from .backend import CaptureError
+from .backend import get as get_backend
+from .memory import allocator
+from .streams import Stream, capture_state, capture_stream, current_stream, default_stream, set_stream
+
+__all__ = ["CUDAGraph", "export_dot", "graph", "graph_pool_handle", "is_current_stream_capturing"]
+
+CAPTURE_MODES = ("global", "thread_local", "relaxed")
+_graph_launch = get_backend().graph_launch  # replay's hot path: one bound call
+_last_capture: list = [None]  # weak reference to the most recently captured graph
+
+
+def graph_pool_handle():
+    """A new memory pool id that several graphs can share (pass it as ``pool=``)."""
+    return allocator.new_pool_id()
+
+
+def is_current_stream_capturing() -> bool:
+    """True while the current stream captures a graph (never creates a context)."""
+    if not capture_state.active:
+        return False
+    return current_stream().is_capturing()
+
+
+def _pool_of(pool):
+    if pool is None:
+        return allocator.new_pool_id()
+    if isinstance(pool, CUDAGraph):
+        if pool._pool is None:
+            raise ValueError("pool= names a CUDAGraph that has not been captured; capture it first")
+        return pool._pool
+    if isinstance(pool, tuple) and len(pool) == 2:
+        return pool
+    raise TypeError(f"expected pool=None, a graph_pool_handle(), a pool_id or a CUDAGraph, got {pool!r}")
+
+
+class CUDAGraph:
+    """A captured CUDA graph and the memory pool its tensors live in.
+
+    Capture with ``with tp.cuda.graph(g): ...`` (or ``capture_begin`` /
+    ``capture_end``), then ``replay()`` as often as needed.
+    """
+
+    def __init__(self) -> None:
+        self._graph = None
+        self._exec = None
+        self._pool = None
+        self._stream: Stream | None = None  # while capturing
+        self._token = None  # identifies blocks allocated during this capture
+        self._debug = False
+
+    # -- capture ---------------------------------------------------------------
+    def capture_begin(self, pool=None, capture_error_mode: str = "global", stream: Stream | None = None) -> None:
+        """Begin capturing the work issued on ``stream`` (the current stream if None)."""
+        if capture_error_mode not in CAPTURE_MODES:
+            raise ValueError(
+                f"capture_error_mode must be 'global', 'thread_local' or 'relaxed', got {capture_error_mode!r}"
+            )
+        if self._stream is not None:
+            raise RuntimeError("this CUDAGraph is already capturing; call capture_end() first")
+        if self._exec is not None:
+            raise RuntimeError("this CUDAGraph already holds a capture; call reset() before capturing again")
+        s = stream if stream is not None else current_stream()
+        if s == default_stream():
+            raise CaptureError(
+                "the legacy default stream cannot capture a graph; capture on a tp.cuda.Stream() "
+                "or use `with tp.cuda.graph(g):`, which captures on a side stream"
+            )
+        pool = _pool_of(pool)
+        token = object()
+        allocator.begin_capture(s, pool, token)
+        try:
+            get_backend().begin_capture(s._h, capture_error_mode)
+        except BaseException:
+            allocator.end_capture(s, pool, keep=False)
+            raise
+        capture_state.begin(s, capture_error_mode)
+        self._stream, self._pool, self._token = s, pool, token
+
+    def capture_end(self) -> None:
+        """End the capture and instantiate the graph (its compile cost is paid here)."""
+        s = self._stream
+        if s is None:
+            raise RuntimeError("capture_end() called without capture_begin()")
+        self._stream = None
+        capture_state.end(s)
+        try:
+            graph = get_backend().end_capture(s._h)
+        except BaseException:
+            allocator.end_capture(s, self._pool, keep=False)
+            self._pool = None
+            raise
+        allocator.end_capture(s, self._pool, keep=True)
+        self._graph = graph
+        try:
+            self._exec = get_backend().graph_instantiate(graph)
+        except BaseException:
+            self.reset()
+            raise
+        _last_capture[0] = weakref.ref(self)
+
+    def _abort_capture(self) -> None:
+        """End a capture whose body failed: discard the graph, keep the runtime usable."""
+        s = self._stream
+        if s is None:
+            return
+        self._stream = None
+        capture_state.end(s)
+        try:
+            graph = get_backend().end_capture(s._h)
+            get_backend().graph_destroy(graph)
+        except Exception:
+            pass  # an invalidated capture still ends; its partial graph is gone
+        allocator.end_capture(s, self._pool, keep=False)
+        self._pool = None
+
+    def instantiate(self) -> None:
+        """Instantiate the captured graph (``capture_end`` already did; then a no-op)."""
+        if self._graph is None:
+            raise RuntimeError("nothing to instantiate: capture a graph first")
+        if self._exec is None:
+            self._exec = get_backend().graph_instantiate(self._graph)
+
+    # -- replay ------------------------------------------------------------------
+    def replay(self, stream: Stream | None = None) -> None:
+        """Launch the graph on ``stream`` (the current stream if None)."""
+        if self._exec is None:
+            raise RuntimeError("replay() needs a captured graph; capture one first")
+        _graph_launch(self._exec, (stream or current_stream())._h)
+
+    # -- lifetime ----------------------------------------------------------------
+    def reset(self) -> None:
+        """Free the graph; its pool memory is released once no tensor from the
+        capture is alive (reset refuses while one is)."""
+        if self._stream is not None:
+            raise RuntimeError("reset() during a capture; call capture_end() first")
+        if self._token is not None:
+            alive = allocator.live_blocks(self._token)
+            if alive:
+                raise RuntimeError(
+                    f"reset() while {len(alive)} tensor(s) allocated during the capture are alive "
+                    f"({sum(b.size for b in alive)} bytes); delete them (del t) before reset(), "
+                    "since the graph's memory pool goes back to the allocator"
+                )
+        self._destroy()
+
+    def _destroy(self) -> None:
+        dev = get_backend()
+        if self._exec is not None:
+            dev.graph_exec_destroy(self._exec)
+        if self._graph is not None:
+            dev.graph_destroy(self._graph)
+        if self._pool is not None and self._token is not None:
+            allocator.release_pool(self._pool)
+            allocator.forget_capture(self._token)
+        self._exec = self._graph = self._pool = self._token = None
+
+    def __del__(self) -> None:
+        try:
+            if self._stream is not None:
+                self._abort_capture()
+            self._destroy()
+        except Exception:
+            pass
+
+    @property
+    def pool_id(self):
+        """The id of this graph's memory pool (pass it as ``pool=`` to share it)."""
+        return self._pool
+
+    # -- debugging -------------------------------------------------------------------
+    def enable_debug_mode(self) -> None:
+        """Keep the captured graph for ``debug_dump`` (it is always kept here)."""
+        self._debug = True
+
+    def debug_dump(self, path: str) -> str:
+        """Write the graph as Graphviz DOT to ``path`` and return the path."""
+        if self._graph is None:
+            raise RuntimeError("debug_dump() needs a captured graph; capture one first")
+        get_backend().graph_dot(self._graph, os.fspath(path))
+        return os.fspath(path)
+
+    def dot(self) -> str:
+        """The graph as Graphviz DOT text."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            path = self.debug_dump(os.path.join(d, "graph.dot"))
+            with open(path) as f:
+                return f.read()
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        if self._graph is None:
+            return {"text/plain": repr(self)}
+        text = self.dot()
+        bundle = {"text/plain": text}
+        if shutil.which("dot"):
+            svg = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True, timeout=30)
+            if svg.returncode == 0:
+                bundle["image/svg+xml"] = svg.stdout
+        return bundle
+
+    def __repr__(self) -> str:
+        state = "capturing" if self._stream is not None else "captured" if self._exec is not None else "empty"
+        nodes = f", {get_backend().graph_node_count(self._graph)} nodes" if self._graph is not None else ""
+        return f"<tensorplay.cuda.CUDAGraph {state}{nodes}, pool={self._pool}>"
+
+
+def export_dot(file_path: str) -> str:
+    """Write the most recently completed capture as DOT to ``file_path``."""
+    g = _last_capture[0]() if _last_capture[0] is not None else None
+    if g is None or g._graph is None:
+        raise RuntimeError("export_dot() needs a completed capture whose CUDAGraph is still alive")
+    return g.debug_dump(file_path)
+
+
+@contextmanager
+def graph(cuda_graph: CUDAGraph, pool=None, stream: Stream | None = None, capture_error_mode: str = "global"):
+    """Capture the body into ``cuda_graph`` on ``stream`` (the side capture stream
+    if None), made current for the body. Work queued before is waited for first.
+
+    If the body raises, the capture is ended and discarded, the exception
+    propagates, and the runtime stays usable.
+    """
+    if not isinstance(cuda_graph, CUDAGraph):
+        raise TypeError(f"expected a CUDAGraph, got {type(cuda_graph).__name__}")
+    get_backend().synchronize()
+    s = stream if stream is not None else capture_stream()
+    prev = current_stream()
+    s.wait_stream(prev)
+    set_stream(s)
+    try:
+        cuda_graph.capture_begin(pool=pool, capture_error_mode=capture_error_mode, stream=s)
+        try:
+            yield cuda_graph
+        except BaseException:
+            cuda_graph._abort_capture()
+            raise
+        cuda_graph.capture_end()
+    finally:
+        set_stream(prev)

@@ -1,0 +1,157 @@
+"""Choosing the backend (TENSORPLAY_BACKEND), device queries and CudaError."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import tensorplay as tp
+from tensorplay.cuda.backend import get as get_backend
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ON_GPU = tp.cuda.backend() == "cuda"
+
+
+def run_python(code: str, backend: str | None) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter with TENSORPLAY_BACKEND set to ``backend``."""
+    env = dict(os.environ)
+    env.pop("TENSORPLAY_BACKEND", None)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    if backend is not None:
+        env["TENSORPLAY_BACKEND"] = backend
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_backend_and_device_queries():
+    assert tp.cuda.backend() in ("cuda", "sim")
+    assert tp.cuda.backend() == get_backend().name
+    assert tp.cuda.is_available() is True
+    assert tp.cuda.device_count() >= 1
+    assert tp.cuda.current_device() == 0
+    name = tp.cuda.get_device_name()
+    assert isinstance(name, str) and name
+    if tp.cuda.backend() == "sim":
+        assert "simulator" in name
+
+
+@pytest.mark.gpu
+def test_device_name_on_hardware():
+    assert tp.cuda.get_device_name().startswith("NVIDIA")
+
+
+def test_synchronize_returns():
+    x = tp.ones(8) * 3
+    tp.cuda.synchronize()
+    assert x.tolist() == [3.0] * 8
+
+
+def test_bogus_backend_is_a_value_error_naming_the_choices():
+    proc = run_python(
+        "import tensorplay\n",
+        "bogus",
+    )
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ValueError: TENSORPLAY_BACKEND must be")
+    for choice in ("'cuda'", "'sim'", "'auto'", "'bogus'"):
+        assert choice in last
+
+
+@pytest.mark.skipif(ON_GPU, reason="needs a machine without a CUDA driver")
+def test_cuda_backend_without_driver_is_a_clear_error():
+    proc = run_python("import tensorplay\n", "cuda")
+    assert proc.returncode != 0
+    err = proc.stderr
+    last = err.strip().splitlines()[-1]
+    assert "CudaError: TENSORPLAY_BACKEND=cuda" in last
+    assert "set TENSORPLAY_BACKEND=sim" in last
+    # One traceback, ours: no chained loader error (OSError, ImportError, cuInit).
+    assert err.count("Traceback (most recent call last)") == 1
+    assert "During handling of the above exception" not in err
+    assert "The above exception was the direct cause" not in err
+    assert "OSError" not in err and "ImportError" not in err
+
+
+def test_cuda_error_is_raised_from_import_as_a_catchable_cuda_error():
+    code = (
+        "try:\n"
+        "    import tensorplay as tp\n"
+        "    print('ok', tp.cuda.backend())\n"
+        "except Exception as e:\n"
+        "    from tensorplay.cuda.backend.errors import CudaError\n"
+        "    print(type(e).__name__, isinstance(e, CudaError), e.__cause__ is None, e.__context__ is None)\n"
+    )
+    proc = run_python(code, "cuda")
+    assert proc.returncode == 0, proc.stderr
+    if ON_GPU:
+        assert proc.stdout.split() == ["ok", "cuda"]
+    else:
+        assert proc.stdout.split() == ["CudaError", "True", "True", "True"]
+
+
+def test_auto_announces_the_simulator_once_in_one_line():
+    code = (
+        "import warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import tensorplay as tp\n"
+        "    from tensorplay.cuda.backend import get\n"
+        "    get(); get(); tp.ones(2).tolist()\n"
+        "print(tp.cuda.backend())\n"
+        "for w in caught:\n"
+        "    if str(w.message).startswith('tensorplay'):\n"
+        "        print(w.category.__name__, repr(str(w.message)))\n"
+    )
+    for backend in ("auto", None):  # auto is the default
+        proc = run_python(code, backend)
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        if lines[0] == "cuda":
+            assert lines == ["cuda"]
+            continue
+        assert lines[0] == "sim"
+        assert len(lines) == 2, lines
+        category, message = lines[1].split(" ", 1)
+        assert category == "UserWarning"
+        assert "\\n" not in message
+        assert "CPU simulator" in message and "TENSORPLAY_BACKEND=sim" in message
+
+
+def test_auto_warning_on_stderr_when_not_captured():
+    proc = run_python("import tensorplay as tp\nprint(tp.cuda.backend())\n", "auto")
+    assert proc.returncode == 0, proc.stderr
+    mentions = [line for line in proc.stderr.splitlines() if "simulator" in line]
+    if proc.stdout.strip() == "cuda":
+        assert mentions == []
+    else:
+        assert len(mentions) == 1
+
+
+def test_explicit_sim_is_silent():
+    proc = run_python("import tensorplay as tp\nprint(tp.cuda.backend())\n", "sim")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "sim"
+    assert "simulator" not in proc.stderr
+
+
+def test_cuda_error_attributes():
+    e = tp.cuda.CudaError.from_result("cuMemAlloc", "CUDA_ERROR_OUT_OF_MEMORY")
+    assert isinstance(e, RuntimeError)
+    assert e.function == "cuMemAlloc"
+    assert e.code == "CUDA_ERROR_OUT_OF_MEMORY"
+    assert str(e).startswith("cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY: the device is out of memory")
+    plain = tp.cuda.CudaError("something went wrong")
+    assert (plain.function, plain.code) == ("", "")
+    assert issubclass(tp.cuda.CaptureError, tp.cuda.CudaError)
+
+
+def test_cuda_error_from_a_failing_device_call():
+    start, end = tp.cuda.Event(enable_timing=True), tp.cuda.Event(enable_timing=True)
+    with pytest.raises(tp.cuda.CudaError, match="^cuEventElapsedTime failed: CUDA_ERROR_INVALID_HANDLE") as info:
+        start.elapsed_time(end)  # neither event was recorded
+    assert info.value.function == "cuEventElapsedTime"
+    assert info.value.code == "CUDA_ERROR_INVALID_HANDLE"
+    assert not isinstance(info.value, tp.cuda.CaptureError)

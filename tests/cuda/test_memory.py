@@ -1,0 +1,262 @@
+"""The caching allocator: size classes, reuse per stream, record_stream, pools, stats."""
+
+import gc
+
+import pytest
+
+import tensorplay as tp
+from tensorplay.cuda import memory
+from tensorplay.cuda.backend import get as get_backend
+from tensorplay.cuda.memory import allocator, round_size
+
+MiB = 1 << 20
+
+
+def stat(name: str) -> int:
+    return tp.cuda.memory_stats()[name]
+
+
+@pytest.fixture(autouse=True)
+def settled():
+    """Start each test with no garbage tensors and no cached blocks (a stream
+    handle may be recycled, with a free list left by an earlier test)."""
+    gc.collect()
+    tp.cuda.synchronize()
+    tp.cuda.empty_cache()
+    yield
+    gc.collect()
+
+
+@pytest.mark.parametrize(
+    "nbytes, size",
+    [
+        (0, 512),
+        (1, 512),
+        (512, 512),
+        (513, 1024),
+        (1000, 1024),
+        (1025, 2048),
+        (4096, 4096),
+        (MiB - 1, MiB),
+        (MiB, MiB),
+        (MiB + 1, 2 * MiB),
+        (2 * MiB + 1, 4 * MiB),
+        (5 * MiB, 6 * MiB),
+    ],
+)
+def test_round_size_classes(nbytes, size):
+    assert round_size(nbytes) == size
+
+
+def test_memory_allocated_tracks_rounded_blocks():
+    base = tp.cuda.memory_allocated()
+    x = tp.empty(100)  # 400 bytes -> one 512-byte block
+    assert tp.cuda.memory_allocated() == base + 512
+    y = tp.empty(300, dtype=tp.float64)  # 2400 bytes -> 4096
+    assert tp.cuda.memory_allocated() == base + 512 + 4096
+    del x
+    assert tp.cuda.memory_allocated() == base + 4096
+    del y
+    assert tp.cuda.memory_allocated() == base
+
+
+def test_views_share_the_block():
+    base = tp.cuda.memory_allocated()
+    x = tp.zeros(8, 8)
+    v = x[2:, ::2].t()
+    del x
+    assert tp.cuda.memory_allocated() == base + 512  # the view keeps the storage
+    del v
+    assert tp.cuda.memory_allocated() == base
+
+
+def test_freed_block_is_reused_on_the_same_stream():
+    x = tp.empty(200)
+    ptr = x.data_ptr()
+    del x
+    allocs, hits = stat("num_device_allocs"), stat("num_cache_hits")
+    y = tp.empty(180)  # another request of the same size class
+    assert y.data_ptr() == ptr
+    assert stat("num_device_allocs") == allocs
+    assert stat("num_cache_hits") == hits + 1
+
+
+def test_blocks_are_not_reused_across_streams():
+    s = tp.cuda.Stream()
+    x = tp.empty(1000)
+    ptr = x.data_ptr()
+    del x  # free on the default stream: cached for it
+    with tp.cuda.stream(s):
+        y = tp.empty(1000)
+    assert y.data_ptr() != ptr
+    z = tp.empty(1000)  # back on the default stream: the cached block
+    assert z.data_ptr() == ptr
+
+
+def test_a_block_used_on_a_stream_waits_for_it_before_reuse(monkeypatch):
+    s1, s2 = tp.cuda.Stream(), tp.cuda.Stream()
+    with tp.cuda.stream(s1):
+        x = tp.ones(64)
+    with tp.cuda.stream(s2):
+        s2.wait_stream(s1)
+        y = x * 2
+    x.record_stream(s2)
+    ptr = x.data_ptr()
+    dev = get_backend()
+    # Events recorded on s2 at free time have not completed yet ...
+    monkeypatch.setattr(dev, "event_query", lambda event: False)
+    del x
+    with tp.cuda.stream(s1):
+        a = tp.empty(64)
+    assert a.data_ptr() != ptr
+    # ... and now they have: the block goes back to s1's free list.
+    monkeypatch.undo()
+    s2.synchronize()
+    with tp.cuda.stream(s1):
+        b = tp.empty(64)
+    assert b.data_ptr() == ptr
+    assert y.sum().item() == 128.0
+    del a
+
+
+def test_record_stream_then_free_is_reused_once_the_event_completed():
+    s1, s2 = tp.cuda.Stream(), tp.cuda.Stream()
+    with tp.cuda.stream(s1):
+        x = tp.ones(32)
+    s2.wait_stream(s1)
+    with tp.cuda.stream(s2):
+        y = x + 1
+    x.record_stream(s2)
+    x.record_stream(s1)  # its own stream: nothing to wait for
+    ptr = x.data_ptr()
+    del x
+    s2.synchronize()  # the event recorded at free time has completed
+    with tp.cuda.stream(s1):
+        z = tp.empty(32)
+    assert z.data_ptr() == ptr
+    assert y.tolist() == [2.0] * 32
+
+
+@pytest.mark.gpu
+def test_record_stream_waits_for_real_work():
+    s1, s2 = tp.cuda.Stream(), tp.cuda.Stream()
+    with tp.cuda.stream(s1):
+        x = tp.ones(64)
+    s2.wait_stream(s1)
+    out = tp.zeros(1)
+    with tp.cuda.stream(s2):
+        spin[1, 1](out, 20_000_000)  # keeps s2 busy for milliseconds
+    x.record_stream(s2)
+    ptr = x.data_ptr()
+    del x
+    with tp.cuda.stream(s1):
+        a = tp.empty(64)
+    assert a.data_ptr() != ptr  # s2 may still use it
+    s2.synchronize()
+    with tp.cuda.stream(s1):
+        b = tp.empty(64)
+    assert b.data_ptr() == ptr
+
+
+@tp.jit
+def spin(out, n):
+    acc = 0.0
+    for k in range(n):
+        acc = acc * 0.5 + 1.0 + k * 1e-30
+    out[0] = acc
+
+
+def test_peak_memory_and_reset():
+    tp.cuda.reset_peak_memory_stats()
+    base = tp.cuda.memory_allocated()
+    assert tp.cuda.max_memory_allocated() == base
+    x = tp.empty(1024)  # 4096 bytes
+    y = tp.empty(2048)  # 8192 bytes
+    assert tp.cuda.max_memory_allocated() == base + 4096 + 8192
+    del x, y
+    assert tp.cuda.memory_allocated() == base
+    assert tp.cuda.max_memory_allocated() == base + 4096 + 8192
+    tp.cuda.reset_peak_memory_stats()
+    assert tp.cuda.max_memory_allocated() == base
+    assert stat("reserved_bytes.peak") == tp.cuda.memory_reserved()
+
+
+def test_reserved_memory_and_empty_cache():
+    assert tp.cuda.memory_reserved() == tp.cuda.memory_allocated()
+    base = tp.cuda.memory_reserved()
+    x = tp.empty(3000)  # 12000 bytes -> 16384
+    keep = tp.empty(10)
+    assert tp.cuda.memory_reserved() == base + 16384 + 512
+    del x
+    assert tp.cuda.memory_reserved() == base + 16384 + 512  # cached, not returned
+    frees = stat("num_device_frees")
+    tp.cuda.empty_cache()
+    assert tp.cuda.memory_reserved() == tp.cuda.memory_allocated() == base + 512
+    assert stat("num_device_frees") > frees
+    del keep
+    tp.cuda.empty_cache()
+    assert tp.cuda.memory_reserved() == base
+
+
+def test_memory_stats_keys():
+    st = tp.cuda.memory_stats()
+    expected = {
+        "allocated_bytes.current",
+        "allocated_bytes.peak",
+        "reserved_bytes.current",
+        "reserved_bytes.peak",
+        "requested_bytes.current",
+        "active_blocks.current",
+        "num_allocs",
+        "num_frees",
+        "num_device_allocs",
+        "num_device_frees",
+        "num_alloc_retries",
+        "num_cache_hits",
+    }
+    assert expected <= set(st)
+    assert all(isinstance(v, int) for v in st.values())
+    assert st["allocated_bytes.current"] == tp.cuda.memory_allocated()
+    assert st["reserved_bytes.current"] == tp.cuda.memory_reserved()
+    st["num_allocs"] = -1  # a copy: the allocator's counters are untouched
+    assert stat("num_allocs") >= 0
+
+
+def test_requested_bytes_and_active_blocks():
+    requested, active = stat("requested_bytes.current"), stat("active_blocks.current")
+    allocs, frees = stat("num_allocs"), stat("num_frees")
+    x = tp.empty(25)  # 100 bytes requested
+    assert stat("requested_bytes.current") == requested + 100
+    assert stat("active_blocks.current") == active + 1
+    del x
+    assert stat("requested_bytes.current") == requested
+    assert stat("active_blocks.current") == active
+    assert (stat("num_allocs"), stat("num_frees")) == (allocs + 1, frees + 1)
+
+
+def test_private_pool_blocks_are_not_handed_to_the_default_pool():
+    s = tp.cuda.Stream()
+    pool = allocator.new_pool_id()
+    allocator.route_to_pool(s, pool)
+    try:
+        with tp.cuda.stream(s):
+            x = tp.empty(64)
+        ptr = x.data_ptr()
+        assert allocator.pool_reserved(pool) == 512
+        del x
+        with tp.cuda.stream(s):
+            allocator.route_to_pool(s, None)
+            y = tp.empty(64)  # default pool, same stream and size
+            allocator.route_to_pool(s, pool)
+        z = tp.empty(64)  # default pool, default stream
+        assert ptr not in (y.data_ptr(), z.data_ptr())
+        with tp.cuda.stream(s):
+            w = tp.empty(64)  # the pool recycles its own block
+        assert w.data_ptr() == ptr
+        del w
+    finally:
+        allocator.route_to_pool(s, None)
+    assert memory.allocator.pool_reserved(pool) == 512
+    tp.cuda.empty_cache()
+    assert allocator.pool_reserved(pool) == 0
+    assert tp.cuda.memory_reserved() == tp.cuda.memory_allocated()

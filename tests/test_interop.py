@@ -1,0 +1,258 @@
+"""Zero-copy exchange: the CUDA Array Interface, DLPack, PyTorch and CuPy."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+
+ON_GPU = tp.cuda.backend() == "cuda"
+
+
+class CAIHolder:
+    """A foreign object exposing nothing but a CUDA Array Interface dict."""
+
+    def __init__(self, cai: dict) -> None:
+        self.__cuda_array_interface__ = cai
+
+
+# -- the CUDA Array Interface -------------------------------------------------------
+
+
+def test_cuda_array_interface_of_a_contiguous_tensor():
+    x = tp.zeros(3, 4)
+    cai = x.__cuda_array_interface__
+    assert cai["shape"] == (3, 4)
+    assert cai["typestr"] == "<f4"
+    assert cai["data"] == (x.data_ptr(), False)
+    assert cai["strides"] is None
+    assert cai["version"] == 3
+    assert "stream" in cai and cai["stream"] is None
+
+
+@pytest.mark.parametrize(
+    "dtype, typestr",
+    [(tp.float64, "<f8"), (tp.float16, "<f2"), (tp.int32, "<i4"), (tp.int64, "<i8"), (tp.bool, "|b1")],
+)
+def test_cuda_array_interface_typestr(dtype, typestr):
+    assert tp.zeros(2, dtype=dtype).__cuda_array_interface__["typestr"] == typestr
+
+
+def test_cuda_array_interface_of_a_strided_view():
+    x = tp.zeros(4, 6, dtype=tp.float64)
+    v = x[1:, ::2]
+    cai = v.__cuda_array_interface__
+    assert cai["shape"] == (3, 3)
+    assert cai["strides"] == (48, 16)  # bytes
+    assert cai["data"][0] == v.data_ptr() == x.data_ptr() + 48
+    t = x.t()
+    assert t.__cuda_array_interface__["strides"] == (8, 48)
+
+
+def test_as_tensor_aliases_cuda_array_interface_memory():
+    src = tp.tensor(np.arange(6, dtype=np.float32))
+    holder = CAIHolder(dict(src.__cuda_array_interface__))
+    alias = tp.as_tensor(holder)
+    assert alias.data_ptr() == src.data_ptr()
+    assert alias.shape == (6,) and alias.dtype == tp.float32
+    alias.mul_(10.0)  # write through one ...
+    np.testing.assert_array_equal(src.numpy(), np.arange(6) * 10.0)  # ... read through the other
+    src.fill_(-1.0)
+    assert alias.tolist() == [-1.0] * 6
+
+
+def test_as_tensor_honours_strides_and_keeps_the_owner_alive():
+    src = tp.tensor(np.arange(12, dtype=np.int32).reshape(3, 4))
+    ref = src.numpy()
+    alias = tp.as_tensor(CAIHolder(dict(src[:, 1::2].__cuda_array_interface__)))
+    assert alias.shape == (3, 2)
+    np.testing.assert_array_equal(alias.numpy(), ref[:, 1::2])
+    alias.fill_(0)
+    ref[:, 1::2] = 0
+    np.testing.assert_array_equal(src.numpy(), ref)
+
+
+def test_as_tensor_of_a_tensor_and_of_host_data():
+    x = tp.ones(3)
+    assert tp.as_tensor(x) is x
+    y = tp.as_tensor([1.0, 2.0])
+    assert y.tolist() == [1.0, 2.0]
+
+
+def test_as_tensor_rejects_a_masked_interface():
+    src = tp.zeros(2)
+    cai = dict(src.__cuda_array_interface__, mask=object())
+    with pytest.raises(TypeError, match="mask"):
+        tp.as_tensor(CAIHolder(cai))
+
+
+@tp.jit
+def double(x):
+    i = tp.cuda.grid(1)
+    if i < x.size:
+        x[i] *= 2
+
+
+def test_a_kernel_accepts_a_cuda_array_interface_object():
+    src = tp.tensor([1.0, 2.0, 3.0])
+    double[1, 4](CAIHolder(dict(src.__cuda_array_interface__)))
+    assert src.tolist() == [2.0, 4.0, 6.0]
+
+
+# -- DLPack --------------------------------------------------------------------------
+
+
+def test_dlpack_device():
+    expected = (2, 0) if ON_GPU else (1, 0)  # kDLCUDA on the GPU, kDLCPU on the simulator
+    assert tp.zeros(1).__dlpack_device__() == expected
+
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator exports host memory")
+def test_numpy_from_dlpack_sees_the_tensor_and_is_a_view():
+    x = tp.tensor(np.arange(8, dtype=np.float32).reshape(2, 4))
+    a = np.from_dlpack(x)
+    np.testing.assert_array_equal(a, np.arange(8).reshape(2, 4))
+    assert a.ctypes.data == x.data_ptr()
+    x.fill_(7.0)  # modifying the tensor afterwards is visible
+    tp.cuda.synchronize()
+    np.testing.assert_array_equal(a, np.full((2, 4), 7.0))
+    del x
+    gc.collect()
+    np.testing.assert_array_equal(a, np.full((2, 4), 7.0))  # the array keeps the memory
+
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator exports host memory")
+def test_numpy_from_dlpack_of_a_strided_view():
+    x = tp.tensor(np.arange(12, dtype=np.float64).reshape(3, 4))
+    a = np.from_dlpack(x[:, ::2].t())
+    np.testing.assert_array_equal(a, np.arange(12.0).reshape(3, 4)[:, ::2].T)
+
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator takes host producers")
+def test_from_dlpack_of_a_numpy_array_shares_memory():
+    a = np.arange(6, dtype=np.float32)
+    t = tp.from_dlpack(a)
+    assert t.data_ptr() == a.ctypes.data
+    assert t.shape == (6,) and t.dtype == tp.float32
+    np.testing.assert_array_equal(t.numpy(), a)
+    a[0] = 100.0
+    assert t[0].item() == 100.0
+    t.add_(1.0)  # a kernel writes the NumPy array's memory
+    tp.cuda.synchronize()
+    np.testing.assert_array_equal(a, [101, 2, 3, 4, 5, 6])
+
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator takes host producers")
+def test_from_dlpack_of_strided_numpy_views():
+    a = np.arange(12, dtype=np.int64).reshape(3, 4)
+    t = tp.from_dlpack(a[:, 1::2])
+    assert t.shape == (3, 2) and not t.is_contiguous()
+    np.testing.assert_array_equal(t.numpy(), a[:, 1::2])
+    r = tp.from_dlpack(a[::-1])  # negative strides
+    np.testing.assert_array_equal(r.numpy(), a[::-1])
+    t.fill_(0)
+    np.testing.assert_array_equal(a, [[0, 0, 2, 0], [4, 0, 6, 0], [8, 0, 10, 0]])
+
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator takes host producers")
+def test_from_dlpack_nested_views_outlive_each_other():
+    a = np.arange(10, dtype=np.float32)
+    whole = tp.from_dlpack(a)
+    part = tp.from_dlpack(a[2:5])
+    del whole
+    gc.collect()
+    assert part.tolist() == [2.0, 3.0, 4.0]
+    part.fill_(0.0)
+    assert a[2:5].tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator takes host producers")
+def test_from_dlpack_of_a_capsule():
+    a = np.arange(4, dtype=np.int32)
+    t = tp.from_dlpack(a.__dlpack__())
+    assert t.tolist() == [0, 1, 2, 3]
+
+
+def test_tensor_round_trips_through_its_own_dlpack():
+    x = tp.tensor(np.arange(5, dtype=np.float32))
+    y = tp.from_dlpack(x)
+    assert y.data_ptr() == x.data_ptr()
+    y.mul_(3.0)
+    assert x.tolist() == [0.0, 3.0, 6.0, 9.0, 12.0]
+
+
+@pytest.mark.gpu
+def test_from_dlpack_of_a_cpu_producer_is_a_type_error_on_the_gpu():
+    with pytest.raises(TypeError, match="^from_dlpack\\(\\) expected memory on a CUDA device, got memory on the CPU"):
+        tp.from_dlpack(np.arange(4, dtype=np.float32))
+    with pytest.raises(TypeError, match="expected memory on a CUDA device"):
+        tp.from_dlpack(np.arange(4, dtype=np.float32).__dlpack__())
+
+
+# -- PyTorch and CuPy (on the GPU) -----------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_torch_from_dlpack_of_a_tensor_shares_memory():
+    torch = pytest.importorskip("torch")
+    x = tp.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    t = torch.from_dlpack(x)
+    assert t.is_cuda and tuple(t.shape) == (2, 3) and t.dtype == torch.float32
+    assert t.data_ptr() == x.data_ptr()
+    np.testing.assert_array_equal(t.cpu().numpy(), np.arange(6).reshape(2, 3))
+    t.mul_(2)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(x.numpy(), 2 * np.arange(6).reshape(2, 3))
+    v = torch.from_dlpack(x.t())
+    assert tuple(v.stride()) == (1, 3)
+
+
+@pytest.mark.gpu
+def test_tp_from_dlpack_of_a_torch_tensor_shares_memory():
+    torch = pytest.importorskip("torch")
+    t = torch.arange(8, dtype=torch.float64, device="cuda")
+    x = tp.from_dlpack(t)
+    assert x.data_ptr() == t.data_ptr() and x.dtype == tp.float64 and x.shape == (8,)
+    np.testing.assert_array_equal(x.numpy(), np.arange(8.0))
+    x.add_(1.0)
+    tp.cuda.synchronize()
+    np.testing.assert_array_equal(t.cpu().numpy(), np.arange(8.0) + 1)
+    s = tp.from_dlpack(t.view(2, 4)[:, 1::2])
+    np.testing.assert_array_equal(s.numpy(), (np.arange(8.0) + 1).reshape(2, 4)[:, 1::2])
+
+
+@pytest.mark.gpu
+def test_tp_as_tensor_of_a_torch_tensor_uses_its_interface():
+    torch = pytest.importorskip("torch")
+    t = torch.ones(5, device="cuda")
+    torch.cuda.synchronize()
+    x = tp.as_tensor(t)
+    assert x.data_ptr() == t.data_ptr()
+    x.mul_(4.0)
+    tp.cuda.synchronize()
+    assert t.tolist() == [4.0] * 5
+
+
+@pytest.mark.gpu
+def test_cupy_round_trips():
+    cupy = pytest.importorskip("cupy")
+    c = cupy.arange(6, dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()
+    x = tp.as_tensor(c)
+    assert x.data_ptr() == c.data.ptr
+    np.testing.assert_array_equal(x.numpy(), np.arange(6))
+    x.add_(10.0)
+    tp.cuda.synchronize()
+    np.testing.assert_array_equal(cupy.asnumpy(c), np.arange(6) + 10)
+    y = tp.tensor(np.arange(4, dtype=np.float32))
+    tp.cuda.synchronize()
+    d = cupy.asarray(y)
+    assert d.data.ptr == y.data_ptr()
+    d *= 3
+    cupy.cuda.Device().synchronize()
+    assert y.tolist() == [0.0, 3.0, 6.0, 9.0]
+    e = cupy.from_dlpack(y)
+    assert e.data.ptr == y.data_ptr()
+    z = tp.from_dlpack(c)
+    assert z.data_ptr() == c.data.ptr

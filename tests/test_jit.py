@@ -1,0 +1,247 @@
+"""Custom kernels: ``@tp.jit`` and ``tp.cuda.launch``."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+
+# numba.cuda only after tensorplay, which picks the simulator before it loads.
+cuda = importlib.import_module("numba.cuda")
+
+
+@tp.jit
+def saxpy(a, x, y):
+    i = tp.cuda.grid(1)
+    if i < x.size:
+        y[i] = a * x[i] + y[i]
+
+
+@tp.jit
+def fill_index_2d(out):
+    i, j = tp.cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] = i * 10 + j
+
+
+@tp.jit
+def scalars(out, n, scale, flag):
+    i = tp.cuda.grid(1)
+    if i < out.size:
+        v = (i + n) * scale
+        out[i] = v if flag else -v
+
+
+@tp.jit
+def grid_stride_add_one(x):
+    start, step = tp.cuda.grid(1), tp.cuda.gridsize(1)
+    for i in range(start, x.size, step):
+        x[i] += 1
+
+
+@cuda.jit
+def plain_scale(out, x, factor):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i] * factor
+
+
+def test_saxpy_on_the_current_stream():
+    a = np.arange(20, dtype=np.float32)
+    x, y = tp.tensor(a), tp.ones(20)
+    saxpy[3, 8](2.0, x, y)
+    np.testing.assert_array_equal(y.numpy(), 2 * a + 1)
+
+
+def test_saxpy_under_a_stream_context():
+    s = tp.cuda.Stream()
+    a = np.arange(10, dtype=np.float32)
+    x, y = tp.tensor(a), tp.zeros(10)
+    s.wait_stream(tp.cuda.current_stream())
+    with tp.cuda.stream(s):
+        saxpy[1, 16](3.0, x, y)
+    s.synchronize()
+    np.testing.assert_array_equal(y.numpy(), 3 * a)
+
+
+def test_saxpy_on_an_explicit_stream():
+    s = tp.cuda.Stream()
+    a = np.linspace(-1, 1, 12, dtype=np.float32)
+    x, y = tp.tensor(a), tp.full((12,), 0.5)
+    s.wait_stream(tp.cuda.current_stream())
+    saxpy[2, 8, s](-1.5, x, y)
+    s.synchronize()
+    np.testing.assert_allclose(y.numpy(), -1.5 * a + 0.5, rtol=1e-6)
+
+
+def test_float64_and_int_tensors_compile_their_own_signatures():
+    x64 = tp.tensor(np.arange(6, dtype=np.float64))
+    y64 = tp.zeros(6, dtype=tp.float64)
+    saxpy[1, 8](0.5, x64, y64)
+    assert y64.dtype == tp.float64
+    np.testing.assert_array_equal(y64.numpy(), 0.5 * np.arange(6))
+    xi, yi = tp.arange(6), tp.ones(6, dtype=tp.int64)
+    saxpy[1, 8](3, xi, yi)
+    np.testing.assert_array_equal(yi.numpy(), 3 * np.arange(6) + 1)
+
+
+def test_2d_kernel_with_grid_2():
+    out = tp.zeros(5, 7)
+    fill_index_2d[(2, 2), (4, 4)](out)
+    i, j = np.meshgrid(np.arange(5), np.arange(7), indexing="ij")
+    np.testing.assert_array_equal(out.numpy(), i * 10 + j)
+
+
+def test_int_float_bool_scalar_arguments():
+    out = tp.zeros(8, dtype=tp.float64)
+    scalars[1, 8](out, 3, 0.25, True)
+    np.testing.assert_array_equal(out.numpy(), (np.arange(8) + 3) * 0.25)
+    scalars[1, 8](out, np.int32(1), np.float32(2.0), False)
+    np.testing.assert_array_equal(out.numpy(), -(np.arange(8) + 1) * 2.0)
+    scalars[1, 8](out, 0, 1.0, np.bool_(True))
+    np.testing.assert_array_equal(out.numpy(), np.arange(8.0))
+
+
+def test_any_launch_shape_covers_a_grid_stride_loop():
+    x = tp.zeros(30, dtype=tp.int32)
+    grid_stride_add_one[2, 4](x)
+    grid_stride_add_one[(1,), (16,)](x)
+    np.testing.assert_array_equal(x.numpy(), np.full(30, 2))
+
+
+def test_tp_cuda_launch_with_a_plain_numba_kernel():
+    a = np.arange(9, dtype=np.float32)
+    x, out = tp.tensor(a), tp.empty(9)
+    tp.cuda.launch(plain_scale, 2, 8, out, x, 4.0)
+    np.testing.assert_array_equal(out.numpy(), 4 * a)
+
+
+def test_tp_cuda_launch_on_a_stream_and_with_a_tp_kernel():
+    s = tp.cuda.Stream()
+    a = np.arange(9, dtype=np.float32)
+    x, out = tp.tensor(a), tp.zeros(9)
+    s.wait_stream(tp.cuda.current_stream())
+    tp.cuda.launch(plain_scale, (1,), (16,), out, x, -1.0, stream=s)
+    tp.cuda.launch(saxpy, 1, 16, 2.0, x, out, stream=s)
+    s.synchronize()
+    np.testing.assert_array_equal(out.numpy(), a)
+
+
+def test_writes_through_a_non_contiguous_view():
+    base = tp.zeros(4, 6)
+    view = base[:, 1::2]  # shape (4, 3), strides (6, 2)
+    assert not view.is_contiguous()
+    fill_index_2d[(1, 1), (4, 4)](view)
+    expect = np.zeros((4, 6), np.float32)
+    i, j = np.meshgrid(np.arange(4), np.arange(3), indexing="ij")
+    expect[:, 1::2] = i * 10 + j
+    np.testing.assert_array_equal(base.numpy(), expect)
+
+
+def test_reads_through_a_transposed_view():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = tp.tensor(a).t()[1]  # column 1 of a: a strided 1-D view
+    out = tp.zeros(3)
+    tp.cuda.launch(plain_scale, 1, 4, out, x, 1.0)
+    np.testing.assert_array_equal(out.numpy(), a[:, 1])
+
+
+def test_numpy_array_argument_is_a_type_error():
+    y = tp.zeros(4)
+    with pytest.raises(TypeError, match=r"kernel argument 1 is a NumPy array.*tp\.tensor\(array\)"):
+        saxpy[1, 4](2.0, np.ones(4, np.float32), y)
+    with pytest.raises(TypeError, match=r"tp\.tensor"):
+        tp.cuda.launch(plain_scale, 1, 4, y, np.ones(4, np.float32), 1.0)
+
+
+def test_calling_a_kernel_without_a_configuration_is_a_type_error():
+    with pytest.raises(TypeError, match=r"^launch saxpy with a configuration: saxpy\[blocks, threads\]"):
+        saxpy(2.0, tp.ones(2), tp.ones(2))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [(1,), 4, (1, 2, None, 0, 5)],
+)
+def test_malformed_configuration_is_a_value_error(config):
+    with pytest.raises(ValueError, match=r"kernel\[blocks, threads\]"):
+        saxpy[config]
+
+
+@pytest.mark.parametrize(
+    "blocks, threads, what",
+    [
+        (0, 4, "blocks"),
+        (-1, 4, "blocks"),
+        (1, 0, "threads"),
+        ((1, 1, 1, 1), 4, "blocks"),
+        (1, (), "threads"),
+        (1.5, 4, "blocks"),
+        (1, "8", "threads"),
+        (True, 4, "blocks"),
+    ],
+)
+def test_bad_blocks_or_threads_are_value_errors(blocks, threads, what):
+    x = tp.ones(4)
+    with pytest.raises(ValueError, match=f"^expected {what} as a positive int"):
+        saxpy[blocks, threads](1.0, x, x)
+    with pytest.raises(ValueError, match=f"^expected {what} as a positive int"):
+        tp.cuda.launch(plain_scale, blocks, threads, x, x, 1.0)
+
+
+def test_foreign_object_argument_is_a_type_error():
+    y = tp.zeros(4)
+    with pytest.raises(
+        TypeError, match=r"^kernel argument 1: expected a Tensor, a device array or a number, got object"
+    ):
+        saxpy[1, 4](2.0, object(), y)
+    with pytest.raises(TypeError, match="got list"):
+        saxpy[1, 4](2.0, [1.0, 2.0], y)
+
+
+def test_bad_stream_argument_is_a_type_error():
+    x = tp.ones(4)
+    with pytest.raises(TypeError, match="^expected a tensorplay.cuda.Stream, got int"):
+        saxpy[1, 4, 0](1.0, x, x)
+    with pytest.raises(TypeError, match="^expected a tensorplay.cuda.Stream, got int"):
+        tp.cuda.launch(plain_scale, 1, 4, x, x, 1.0, stream=7)
+
+
+def test_kernel_keeps_the_function_name_and_options():
+    assert saxpy.__name__ == "saxpy"
+
+    @tp.jit(fastmath=False)
+    def negate(x):
+        i = tp.cuda.grid(1)
+        if i < x.size:
+            x[i] = -x[i]
+
+    x = tp.tensor([1.0, -2.0])
+    negate[1, 2](x)
+    assert x.tolist() == [-1.0, 2.0]
+
+
+def test_a_launch_during_a_capture_is_captured():
+    from tensorplay.cuda.backend import get as get_backend
+
+    dev = get_backend()
+    a = np.arange(8, dtype=np.float32)
+    x, y = tp.tensor(a), tp.zeros(8)
+    saxpy[1, 8](1.0, x, y)  # warm up: compile and load before capturing
+    y.zero_()
+    s = tp.cuda.Stream()
+    s.wait_stream(tp.cuda.current_stream())
+    with tp.cuda.stream(s):
+        dev.begin_capture(s._h, "global")
+        try:
+            saxpy[1, 8](2.0, x, y)
+            tp.cuda.launch(saxpy, 1, 8, 1.0, x, y)
+        finally:
+            graph = dev.end_capture(s._h)
+        np.testing.assert_array_equal(y.numpy(), np.zeros(8))  # recorded, not run
+        exe = dev.graph_instantiate(graph)
+        dev.graph_launch(exe, s._h)
+        dev.graph_launch(exe, s._h)
+        s.synchronize()
+    np.testing.assert_array_equal(y.numpy(), 6 * a)
