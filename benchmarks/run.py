@@ -12,10 +12,10 @@ import json
 import platform
 
 import tensorplay as tp
-from benchmarks import eager
+from benchmarks import eager, graphs
 from benchmarks.common import Progress
 
-MODULES = {"eager": eager}
+MODULES = {"eager": eager, "graphs": graphs}
 
 
 def _fmt(v) -> str:

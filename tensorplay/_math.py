@@ -5,21 +5,28 @@ from __future__ import annotations
 from . import _dtype as dt
 
 
-def _ops():
-    from . import _ops
+class _LazyOps:
+    """``_ops`` imports ``Tensor``; bind it on first use, then it is a plain global."""
 
-    return _ops
+    def __getattr__(self, name: str):
+        from . import _ops
+
+        globals()["OPS"] = _ops
+        return getattr(_ops, name)
+
+
+OPS = _LazyOps()
 
 
 def _binary(op: str, reflected: bool = False):
     if reflected:
 
         def method(self, other):
-            return _ops().binary(op, other, self)
+            return OPS.binary(op, other, self)
     else:
 
         def method(self, other):
-            return _ops().binary(op, self, other)
+            return OPS.binary(op, self, other)
 
     method.__name__ = f"__{'r' if reflected else ''}{op}__"
     return method
@@ -27,7 +34,7 @@ def _binary(op: str, reflected: bool = False):
 
 def _inplace(op: str):
     def method(self, other):
-        return _ops().binary(op, self, other, out=self)
+        return OPS.binary(op, self, other, out=self)
 
     method.__name__ = f"{op}_"
     return method
@@ -35,7 +42,7 @@ def _inplace(op: str):
 
 def _unary(op: str):
     def method(self):
-        return _ops().unary(op, self)
+        return OPS.unary(op, self)
 
     method.__name__ = op
     return method
@@ -43,7 +50,7 @@ def _unary(op: str):
 
 def _reduction(op: str):
     def method(self, dim=None, keepdim: bool = False):
-        return _ops().reduce(op, self, dim, keepdim)
+        return OPS.reduce(op, self, dim, keepdim)
 
     method.__name__ = op
     method.__doc__ = f"The {op} over ``dim`` (all dimensions if None)."
@@ -103,13 +110,13 @@ class TensorMath:
 
     def clamp(self, min=None, max=None):
         """Limit every element to ``[min, max]`` (either bound may be None)."""
-        return _ops().clamp(self, min, max)
+        return OPS.clamp(self, min, max)
 
     clip = clamp
 
     def where(self, condition, other):
         """``self`` where ``condition`` holds, ``other`` elsewhere."""
-        return _ops().where(condition, self, other)
+        return OPS.where(condition, self, other)
 
     # -- copies and fills ---------------------------------------------------------
     def copy_(self, src):
@@ -125,13 +132,13 @@ class TensorMath:
                     nbytes = self.numel() * self.dtype.itemsize
                     get_backend().copy_dtod(self._ptr, src._ptr, nbytes, current_stream()._h)
                 return self
-            return _ops().copy(self, src)
+            return OPS.copy(self, src)
         from ._factories import upload
 
         return upload(self, src)
 
     def fill_(self, value):
-        return _ops().fill(self, value)
+        return OPS.fill(self, value)
 
     def zero_(self):
         if self._contig and self.numel():
@@ -159,7 +166,7 @@ class TensorMath:
         dtype = dt.as_dtype(dtype)
         if dtype is self.dtype and not copy:
             return self
-        return _ops().copy(Tensor._empty(self.shape, dtype), self)
+        return OPS.copy(Tensor._empty(self.shape, dtype), self)
 
     def float(self):
         return self.to(dt.float32)

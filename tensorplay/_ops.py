@@ -13,7 +13,7 @@ from ._tensor import Tensor
 from .cuda.backend import get as get_backend
 from .kernels import elementwise as ew
 from .kernels import reduce as rk
-from .kernels.launch import ArrayArg, grid_1d, launch
+from .kernels.launch import ArrayArg, grid_1d, launch, launch_with, resolve
 
 __all__ = ["binary", "elementwise", "reduce", "unary"]
 
@@ -89,6 +89,8 @@ def _result_dtype(op: str, a_dtype: dt.DType, b_dtype: dt.DType | None) -> tuple
 
 def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
     """``a <op> b`` with broadcasting and promotion; ``a`` or ``b`` may be a number."""
+    if out is None and type(a) is Tensor and type(b) is Tensor and a.shape == b.shape and a._contig and b._contig:
+        return _flat_binary(op, a, b)
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb:
         compute_in = dt.promote(a.dtype, b.dtype)
@@ -106,10 +108,7 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
         shape = t.shape
     else:
         raise TypeError(f"expected a tensor operand, got {type(a).__name__} and {type(b).__name__}")
-    out_dtype, compute = _result_dtype(op, compute_in, None)
-    cast, scalar_type = _cast_for(compute)
-    if compute_in is dt.bool and compute is dt.int64:
-        cast = "int64"  # True + True is 2 (a bool + bool kernel would give True)
+    out_dtype, cast, scalar_type = _binary_types(op, compute_in)
     if out is None:
         out = Tensor._empty(shape, out_dtype)
     elif out.shape != shape and broadcast_shapes(out.shape, shape) != out.shape:
@@ -118,6 +117,36 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
         raise TypeError(f"in-place '{_SYMBOL.get(op, op)}' would store {out_dtype} results in a {out.dtype} tensor")
     operands = [x if isinstance(x, Tensor) else scalar_type(x) for x in (a, b)]
     return elementwise(op, out, operands, cast)
+
+
+def _binary_types(op: str, compute_in: dt.DType) -> tuple[dt.DType, str, type]:
+    """(output dtype, kernel cast, scalar type) of ``op`` on operands promoted to ``compute_in``."""
+    out_dtype, compute = _result_dtype(op, compute_in, None)
+    cast, scalar_type = _cast_for(compute)
+    if compute_in is dt.bool and compute is dt.int64:
+        cast = "int64"  # True + True is 2 (a bool + bool kernel would give True)
+    return out_dtype, cast, scalar_type
+
+
+_FLAT_PLANS: dict[tuple, tuple] = {}
+
+
+def _flat_binary(op: str, a: Tensor, b: Tensor) -> Tensor:
+    """The common case, same-shape contiguous tensors: one cached plan (output
+    dtype and resolved launcher) per op and dtypes, so a call only allocates,
+    packs and launches."""
+    key = (op, a.dtype, b.dtype)
+    plan = _FLAT_PLANS.get(key)
+    if plan is None:
+        out_dtype, cast, _ = _binary_types(op, dt.promote(a.dtype, b.dtype))
+        keys = [(d.name, 1, True) for d in (out_dtype, a.dtype, b.dtype)]
+        plan = _FLAT_PLANS[key] = (out_dtype, resolve(ew.kernel(op, "aa", "flat", cast), keys))
+    out = Tensor._empty(a.shape, plan[0])
+    n = out.numel()
+    if n:
+        grid, block = grid_1d(n)
+        launch_with(plan[1], grid, block, [out._flat(), a._flat(), b._flat()])
+    return out
 
 
 def _can_store(result: dt.DType, target: dt.DType) -> bool:

@@ -19,6 +19,8 @@ __all__ = ["Storage", "Tensor", "contiguous_strides"]
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    if len(shape) == 1:
+        return (1,)
     strides, acc = [], 1
     for d in reversed(shape):
         strides.append(acc)
@@ -115,9 +117,11 @@ class Tensor(TensorMath, KernelArray):
 
     @classmethod
     def _empty(cls, shape: tuple[int, ...], dtype: dt.DType) -> Tensor:
-        n = _numel(shape)
-        storage = Storage.allocate(n * dtype.itemsize)
-        return cls._make(storage, storage.ptr, shape, contiguous_strides(shape), dtype)
+        storage = Storage.allocate(_numel(shape) * dtype.itemsize)
+        t = object.__new__(cls)
+        t._storage, t._ptr, t.shape, t.dtype = storage, storage.ptr, shape, dtype
+        t._strides, t._contig, t._k = contiguous_strides(shape), True, None
+        return t
 
     def _view(self, shape, strides, offset_elems: int = 0) -> Tensor:
         ptr = self._ptr + offset_elems * self.dtype.itemsize

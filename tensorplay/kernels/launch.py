@@ -68,6 +68,12 @@ def _launcher(key):
     return launcher
 
 
+def resolve(kernel, argkeys):
+    """The launcher of ``kernel`` for arguments summarised by ``argkeys``."""
+    key = (kernel, *argkeys)
+    return _launchers.get(key) or _launcher(key)
+
+
 def launch(kernel, grid, block, args, stream=None, shared_bytes: int = 0) -> None:
     """Launch a ``numba.cuda.jit`` kernel on ``stream`` (the current one if None).
 
@@ -76,6 +82,11 @@ def launch(kernel, grid, block, args, stream=None, shared_bytes: int = 0) -> Non
     """
     key = (kernel, *[a._kkey if isinstance(a, KernelArray) else type(a) for a in args])
     launcher = _launchers.get(key) or _launcher(key)
+    launch_with(launcher, grid, block, args, stream, shared_bytes)
+
+
+def launch_with(launcher, grid, block, args, stream=None, shared_bytes: int = 0) -> None:
+    """Launch through a launcher from ``resolve`` (arguments must match its keys)."""
     s = stream or current_stream()
     if capture_state.active and not s._key:
         _refuse_legacy(launcher.name)
@@ -89,9 +100,13 @@ def _refuse_legacy(name: str) -> None:
     )
 
 
+_limits: list = []  # (max_block, max_threads_per_launch), read once
+
+
 def grid_1d(n: int, block: int = 256) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """Grid and block for a grid-stride loop over ``n`` items."""
-    dev = get_backend()
-    block = min(block, dev.max_block)
-    blocks = max(1, min(-(-n // block), dev.max_threads_per_launch // block))
+    if not _limits:
+        _limits.extend((get_backend().max_block, get_backend().max_threads_per_launch))
+    block = min(block, _limits[0])
+    blocks = max(1, min(-(-n // block), _limits[1] // block))
     return (blocks, 1, 1), (block, 1, 1)

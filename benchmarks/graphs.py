@@ -1,0 +1,151 @@
+"""Graph replay: host time per replay() and GPU time per replay of 1/10/100 kernels.
+
+References in the same process: a raw ``cuGraphLaunch`` from Python, PyTorch's
+``CUDAGraph.replay()``, CuPy's ``Graph.launch``, and for GPU time the same
+compiled kernels captured into a graph through raw driver calls.
+"""
+
+from __future__ import annotations
+
+import tensorplay as tp
+from benchmarks.common import device_ms, host_us, optional
+
+
+def _tp_graph(n_kernels: int, x):
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        for _ in range(n_kernels):
+            x.add_(1.0)
+    return g
+
+
+def _raw_graph(n_kernels: int, x):
+    """The same add kernel captured with raw driver calls (no tensorplay graph code)."""
+    from cuda.bindings import driver as drv
+
+    from tensorplay.kernels import elementwise as ew
+    from tensorplay.kernels.launch import _launchers, grid_1d
+
+    x.add_(1.0)
+    key = next(k for k in _launchers if k[0] is ew.kernel("add", "as", "flat", "none"))
+    launcher = _launchers[key]
+    err, stream = drv.cuStreamCreate(1)
+    drv.cuStreamBeginCapture(stream, drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
+    grid, block = grid_1d(x.numel())
+    flat = x._flat()
+    one = x.dtype.np.type(1.0)
+    for _ in range(n_kernels):
+        launcher(grid, block, stream, [flat, flat, one])
+    err, graph = drv.cuStreamEndCapture(stream)
+    err, graph_exec = drv.cuGraphInstantiate(graph, 0)
+    return graph, graph_exec, stream
+
+
+def replay_host(rows: list, progress) -> None:
+    from cuda.bindings import driver as drv
+
+    x = tp.zeros(1024)
+    g = _tp_graph(1, x)
+    s = tp.cuda.Stream()
+    n = 20000
+    row = {"name": "replay(stream), 1-kernel graph, host us", "unit": "us", "lower_is_better": True}
+    row["tensorplay"] = host_us(lambda: g.replay(s), s.synchronize, n=n)
+    progress.step("replay tensorplay")
+    exec_, hs = g._exec, s._h
+    row["driver"] = host_us(lambda: drv.cuGraphLaunch(exec_, hs), s.synchronize, n=n)
+    progress.step("replay raw driver")
+    torch = optional("torch")
+    if torch is not None and torch.cuda.is_available():
+        y = torch.zeros(1024, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            y.add_(1)
+        torch.cuda.current_stream().wait_stream(side)
+        tg = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(tg):
+            y.add_(1)
+        row["torch"] = host_us(tg.replay, torch.cuda.synchronize, n=n)
+    progress.step("replay torch")
+    cp = optional("cupy")
+    if cp is not None:
+        z = cp.zeros(1024, dtype=cp.float32)
+        cs = cp.cuda.Stream(non_blocking=True)
+        with cs:
+            z += 1
+            cs.begin_capture()
+            z += 1
+            cg = cs.end_capture()
+        row["cupy"] = host_us(lambda: cg.launch(cs), cs.synchronize, n=n)
+    progress.step("replay cupy")
+    row["target"] = "<= 1.1x driver and <= torch; stretch: cupy"
+    rows.append(row)
+
+
+def replay_device(rows: list, progress) -> None:
+    from cuda.bindings import driver as drv
+
+    for n_kernels in (1, 10, 100):
+        x = tp.zeros(1 << 12)
+        g = _tp_graph(n_kernels, x)
+        graph, raw_exec, raw_stream = _raw_graph(n_kernels, x)
+        s = tp.cuda.Stream()
+        start, end = tp.cuda.Event(enable_timing=True), tp.cuda.Event(enable_timing=True)
+        reps = 200
+
+        def run_tp():
+            for _ in range(reps):
+                g.replay(s)
+
+        def run_raw():
+            for _ in range(reps):
+                drv.cuGraphLaunch(raw_exec, s._h)
+
+        def rec(e):
+            return lambda: e.record(s)
+
+        ms_tp = device_ms(run_tp, rec(start), rec(end), lambda: start.elapsed_time(end), s.synchronize)
+        ms_raw = device_ms(run_raw, rec(start), rec(end), lambda: start.elapsed_time(end), s.synchronize)
+        nodes_tp = _node_count(g._graph)
+        row = {
+            "name": f"replay GPU us, {n_kernels}-kernel graph (nodes tp/raw: {nodes_tp}/{_node_count(graph)})",
+            "unit": "us",
+            "lower_is_better": True,
+            "tensorplay": ms_tp / reps * 1e3,
+            "driver": ms_raw / reps * 1e3,
+            "target": "= driver (no extra nodes)",
+        }
+        torch = optional("torch")
+        if torch is not None and torch.cuda.is_available():
+            y = torch.zeros(1 << 12, device="cuda")
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                y.add_(1)
+            torch.cuda.current_stream().wait_stream(side)
+            tg = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(tg):
+                for _ in range(n_kernels):
+                    y.add_(1)
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+            def run_torch():
+                for _ in range(reps):
+                    tg.replay()
+
+            ms = device_ms(run_torch, e0.record, e1.record, lambda: e0.elapsed_time(e1), torch.cuda.synchronize)
+            row["torch"] = ms / reps * 1e3
+        rows.append(row)
+        drv.cuGraphExecDestroy(raw_exec)
+        drv.cuGraphDestroy(graph)
+        drv.cuStreamDestroy(raw_stream)
+        progress.step(f"replay GPU {n_kernels}")
+
+
+def _node_count(graph) -> int:
+    from tensorplay.cuda.backend import get
+
+    return get().graph_node_count(graph)
+
+
+SECTIONS = [(replay_host, 4), (replay_device, 3)]
