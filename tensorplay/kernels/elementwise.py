@@ -93,13 +93,32 @@ TERNARY = {
 
 FILL = {"fill": identity}
 
+# Four elements per pass, all loaded before any store so the loads overlap
+# (out may alias an input, which stops the compiler from reordering itself);
+# unsigned indices spare Numba's negative-index wraparound.
 _FLAT = """
 def {name}(out, {params}):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    n = out.size
+    i = u64(cuda.grid(1))
+    step = u64(cuda.gridsize(1))
+    n = u64(out.size)
+    j1 = i + step
+    j2 = j1 + step
+    j3 = j2 + step
+    while j3 < n:
+        v0 = f({loads_i})
+        v1 = f({loads_j1})
+        v2 = f({loads_j2})
+        v3 = f({loads_j3})
+        out[i] = v0
+        out[j1] = v1
+        out[j2] = v2
+        out[j3] = v3
+        i = j3 + step
+        j1 = i + step
+        j2 = j1 + step
+        j3 = j2 + step
     while i < n:
-        out[i] = f({loads})
+        out[i] = f({loads_i})
         i += step
 """
 
@@ -146,11 +165,17 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
         (arithmetic on bools counts them).
     """
     params = [f"x{k}" for k in range(len(pattern))]
-    index = "[i]" if layout == "flat" else "[i0, i1, i2, i3, i4, i5]"
-    loads = ", ".join(f"c({p}{index})" if kind == "a" else p for p, kind in zip(params, pattern, strict=False))
+
+    def loads(index: str) -> str:
+        return ", ".join(f"c({p}[{index}])" if kind == "a" else p for p, kind in zip(params, pattern, strict=True))
+
     name = f"{op}_{pattern}_{layout}"
-    source = (_FLAT if layout == "flat" else _ND).format(name=name, params=", ".join(params), loads=loads)
-    namespace = {"cuda": cuda, "f": _op(op), "c": CASTS[cast]}
+    if layout == "flat":
+        indices = {f"loads_{j}": loads(j) for j in ("i", "j1", "j2", "j3")}
+        source = _FLAT.format(name=name, params=", ".join(params), **indices)
+    else:
+        source = _ND.format(name=name, params=", ".join(params), loads=loads("i0, i1, i2, i3, i4, i5"))
+    namespace = {"cuda": cuda, "f": _op(op), "c": CASTS[cast], "u64": np.uint64}
     filename = f"<tensorplay.kernels.elementwise.{name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)

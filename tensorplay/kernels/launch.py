@@ -8,6 +8,8 @@ only pack values and call the driver.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from ..cuda.backend import get as get_backend
@@ -17,6 +19,14 @@ from ..cuda.streams import capture_state, current_stream
 __all__ = ["ArrayArg", "KernelArray", "grid_1d", "launch", "numba_type"]
 
 _launchers: dict[tuple, object] = {}
+_int64_packers: dict[int, object] = {}
+
+
+def _pack_int64s(n: int):
+    pack = _int64_packers.get(n)
+    if pack is None:
+        pack = _int64_packers[n] = struct.Struct(f"<{n}q").pack
+    return pack
 
 
 class KernelArray:
@@ -24,10 +34,15 @@ class KernelArray:
 
     Subclasses provide ``_kkey`` (dtype name, ndim, C-contiguous) and
     ``_karray``: Numba's array parameters (meminfo, parent, nitems, itemsize,
-    data pointer, shape..., strides in bytes...).
+    data pointer, shape..., strides in bytes...); ``_kbytes`` packs them.
     """
 
     __slots__ = ()
+
+    @property
+    def _kbytes(self) -> bytes:
+        k = self._karray
+        return _pack_int64s(len(k))(*k)
 
 
 class ArrayArg(KernelArray):

@@ -7,6 +7,7 @@ pre-built buffer, which skips Numba's dispatcher (20-100 us a launch).
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import threading
 
@@ -65,24 +66,25 @@ _SCALAR_FORMATS = {
 }  # fmt: skip
 
 
-def _param_format(argtypes) -> tuple[str, list[bool]]:
-    """struct format with one 8-byte slot per kernel parameter (Numba's ABI:
+def _param_packers(argtypes) -> tuple[list, int]:
+    """One packer per kernel parameter (None for arrays, which bring their own
+    ``_kbytes``) and the total size; every value takes 8-byte slots (Numba's ABI:
     an array is meminfo, parent, nitems, itemsize, data, shape..., strides...)."""
     from numba.cuda import types
 
-    fmt, is_array = ["<"], []
+    packers, nbytes = [], 0
     for ty in argtypes:
         if isinstance(ty, types.Array):
-            fmt.append("q" * (5 + 2 * ty.ndim))
-            is_array.append(True)
+            packers.append(None)
+            nbytes += 8 * (5 + 2 * ty.ndim)
         else:
             key = "bool" if ty == types.boolean else str(ty)
             code = _SCALAR_FORMATS.get(key)
             if code is None:
                 raise TypeError(f"kernel argument of type {ty} is not supported")
-            fmt.append(code + "x" * (8 - struct.calcsize(code)))
-            is_array.append(False)
-    return "".join(fmt), is_array
+            packers.append(struct.Struct("<" + code + "x" * (8 - struct.calcsize(code))).pack)
+            nbytes += 8
+    return packers, nbytes
 
 
 KERNEL_NAMES: dict[str, str] = {}  # mangled name -> Python qualified name, for DOT
@@ -97,7 +99,7 @@ def kernel_name(dispatcher) -> str:
 class Launcher:
     """Launches one compiled Numba kernel with pre-packed parameters."""
 
-    __slots__ = ("name", "_func", "_fmt", "_is_array", "_nparams", "_local")
+    __slots__ = ("name", "_func", "_packers", "_nbytes", "_local")
 
     def __init__(self, dispatcher, argtypes) -> None:
         kernel = dispatcher.compile(tuple(argtypes))
@@ -106,29 +108,27 @@ class Launcher:
         self.name = kernel_name(dispatcher)
         KERNEL_NAMES[cufunc.name] = self.name
         self._func = drv.CUfunction(int(cufunc.handle))
-        self._fmt, self._is_array = _param_format(argtypes)
-        self._nparams = struct.calcsize(self._fmt) // 8
+        self._packers, self._nbytes = _param_packers(argtypes)
         self._local = threading.local()
 
     def _buffers(self):
         # One buffer per thread: the driver reads it during cuLaunchKernel,
-        # which runs without the GIL.
+        # which runs without the GIL. The bytearray is never resized, so the
+        # addresses in the pointer table stay valid.
         bufs = getattr(self._local, "bufs", None)
         if bufs is None:
-            data = np.zeros(max(self._nparams, 1), np.uint64)
-            ptrs = np.arange(self._nparams, dtype=np.uint64) * 8 + data.ctypes.data
-            bufs = self._local.bufs = (data, ptrs, ptrs.ctypes.data)
+            data = bytearray(max(self._nbytes, 8))
+            base = ctypes.addressof((ctypes.c_char * len(data)).from_buffer(data))
+            nslots = self._nbytes // 8
+            ptrs = (ctypes.c_uint64 * max(nslots, 1))(*[base + 8 * i for i in range(nslots)])
+            bufs = self._local.bufs = (data, ptrs, ctypes.addressof(ptrs))
         return bufs
 
     def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
-        vals = []
-        for is_array, a in zip(self._is_array, args, strict=True):
-            if is_array:
-                vals += a._karray
-            else:
-                vals.append(a)
         data, _, addr = self._buffers()
-        struct.pack_into(self._fmt, data, 0, *vals)
+        data[: self._nbytes] = b"".join(
+            [a._kbytes if pack is None else pack(a) for pack, a in zip(self._packers, args, strict=True)]
+        )
         err = drv.cuLaunchKernel(
             self._func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
             shared_bytes, stream, addr, 0,
