@@ -15,6 +15,55 @@ def optional(name: str):
         return None
 
 
+def peer(name: str):
+    """``torch`` or ``cupy`` when installed and it sees a GPU, else None."""
+    lib = optional(name)
+    try:
+        if name == "torch":
+            return lib if lib is not None and lib.cuda.is_available() else None
+        return lib if lib is not None and lib.cuda.runtime.getDeviceCount() > 0 else None
+    except Exception:
+        return None
+
+
+def on_gpu() -> bool:
+    """True on a real GPU; on the simulator benchmarks shrink their sizes and repeats."""
+    import tensorplay as tp
+
+    return tp.cuda.backend() == "cuda"
+
+
+def reps() -> dict:
+    """``n`` and ``warmup`` for ``device_ms``: few on the simulator, where a kernel takes ~0.5 s."""
+    return {"n": 20, "warmup": 3} if on_gpu() else {"n": 2, "warmup": 1}
+
+
+def tp_events(stream=None):
+    """(record start, record end, elapsed ms) for ``device_ms`` on a tensorplay stream
+    (the current stream if None)."""
+    import tensorplay as tp
+
+    start, end = tp.cuda.Event(enable_timing=True), tp.cuda.Event(enable_timing=True)
+    return lambda: start.record(stream), lambda: end.record(stream), lambda: start.elapsed_time(end)
+
+
+def torch_events(torch):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    return start.record, end.record, lambda: start.elapsed_time(end)
+
+
+def cupy_events(cp):
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    return start.record, end.record, lambda: cp.cuda.get_elapsed_time(start, end)
+
+
+def check(what: str, err: float, tol: float) -> float:
+    """Refuse to time a wrong result: raise unless the relative error ``err`` is below ``tol``."""
+    if not err < tol:
+        raise AssertionError(f"{what}: relative error {err:.3g} against a float64 reference, expected < {tol:g}")
+    return err
+
+
 def host_us(fn, sync, n: int = 2000, repeats: int = 5) -> float:
     """Median host microseconds per call of ``fn`` (work queued, not waited for)."""
     for _ in range(50):

@@ -26,6 +26,29 @@ from ._factories import (
     zeros_like,
 )
 from ._interop import as_tensor, from_dlpack
+from ._functions import (
+    add,
+    div,
+    eq,
+    exp,
+    ge,
+    gt,
+    le,
+    log,
+    logical_and,
+    logical_not,
+    logical_or,
+    lt,
+    maximum,
+    minimum,
+    mul,
+    ne,
+    relu,
+    sigmoid,
+    sqrt,
+    sub,
+    tanh,
+)
 from ._jit import jit
 from ._matmul import matmul
 from ._ops import cat, clamp, stack, where
@@ -34,38 +57,6 @@ from ._tensor import Tensor
 __version__ = "0.1.0"
 
 dtype = DType
-
-
-def maximum(a, b) -> Tensor:
-    return a.maximum(b)
-
-
-def minimum(a, b) -> Tensor:
-    return a.minimum(b)
-
-
-def exp(x: Tensor) -> Tensor:
-    return x.exp()
-
-
-def log(x: Tensor) -> Tensor:
-    return x.log()
-
-
-def sqrt(x: Tensor) -> Tensor:
-    return x.sqrt()
-
-
-def tanh(x: Tensor) -> Tensor:
-    return x.tanh()
-
-
-def sigmoid(x: Tensor) -> Tensor:
-    return x.sigmoid()
-
-
-def relu(x: Tensor) -> Tensor:
-    return x.relu()
 
 
 def sum(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
@@ -77,7 +68,8 @@ def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 
 
 __all__ = [
-    "DType", "Tensor", "arange", "as_tensor", "bool", "cat", "clamp", "cuda", "dtype", "empty",
+    "DType", "Tensor", "add", "arange", "div", "eq", "ge", "gt", "le", "logical_and", "logical_not",
+    "logical_or", "lt", "mul", "ne", "sub", "as_tensor", "bool", "cat", "clamp", "cuda", "dtype", "empty",
     "empty_like", "exp", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full",
     "full_like", "int32", "int64", "jit", "log", "manual_seed", "matmul", "maximum", "mean",
     "minimum", "ones", "ones_like", "rand", "randn", "relu", "sigmoid", "sqrt", "stack", "sum",

@@ -79,6 +79,8 @@ class CUDAGraph:
         self._stream: Stream | None = None  # while capturing
         self._token = None  # identifies blocks allocated during this capture
         self._debug = False
+        self._mode = "global"
+        self._open: list[_OpenConditional] = []  # conditional nodes being captured, innermost last
 
     # -- capture ---------------------------------------------------------------
     def capture_begin(self, pool=None, capture_error_mode: str = "global", stream: Stream | None = None) -> None:
@@ -106,13 +108,20 @@ class CUDAGraph:
             allocator.end_capture(s, pool, keep=False)
             raise
         capture_state.begin(s, capture_error_mode)
-        self._stream, self._pool, self._token = s, pool, token
+        self._stream, self._pool, self._token, self._mode = s, pool, token, capture_error_mode
 
     def capture_end(self) -> None:
         """End the capture and instantiate the graph (its compile cost is paid here)."""
         s = self._stream
         if s is None:
             raise RuntimeError("capture_end() called without capture_begin()")
+        if self._open:
+            n = len(self._open)
+            self._abort_capture()
+            raise RuntimeError(
+                f"capture_end() with {n} conditional node(s) still open; call "
+                "end_capture_to_conditional_node() for each begin_capture_to_*_node() (the capture was discarded)"
+            )
         self._stream = None
         capture_state.end(s)
         try:
@@ -135,6 +144,11 @@ class CUDAGraph:
         s = self._stream
         if s is None:
             return
+        while self._open:
+            try:
+                self._close_conditional()
+            except Exception:
+                pass  # the capture is being discarded anyway
         self._stream = None
         capture_state.end(s)
         try:
@@ -144,6 +158,75 @@ class CUDAGraph:
             pass  # an invalidated capture still ends; its partial graph is gone
         allocator.end_capture(s, self._pool, keep=False)
         self._pool = None
+
+    # -- conditional nodes ---------------------------------------------------------
+    def begin_capture_to_if_node(self, pred) -> None:
+        """Capture what follows into the body of an if node, run at replay iff
+        ``pred`` (a one-element bool device tensor) is true at that point."""
+        self._begin_conditional("if", pred)
+
+    def begin_capture_to_while_node(self, pred) -> None:
+        """Capture what follows into the body of a while node: at replay the body
+        runs while ``pred`` is true, sampled before the node and after every pass."""
+        self._begin_conditional("while", pred)
+
+    def end_capture_to_conditional_node(self) -> None:
+        """Close the innermost open conditional node."""
+        if not self._open:
+            raise RuntimeError("end_capture_to_conditional_node() without an open conditional node")
+        self._close_conditional()
+
+    def set_conditional_handle_for_current_node(self, pred) -> None:
+        """Set the innermost open node's condition from ``pred`` at this point of
+        its body (a while node loops again iff it is true at the end of a pass)."""
+        if not self._open:
+            raise RuntimeError("set_conditional_handle_for_current_node() needs an open conditional node")
+        _check_predicate(pred)
+        node = self._open[-1]
+        _set_condition(node.handle, pred, node.body)
+        if node.kind == "while":
+            node.pred = pred
+
+    @contextmanager
+    def if_(self, pred):
+        """``with g.if_(flag):`` captures the body of an if node."""
+        self.begin_capture_to_if_node(pred)
+        yield self
+        self.end_capture_to_conditional_node()
+
+    @contextmanager
+    def while_(self, pred):
+        """``with g.while_(flag):`` captures a loop body run while ``flag`` holds;
+        update ``flag`` inside the body (e.g. ``tp.gt(residual, tol, out=flag)``)."""
+        self.begin_capture_to_while_node(pred)
+        yield self
+        self.end_capture_to_conditional_node()
+
+    def _begin_conditional(self, kind: str, pred) -> None:
+        if self._stream is None:
+            raise RuntimeError(f"begin_capture_to_{kind}_node() needs a capture in progress")
+        _check_predicate(pred)
+        dev = get_backend()
+        missing = dev.conditional_support()
+        if missing:
+            raise RuntimeError(missing)
+        outer = self._open[-1].body if self._open else self._stream
+        handle = dev.conditional_handle(outer._h)
+        _set_condition(handle, pred, outer)
+        body = Stream._wrap(dev.conditional_add(outer._h, handle, kind, self._mode))
+        allocator.route_to_pool(body, self._pool, self._token)
+        self._open.append(_OpenConditional(kind, handle, pred, body, current_stream()))
+        set_stream(body)
+
+    def _close_conditional(self) -> None:
+        node = self._open.pop()
+        try:
+            if node.kind == "while":
+                _set_condition(node.handle, node.pred, node.body)  # the end of each pass
+        finally:
+            set_stream(node.previous)
+            allocator.route_to_pool(node.body, None)
+            get_backend().conditional_end(node.body._h)
 
     def instantiate(self) -> None:
         """Instantiate the captured graph (``capture_end`` already did; then a no-op)."""
@@ -235,6 +318,33 @@ class CUDAGraph:
         state = "capturing" if self._stream is not None else "captured" if self._exec is not None else "empty"
         nodes = f", {get_backend().graph_node_count(self._graph)} nodes" if self._graph is not None else ""
         return f"<tensorplay.cuda.CUDAGraph {state}{nodes}, pool={self._pool}>"
+
+
+class _OpenConditional:
+    __slots__ = ("kind", "handle", "pred", "body", "previous")
+
+    def __init__(self, kind: str, handle: int, pred, body: Stream, previous: Stream) -> None:
+        self.kind, self.handle, self.pred, self.body, self.previous = kind, handle, pred, body, previous
+
+
+def _check_predicate(pred) -> None:
+    from .._tensor import Tensor
+
+    if not isinstance(pred, Tensor):
+        raise TypeError(f"expected a one-element bool device tensor as predicate, got {type(pred).__name__}")
+    if pred.dtype.name != "bool":
+        raise TypeError(f"expected a bool tensor as predicate, got {pred.dtype}; compare first, e.g. x > 0")
+    if pred.numel() != 1:
+        raise ValueError(f"expected a one-element predicate, got shape {pred.shape}")
+
+
+def _set_condition(handle: int, pred, stream: Stream) -> None:
+    import numpy as np
+
+    from ..kernels.conditional import set_from_flag
+    from ..kernels.launch import launch
+
+    launch(set_from_flag(), (1, 1, 1), (1, 1, 1), [np.uint64(handle), pred.reshape(1)._flat()], stream)
 
 
 def export_dot(file_path: str) -> str:

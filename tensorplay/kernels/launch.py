@@ -122,6 +122,6 @@ def grid_1d(n: int, block: int = 256) -> tuple[tuple[int, int, int], tuple[int, 
     """Grid and block for a grid-stride loop over ``n`` items."""
     if not _limits:
         _limits.extend((get_backend().max_block, get_backend().max_threads_per_launch))
-    block = min(block, _limits[0])
+    block = min(block, _limits[0], max(32, -(-n // 32) * 32))  # small n: one small block
     blocks = max(1, min(-(-n // block), _limits[1] // block))
     return (blocks, 1, 1), (block, 1, 1)

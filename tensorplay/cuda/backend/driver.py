@@ -87,6 +87,33 @@ def _param_packers(argtypes) -> tuple[list, int]:
     return packers, nbytes
 
 
+_SET_CONDITIONAL_SRC = r"""
+extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);
+extern "C" __device__ int tp_set_conditional(unsigned long long handle, unsigned int value) {
+    cudaGraphSetConditional(handle, value);
+    return 0;
+}
+"""
+_CONDITIONAL_TYPES = {
+    "if": drv.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_IF,
+    "while": drv.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_WHILE,
+}
+
+
+def _cudadevrt() -> list[str]:
+    """Paths of CUDA's device runtime library, where one is installed."""
+    import glob
+    import os
+    import sys
+
+    roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda", *glob.glob("/usr/local/cuda-*")]
+    found = [p for r in roots if r for p in glob.glob(os.path.join(r, "lib*", "libcudadevrt.a"))]
+    for site in sys.path:
+        found += glob.glob(os.path.join(site, "nvidia", "*", "lib", "libcudadevrt.a"))
+        found += glob.glob(os.path.join(site, "nvidia", "cuda_runtime", "lib", "libcudadevrt.a"))
+    return found
+
+
 KERNEL_NAMES: dict[str, str] = {}  # mangled name -> Python qualified name, for DOT
 
 
@@ -158,6 +185,7 @@ class DriverBackend:
         self.max_block = 1024
         self.max_threads_per_launch = self._sm_count * 2048
         self._relaxed = _CAPTURE_MODES["relaxed"]
+        self._conditional_support: str | None | bool = False  # not yet checked
 
     # -- device ------------------------------------------------------------
     def ensure_thread(self) -> None:
@@ -285,6 +313,68 @@ class DriverBackend:
 
     def end_capture(self, stream):
         return check("cuStreamEndCapture", drv.cuStreamEndCapture(stream))
+
+    # -- conditional nodes -----------------------------------------------------
+    def conditional_support(self) -> str | None:
+        """None when if/while nodes work here, else what is missing."""
+        if self._conditional_support is False:
+            version = check("cuDriverGetVersion", drv.cuDriverGetVersion())
+            missing = []
+            if version < 12040:
+                missing.append(f"a CUDA 12.4 or newer driver (this one is {version // 1000}.{version % 1000 // 10})")
+            if not hasattr(drv, "cuGraphConditionalHandleCreate"):
+                missing.append("cuda-bindings 12.4 or newer")
+            self._conditional_support = (
+                None if not missing else "conditional graph nodes need " + " and ".join(missing)
+            )
+        return self._conditional_support
+
+    def conditional_setter(self):
+        """A device function ``(uint64 handle, uint32 value) -> int32`` calling
+        ``cudaGraphSetConditional``, linked from CUDA C source."""
+        cuda = self._numba_cuda
+        links = [cuda.CUSource(_SET_CONDITIONAL_SRC)] + _cudadevrt()[:1]
+        return cuda.declare_device("tp_set_conditional", "int32(uint64, uint32)", link=links, abi="c")
+
+    def conditional_handle(self, stream) -> int:
+        _, _, graph, *_ = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(stream))
+        handle = check(
+            "cuGraphConditionalHandleCreate",
+            drv.cuGraphConditionalHandleCreate(graph, self.ctx, 0, drv.CU_GRAPH_COND_ASSIGN_DEFAULT),
+        )
+        return int(handle)
+
+    def conditional_add(self, stream, handle: int, kind: str, mode: str):
+        """Add an if/while node after the stream's work; return a stream that
+        captures into its body."""
+        _, _, graph, deps, edges, ndeps = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(stream))
+        p = drv.CUgraphNodeParams()
+        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+        p.conditional.handle = drv.CUgraphConditionalHandle(handle)
+        p.conditional.type = _CONDITIONAL_TYPES[kind]
+        p.conditional.size = 1
+        p.conditional.ctx = self.ctx
+        node = check("cuGraphAddNode", drv.cuGraphAddNode(graph, deps, edges, ndeps, p))
+        body = p.conditional.phGraph_out[0]
+        flags = drv.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES
+        check("cuStreamUpdateCaptureDependencies", drv.cuStreamUpdateCaptureDependencies(stream, [node], None, 1, flags))
+        body_stream = self.stream_create()
+        try:
+            check(
+                "cuStreamBeginCaptureToGraph",
+                drv.cuStreamBeginCaptureToGraph(body_stream, body, None, None, 0, _CAPTURE_MODES[mode]),
+            )
+        except CudaError:
+            self.stream_destroy(body_stream)
+            raise
+        return body_stream
+
+    def conditional_end(self, body_stream) -> None:
+        """End the capture into a conditional body."""
+        try:
+            check("cuStreamEndCapture", drv.cuStreamEndCapture(body_stream))
+        finally:
+            self.stream_destroy(body_stream)
 
     def graph_instantiate(self, graph):
         return check("cuGraphInstantiate", drv.cuGraphInstantiate(graph, 0))

@@ -19,7 +19,18 @@ import warnings
 import numpy as np
 
 from .errors import CaptureError, CudaError
-from .simgraph import Capture, SimGraph, SimGraphExec
+from .simgraph import Capture, SimCondition, SimGraph, SimGraphExec
+
+# Conditional handles of the process: the simulator's twin of the driver's
+# handle table, written by ``set_conditional`` from inside kernels.
+_CONDITIONS: dict[int, SimCondition] = {}
+_HANDLES = itertools.count(0x1000)
+
+
+def set_conditional(handle, value) -> int:
+    """Device-side setter of a conditional handle (``cudaGraphSetConditional``)."""
+    _CONDITIONS[int(handle)].value = int(value)
+    return 0
 
 _ALIGN = 256
 
@@ -370,6 +381,40 @@ class SimBackend:
         if unjoined:
             raise _fail("cuStreamEndCapture", "CUDA_ERROR_STREAM_CAPTURE_UNJOINED")
         return capture.graph
+
+    # -- conditional nodes -----------------------------------------------------
+    def conditional_support(self) -> str | None:
+        return None
+
+    def conditional_setter(self):
+        return self._numba_cuda.jit(device=True)(set_conditional)
+
+    def conditional_handle(self, stream) -> int:
+        if stream.capture is None:
+            raise _fail("cuGraphConditionalHandleCreate", "CUDA_ERROR_ILLEGAL_STATE", CudaError)
+        handle = next(_HANDLES)
+        _CONDITIONS[handle] = SimCondition("if", SimGraph())
+        return handle
+
+    def conditional_add(self, stream, handle: int, kind: str, mode: str) -> SimStream:
+        """Add an if/while node after the stream's work; return a stream that
+        captures into its body."""
+        capture = stream.capture
+        if capture is None or capture.state != "active":
+            raise _fail("cuGraphAddNode", "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED")
+        cond = _CONDITIONS[handle]
+        cond.kind = kind
+        node = capture.graph.add("conditional", cond.run, f"{kind} (handle {handle:#x})", stream.frontier, cond.body)
+        stream.frontier = (node,)
+        body_stream = self.stream_create()
+        body = Capture(body_stream, mode, threading.get_ident(), graph=cond.body)
+        body_stream.capture, body_stream.frontier = body, ()
+        self._captures.append(body)
+        return body_stream
+
+    def conditional_end(self, body_stream) -> None:
+        """End the capture into a conditional body."""
+        self.end_capture(body_stream)
 
     def graph_instantiate(self, graph: SimGraph) -> SimGraphExec:
         return SimGraphExec(graph)

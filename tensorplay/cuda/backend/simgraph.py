@@ -13,6 +13,7 @@ class SimNode:
     run: object  # a callable taking no arguments
     label: str
     deps: tuple[int, ...]
+    body: SimGraph | None = None  # a conditional node's body
 
 
 @dataclass
@@ -22,19 +23,26 @@ class SimGraph:
     nodes: list[SimNode] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(0), repr=False)
 
-    def add(self, kind: str, run, label: str, deps: tuple) -> int:
-        node = SimNode(next(self._ids), kind, run, label, tuple(deps))
+    def add(self, kind: str, run, label: str, deps: tuple, body: SimGraph | None = None) -> int:
+        node = SimNode(next(self._ids), kind, run, label, tuple(deps), body)
         self.nodes.append(node)
         return node.id
 
     def dot(self, name: str = "tensorplay") -> str:
         lines = [f'digraph "{name}" {{', "  node [shape=box, fontname=monospace];"]
-        for n in self.nodes:
-            label = n.label.replace('"', '\\"')
-            lines.append(f'  n{n.id} [label="{n.kind} {n.id}\\n{label}"];')
-            lines.extend(f"  n{d} -> n{n.id};" for d in n.deps)
+        self._dot_body(lines, "n", "  ")
         lines.append("}")
         return "\n".join(lines) + "\n"
+
+    def _dot_body(self, lines: list, prefix: str, indent: str) -> None:
+        for n in self.nodes:
+            label = n.label.replace('"', '\\"')
+            lines.append(f'{indent}{prefix}{n.id} [label="{n.kind} {n.id}\\n{label}"];')
+            lines.extend(f"{indent}{prefix}{d} -> {prefix}{n.id};" for d in n.deps)
+            if n.body is not None:  # a conditional node's body as a cluster
+                lines.append(f'{indent}subgraph cluster_{prefix}{n.id} {{ label="{n.kind} {n.id} body";')
+                n.body._dot_body(lines, f"{prefix}{n.id}_", indent + "  ")
+                lines.append(f"{indent}}}")
 
 
 class SimGraphExec:
@@ -50,6 +58,26 @@ class SimGraphExec:
     def run(self) -> None:
         for run in self._runs:
             run()
+
+
+@dataclass(eq=False)
+class SimCondition:
+    """A conditional node's handle: the value the body's kernels set."""
+
+    kind: str  # "if" or "while"
+    body: SimGraph
+    value: int = 0
+    _exec: SimGraphExec | None = None
+
+    def run(self) -> None:
+        if self._exec is None:
+            self._exec = SimGraphExec(self.body)
+        if self.kind == "if":
+            if self.value:
+                self._exec.run()
+        else:
+            while self.value:
+                self._exec.run()
 
 
 @dataclass(eq=False)

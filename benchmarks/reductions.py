@@ -1,0 +1,92 @@
+"""Reductions: GB/s of ``x.sum()``, ``x.sum(dim=-1)`` and ``x.mean(dim=-1)`` on
+256 MiB of float32 (larger than L2), GB/s = bytes read / time.
+
+Each result is first checked against NumPy in float64 on a sample of rows
+(relative error < 1e-4), then timed next to PyTorch and CuPy in the same process.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+import tensorplay as tp
+from benchmarks.common import check, cupy_events, device_ms, on_gpu, peer, reps, torch_events, tp_events
+
+TOL = 1e-4
+MIB256 = 64 << 20  # float32 elements in 256 MiB
+
+# (op, dim, shape on a GPU, shape on the simulator)
+CASES = [
+    ("sum", None, (MIB256,), (4096,)),
+    ("sum", -1, (16384, 4096), (8, 256)),
+    ("sum", -1, (MIB256 // 256, 256), (32, 16)),  # many short rows
+    ("sum", -1, (256, MIB256 // 256), (2, 1024)),  # few long rows
+    ("mean", -1, (16384, 4096), (8, 256)),
+]
+
+
+def _reference(host: np.ndarray, op: str, dim, sample) -> np.ndarray:
+    """``op`` in float64 over all of ``host`` (dim None) or over the sampled rows."""
+    data = host if dim is None else host[sample]
+    return np.atleast_1d(getattr(np, op)(data, axis=dim, dtype=np.float64))
+
+
+def _rel_err(got, ref: np.ndarray) -> float:
+    got = np.atleast_1d(np.asarray(got, dtype=np.float64))
+    return float(np.max(np.abs(got - ref) / np.abs(ref)))
+
+
+def reduction(case, rows: list, progress) -> None:
+    op, dim, gpu_shape, sim_shape = case
+    shape = gpu_shape if on_gpu() else sim_shape
+    expr = f"x.{op}()" if dim is None else f"x.{op}(dim={dim})"
+    nbytes = int(np.prod(shape)) * 4
+    row = {"name": f"{expr} {shape} float32, GB/s", "unit": "GB/s", "lower_is_better": False, "rel_err": {}}
+    x = tp.rand(shape)
+    host = x.numpy()
+    sample = np.unique(np.linspace(0, shape[0] - 1, 16).astype(np.int64)) if dim is not None else None
+    ref = _reference(host, op, dim, sample)
+
+    def gbs(ms: float) -> float:
+        return nbytes / 1e9 / (ms / 1e3)
+
+    def pick(out) -> np.ndarray:
+        return out if dim is None else out[sample]
+
+    out = getattr(x, op)(dim)
+    err = _rel_err(pick(out.numpy()), ref)
+    row["rel_err"]["tensorplay"] = check(f"tensorplay {expr} {shape}", err, TOL)
+    row["tensorplay"] = gbs(device_ms(lambda: getattr(x, op)(dim), *tp_events(), tp.cuda.synchronize, **reps()))
+    del x, out
+    tp.cuda.empty_cache()
+    progress.step(f"{expr} tensorplay")
+
+    torch = peer("torch")
+    if torch is not None:
+        a = torch.from_numpy(host).cuda()
+        fn = (lambda: getattr(a, op)()) if dim is None else (lambda: getattr(a, op)(dim=dim))
+        err = _rel_err(pick(fn().cpu().numpy()), ref)
+        row["rel_err"]["torch"] = check(f"torch {expr} {shape}", err, TOL)
+        row["torch"] = gbs(device_ms(fn, *torch_events(torch), torch.cuda.synchronize, **reps()))
+        del a
+        torch.cuda.empty_cache()
+    progress.step(f"{expr} torch")
+
+    cp = peer("cupy")
+    if cp is not None:
+        a = cp.asarray(host)
+        fn = lambda: getattr(a, op)(axis=dim)
+        err = _rel_err(pick(cp.asnumpy(fn())), ref)
+        row["rel_err"]["cupy"] = check(f"cupy {expr} {shape}", err, TOL)
+        row["cupy"] = gbs(device_ms(fn, *cupy_events(cp), cp.cuda.Device().synchronize, **reps()))
+        del a
+        cp.get_default_memory_pool().free_all_blocks()
+    progress.step(f"{expr} cupy")
+
+    row["target"] = ">= 80% of torch"
+    rows.append(row)
+
+
+SECTIONS = [(partial(reduction, case), 3) for case in CASES]
