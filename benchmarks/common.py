@@ -64,6 +64,14 @@ def check(what: str, err: float, tol: float) -> float:
     return err
 
 
+def checked_figure(row: dict, who: str, fn, to_host, err_of, tol: float, events, sync, per_ms) -> None:
+    """Check ``fn()`` (``err_of(to_host(result))`` < ``tol``), then time it with ``events``:
+    ``row[who] = per_ms(median ms)`` and ``row["rel_err"][who] = error``."""
+    err = err_of(to_host(fn()))
+    row.setdefault("rel_err", {})[who] = check(f"{who}: {row['name']}", err, tol)
+    row[who] = per_ms(device_ms(fn, *events, sync, **reps()))
+
+
 def host_us(fn, sync, n: int = 2000, repeats: int = 5) -> float:
     """Median host microseconds per call of ``fn`` (work queued, not waited for)."""
     for _ in range(50):

@@ -7,12 +7,13 @@ Every timed product is first checked against float64 on a sample of rows.
 
 from __future__ import annotations
 
+import operator
 from functools import partial
 
 import numpy as np
 
 import tensorplay as tp
-from benchmarks.common import check, cupy_events, device_ms, on_gpu, peer, reps, torch_events, tp_events
+from benchmarks.common import checked_figure, cupy_events, on_gpu, peer, torch_events, tp_events
 
 TOL = 1e-5
 
@@ -38,49 +39,43 @@ def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (ta @ tb).cpu().numpy()
 
 
-def throughput(shape: tuple, rows: list, progress) -> None:
-    """TFLOP/s of ``(*batch, m, k) @ (*batch, k, n)`` with m = n = k = shape[-1]."""
-    if not on_gpu():
-        shape = shape[:-2] + (16, 16) if len(shape) == 3 else (32, 32)
-        shape = (2, 16, 16) if len(shape) == 3 else shape
+def throughput(gpu_shape: tuple, sim_shape: tuple, rows: list, progress) -> None:
+    """TFLOP/s of ``a @ b`` with ``a``, ``b`` of ``shape``: (n, n) or (batch, n, n)."""
+    shape = gpu_shape if on_gpu() else sim_shape
     n = shape[-1]
     batch = shape[0] if len(shape) == 3 else 1
     flop = 2.0 * batch * n**3
-    label = " x ".join(map(str, shape)) + f" @ {n}x{n}"
-    row = {"name": f"fp32 matmul {label}, TFLOP/s", "unit": "TFLOP/s", "lower_is_better": False, "rel_err": {}}
+    label = f"{n}^3" if batch == 1 else f"{batch} x {n}^3"
+    row = {"name": f"fp32 matmul {label}, TFLOP/s", "unit": "TFLOP/s", "lower_is_better": False}
     a, b = tp.rand(shape), tp.rand(shape)
     ha, hb = a.numpy(), b.numpy()
     sample = np.unique(np.linspace(0, n - 1, 8).astype(np.int64))
-    ref = _reference(ha[..., sample, :], hb)  # rows of the first (or only) product's sample
+    ref = _reference(ha[..., sample, :], hb)  # the sampled rows of every product
 
-    def tflops(ms: float) -> float:
-        return flop / 1e12 / (ms / 1e3)
+    err_of = lambda got: _rel_err(got[..., sample, :], ref)
+    tflops = lambda ms: flop / 1e12 / (ms / 1e3)
 
-    err = _rel_err((a @ b).numpy()[..., sample, :], ref)
-    row["rel_err"]["tensorplay"] = check(f"tensorplay matmul {label}", err, TOL)
-    row["tensorplay"] = tflops(device_ms(lambda: a @ b, *tp_events(), tp.cuda.synchronize, **reps()))
-    del a, b
+    fn = partial(operator.matmul, a, b)
+    checked_figure(row, "tensorplay", fn, tp.Tensor.numpy, err_of, TOL, tp_events(), tp.cuda.synchronize, tflops)
+    del a, b, fn
     tp.cuda.empty_cache()
     progress.step(f"matmul {label} tensorplay")
 
     torch = _torch()
     if torch is not None:
-        ta, tb = torch.from_numpy(ha).cuda(), torch.from_numpy(hb).cuda()
-        err = _rel_err((ta @ tb).cpu().numpy()[..., sample, :], ref)
-        row["rel_err"]["torch"] = check(f"torch matmul {label}", err, TOL)
-        row["torch"] = tflops(device_ms(lambda: ta @ tb, *torch_events(torch), torch.cuda.synchronize, **reps()))
-        del ta, tb
+        fn = partial(operator.matmul, torch.from_numpy(ha).cuda(), torch.from_numpy(hb).cuda())
+        to_host = lambda t: t.cpu().numpy()
+        checked_figure(row, "torch", fn, to_host, err_of, TOL, torch_events(torch), torch.cuda.synchronize, tflops)
+        del fn
         torch.cuda.empty_cache()
     progress.step(f"matmul {label} torch")
 
     cp = peer("cupy")
     if cp is not None:
-        ca, cb = cp.asarray(ha), cp.asarray(hb)
-        err = _rel_err(cp.asnumpy(cp.matmul(ca, cb))[..., sample, :], ref)
-        row["rel_err"]["cupy"] = check(f"cupy matmul {label}", err, TOL)
-        ms = device_ms(lambda: cp.matmul(ca, cb), *cupy_events(cp), cp.cuda.Device().synchronize, **reps())
-        row["cupy"] = tflops(ms)
-        del ca, cb
+        fn = partial(cp.matmul, cp.asarray(ha), cp.asarray(hb))
+        sync = cp.cuda.Device().synchronize
+        checked_figure(row, "cupy", fn, cp.asnumpy, err_of, TOL, cupy_events(cp), sync, tflops)
+        del fn
         cp.get_default_memory_pool().free_all_blocks()
     progress.step(f"matmul {label} cupy")
 
@@ -107,4 +102,8 @@ def accuracy(rows: list, progress) -> None:
     progress.step("matmul accuracy")
 
 
-SECTIONS = [(accuracy, 1), (partial(throughput, (4096, 4096)), 3), (partial(throughput, (8, 1024, 1024)), 3)]
+SECTIONS = [
+    (accuracy, 1),
+    (partial(throughput, (4096, 4096), (32, 32)), 3),
+    (partial(throughput, (8, 1024, 1024), (2, 16, 16)), 3),
+]

@@ -12,7 +12,7 @@ from functools import partial
 import numpy as np
 
 import tensorplay as tp
-from benchmarks.common import check, cupy_events, device_ms, on_gpu, peer, reps, torch_events, tp_events
+from benchmarks.common import checked_figure, cupy_events, on_gpu, peer, torch_events, tp_events
 
 TOL = 1e-4
 MIB256 = 64 << 20  # float32 elements in 256 MiB
@@ -43,45 +43,37 @@ def reduction(case, rows: list, progress) -> None:
     shape = gpu_shape if on_gpu() else sim_shape
     expr = f"x.{op}()" if dim is None else f"x.{op}(dim={dim})"
     nbytes = int(np.prod(shape)) * 4
-    row = {"name": f"{expr} {shape} float32, GB/s", "unit": "GB/s", "lower_is_better": False, "rel_err": {}}
+    row = {"name": f"{expr} {shape} float32, GB/s", "unit": "GB/s", "lower_is_better": False}
     x = tp.rand(shape)
     host = x.numpy()
-    sample = np.unique(np.linspace(0, shape[0] - 1, 16).astype(np.int64)) if dim is not None else None
+    sample = None if dim is None else np.unique(np.linspace(0, shape[0] - 1, 16).astype(np.int64))
     ref = _reference(host, op, dim, sample)
+    err_of = lambda got: _rel_err(got if dim is None else got[sample], ref)
+    gbs = lambda ms: nbytes / 1e9 / (ms / 1e3)
 
-    def gbs(ms: float) -> float:
-        return nbytes / 1e9 / (ms / 1e3)
-
-    def pick(out) -> np.ndarray:
-        return out if dim is None else out[sample]
-
-    out = getattr(x, op)(dim)
-    err = _rel_err(pick(out.numpy()), ref)
-    row["rel_err"]["tensorplay"] = check(f"tensorplay {expr} {shape}", err, TOL)
-    row["tensorplay"] = gbs(device_ms(lambda: getattr(x, op)(dim), *tp_events(), tp.cuda.synchronize, **reps()))
-    del x, out
+    fn = partial(getattr(x, op), dim)
+    checked_figure(row, "tensorplay", fn, tp.Tensor.numpy, err_of, TOL, tp_events(), tp.cuda.synchronize, gbs)
+    del x, fn
     tp.cuda.empty_cache()
     progress.step(f"{expr} tensorplay")
 
     torch = peer("torch")
     if torch is not None:
         a = torch.from_numpy(host).cuda()
-        fn = (lambda: getattr(a, op)()) if dim is None else (lambda: getattr(a, op)(dim=dim))
-        err = _rel_err(pick(fn().cpu().numpy()), ref)
-        row["rel_err"]["torch"] = check(f"torch {expr} {shape}", err, TOL)
-        row["torch"] = gbs(device_ms(fn, *torch_events(torch), torch.cuda.synchronize, **reps()))
-        del a
+        fn = partial(getattr(a, op)) if dim is None else partial(getattr(a, op), dim=dim)
+        to_host = lambda t: t.cpu().numpy()
+        checked_figure(row, "torch", fn, to_host, err_of, TOL, torch_events(torch), torch.cuda.synchronize, gbs)
+        del a, fn
         torch.cuda.empty_cache()
     progress.step(f"{expr} torch")
 
     cp = peer("cupy")
     if cp is not None:
         a = cp.asarray(host)
-        fn = lambda: getattr(a, op)(axis=dim)
-        err = _rel_err(pick(cp.asnumpy(fn())), ref)
-        row["rel_err"]["cupy"] = check(f"cupy {expr} {shape}", err, TOL)
-        row["cupy"] = gbs(device_ms(fn, *cupy_events(cp), cp.cuda.Device().synchronize, **reps()))
-        del a
+        fn = partial(getattr(a, op), axis=dim)
+        sync = cp.cuda.Device().synchronize
+        checked_figure(row, "cupy", fn, cp.asnumpy, err_of, TOL, cupy_events(cp), sync, gbs)
+        del a, fn
         cp.get_default_memory_pool().free_all_blocks()
     progress.step(f"{expr} cupy")
 

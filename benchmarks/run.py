@@ -12,10 +12,18 @@ import json
 import platform
 
 import tensorplay as tp
-from benchmarks import eager, graphs
+from benchmarks import conditional, eager, graph_ops, graphs, matmul, reductions, temporaries
 from benchmarks.common import Progress
 
-MODULES = {"eager": eager, "graphs": graphs}
+MODULES = {
+    "eager": eager,
+    "graphs": graphs,
+    "conditional": conditional,
+    "reductions": reductions,
+    "matmul": matmul,
+    "graph_ops": graph_ops,
+    "temporaries": temporaries,
+}
 
 
 def _fmt(v) -> str:
@@ -45,7 +53,10 @@ def main() -> None:
     progress = Progress(sum(steps for _, steps in sections))
     rows: list = []
     for fn, _ in sections:
-        fn(rows, progress)
+        try:
+            fn(rows, progress)
+        except Exception as e:  # one broken section must not hide the others' figures
+            rows.append({"name": f"{fn.__module__}.{fn.__name__} FAILED", "target": f"{type(e).__name__}: {e}"[:200]})
     meta = {
         "date": datetime.date.today().isoformat(),
         "device": tp.cuda.get_device_name(),

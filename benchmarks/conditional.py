@@ -1,0 +1,101 @@
+"""While nodes: cost per iteration next to the same body unrolled as straight-line
+graph nodes, and next to the loop driven from the host with a convergence check
+(a flag read back) every iteration."""
+
+from __future__ import annotations
+
+import time
+
+import tensorplay as tp
+from benchmarks.common import optional
+
+
+def _body(x, n, flag):
+    x.add_(1.0)  # the user's work
+    n.sub_(1)
+    tp.gt(n, 0, out=flag)  # the convergence test
+
+
+def _timed(fn, sync) -> float:
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t0
+
+
+def while_loop(rows: list, progress) -> None:
+    big = tp.cuda.backend() == "cuda"
+    iters, unroll = (2000, 100) if big else (20, 5)
+    x, n, flag = tp.zeros(1 << 12 if big else 16), tp.zeros(1, dtype=tp.int32), tp.empty(1, dtype=tp.bool)
+    _body(x, n, flag)  # compile outside capture
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        tp.gt(n, 0, out=flag)
+        with g.while_(flag):
+            _body(x, n, flag)
+    flat = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(flat):
+        for _ in range(unroll):
+            _body(x, n, flag)
+    sync = tp.cuda.synchronize
+
+    def run_while():
+        n.fill_(iters)
+        g.replay()
+
+    def run_flat():
+        n.fill_(unroll)
+        flat.replay()
+
+    run_while()
+    run_flat()
+    per_while = min(_timed(run_while, sync) for _ in range(5)) / iters * 1e6
+    progress.step("while node")
+    per_flat = min(_timed(run_flat, sync) for _ in range(5)) / unroll * 1e6
+    progress.step("unrolled")
+
+    def host_loop():
+        n.fill_(iters)
+        while True:
+            _body(x, n, flag)
+            if not flag.item():
+                break
+
+    per_host = _timed(host_loop, sync) / iters * 1e6
+    progress.step("host loop")
+    row = {
+        "name": "while node, us per iteration (driver column: same body unrolled in a graph)",
+        "unit": "us",
+        "lower_is_better": True,
+        "tensorplay": per_while,
+        "driver": per_flat,
+        "target": "<= 1.1x unrolled",
+    }
+    rows.append(row)
+    host = {
+        "name": "host loop + flag readback, us per iteration (tensorplay eager / torch eager)",
+        "unit": "us",
+        "lower_is_better": True,
+        "tensorplay": per_host,
+        "target": f">= 10x the while node ({per_host / per_while:.1f}x here)",
+    }
+    torch = optional("torch")
+    if torch is not None and torch.cuda.is_available():
+        tx, tn = torch.zeros(x.numel(), device="cuda"), torch.zeros(1, dtype=torch.int32, device="cuda")
+
+        def torch_loop():
+            tn.fill_(iters)
+            while True:
+                tx.add_(1.0)
+                tn.sub_(1)
+                if not bool(tn > 0):
+                    break
+
+        torch_loop()
+        host["torch"] = _timed(torch_loop, torch.cuda.synchronize) / iters * 1e6
+    rows.append(host)
+    progress.step("torch host loop")
+
+
+SECTIONS = [(while_loop, 4)]

@@ -1,0 +1,176 @@
+"""Conditional graph nodes (if, while, nested), set from device flags."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+
+
+def _no_capture_left():
+    assert not tp.cuda.graphs.is_current_stream_capturing()
+    assert not tp.cuda.capture_stream().is_capturing()
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_if_node_runs_its_body_only_when_the_flag_holds(taken):
+    x = tp.ones(8)
+    flag = tp.tensor([taken])
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        g.begin_capture_to_if_node(flag)
+        x.mul_(3.0)
+        g.end_capture_to_conditional_node()
+        x.add_(1.0)
+    g.replay()
+    assert x.numpy().tolist() == [4.0 if taken else 2.0] * 8
+    flag.fill_(not taken)  # the flag is read at replay time, not capture time
+    g.replay()
+    expected = (4.0 + 1.0) if taken else (2.0 * 3.0 + 1.0)
+    assert x.numpy().tolist() == [expected] * 8
+
+
+def _countdown_graph(n, acc, flag):
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        tp.gt(n, 0, out=flag)
+        with g.while_(flag):
+            acc.add_(1.0)
+            n.sub_(1)
+            tp.gt(n, 0, out=flag)
+    return g
+
+
+@pytest.mark.parametrize("start", [5, 1, 0])
+def test_while_counts_down_from_n(start):
+    n, acc, flag = tp.tensor([start], dtype=tp.int32), tp.zeros(1), tp.empty(1, dtype=tp.bool)
+    g = _countdown_graph(n, acc, flag)
+    assert acc.item() == 0.0  # nothing ran during capture
+    g.replay()
+    assert (acc.item(), n.item()) == (float(start), 0)
+    n.fill_(7)
+    g.replay()
+    assert (acc.item(), n.item()) == (float(start + 7), 0)
+
+
+def test_if_inside_while_with_set_conditional_handle_for_current_node():
+    # count k = 6 .. 1; add k to acc when k is even: 6 + 4 + 2
+    k, acc = tp.tensor([6], dtype=tp.int64), tp.zeros(1, dtype=tp.int64)
+    go = tp.tensor([True])
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        g.begin_capture_to_while_node(go)
+        even = (k % 2) == 0
+        g.begin_capture_to_if_node(even)
+        acc.add_(k)
+        g.end_capture_to_conditional_node()
+        k.sub_(1)
+        g.set_conditional_handle_for_current_node(k > 0)
+        g.end_capture_to_conditional_node()
+    g.replay()
+    assert (acc.item(), k.item()) == (12, 0)
+
+
+def test_while_inside_while():
+    i, j = tp.zeros(1, dtype=tp.int32), tp.zeros(1, dtype=tp.int32)
+    acc = tp.zeros(1)
+    outer, inner = tp.tensor([True]), tp.empty(1, dtype=tp.bool)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(outer):
+            j.zero_()
+            tp.lt(j, 4, out=inner)
+            with g.while_(inner):
+                acc.add_(1.0)
+                j.add_(1)
+                tp.lt(j, 4, out=inner)
+            i.add_(1)
+            tp.lt(i, 3, out=outer)
+    g.replay()
+    assert (acc.item(), i.item(), j.item()) == (12.0, 3, 4)
+
+
+def test_convergence_loop_matches_a_host_loop():
+    """x <- 0.5 x + 1 converges to 2; stop when |x - 2| <= tol (each element)."""
+    rng = np.random.default_rng(0)
+    x0 = rng.uniform(-50, 50, 6).astype(np.float64)
+    tol = 1e-6
+    # host reference, float64
+    ref, iters = x0.copy(), 0
+    while np.abs(ref - 2).max() > tol:
+        ref = 0.5 * ref + 1
+        iters += 1
+    x = tp.tensor(x0)
+    count = tp.zeros(1, dtype=tp.int32)
+    flag = tp.empty(1, dtype=tp.bool)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        tp.gt((x - 2.0).abs().max(), tol, out=flag)
+        with g.while_(flag):
+            x.mul_(0.5)
+            x.add_(1.0)
+            count.add_(1)
+            residual = (x - 2.0).abs().max()  # a temporary from the graph's pool
+            tp.gt(residual, tol, out=flag)
+    g.replay()
+    assert count.item() == iters
+    np.testing.assert_allclose(x.numpy(), ref, rtol=0, atol=1e-12)
+    assert residual.item() <= tol
+
+
+def test_logical_ops_into_an_existing_flag():
+    a, b = tp.tensor([3.0]), tp.tensor([5.0])
+    flag = tp.empty(1, dtype=tp.bool)
+    tp.logical_and(tp.lt(a, b), tp.gt(b, 4.0), out=flag)
+    assert flag.item() is True
+    tp.logical_or(tp.gt(a, b), tp.logical_not(flag), out=flag)
+    assert flag.item() is False
+
+
+def test_misuse():
+    g = tp.cuda.CUDAGraph()
+    flag = tp.tensor([True])
+    with pytest.raises(RuntimeError, match="needs a capture in progress"):
+        g.begin_capture_to_while_node(flag)
+    with pytest.raises(RuntimeError, match="without an open conditional node"):
+        with tp.cuda.graph(g):
+            g.end_capture_to_conditional_node()
+    _no_capture_left()
+    for bad, err, msg in [
+        (tp.tensor([1.0]), TypeError, "bool tensor as predicate, got tensorplay.float32"),
+        (tp.tensor([True, False]), ValueError, r"one-element predicate, got shape \(2,\)"),
+        (np.array([True]), TypeError, "one-element bool device tensor"),
+    ]:
+        g = tp.cuda.CUDAGraph()
+        with pytest.raises(err, match=msg):
+            with tp.cuda.graph(g):
+                g.begin_capture_to_if_node(bad)
+        _no_capture_left()
+
+
+def test_unclosed_node_at_capture_end_discards_the_capture():
+    x, stop = tp.ones(4), tp.tensor([False])
+    g = tp.cuda.CUDAGraph()
+    s = tp.cuda.Stream()
+    with tp.cuda.stream(s):
+        g.capture_begin()
+        g.begin_capture_to_while_node(stop)
+        x.add_(1.0)
+        with pytest.raises(RuntimeError, match="1 conditional node.*still open"):
+            g.capture_end()
+    assert tp.cuda.current_stream() is tp.cuda.default_stream()
+    assert not s.is_capturing()
+    g2 = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g2):
+        x.add_(1.0)
+    g2.replay()
+    assert x.numpy().tolist() == [2.0] * 4
+
+
+def test_dot_shows_the_body(tmp_path):
+    n, acc, flag = tp.tensor([2], dtype=tp.int32), tp.zeros(1), tp.empty(1, dtype=tp.bool)
+    g = _countdown_graph(n, acc, flag)
+    text = open(g.debug_dump(str(tmp_path / "w.dot"))).read()
+    assert "conditional.set_from_flag" in text
+    assert "elementwise.sub_as_flat" in text
