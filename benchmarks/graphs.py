@@ -83,63 +83,65 @@ def replay_host(rows: list, progress) -> None:
 
 
 def replay_device(rows: list, progress) -> None:
+    for n_kernels in (1, 10, 100):
+        rows.append(_replay_device_row(n_kernels))
+        progress.step(f"replay GPU {n_kernels}")
+
+
+def _replay_device_row(n_kernels: int, reps: int = 200) -> dict:
     from cuda.bindings import driver as drv
 
-    for n_kernels in (1, 10, 100):
-        x = tp.zeros(1 << 12)
-        g = _tp_graph(n_kernels, x)
-        graph, raw_exec, raw_stream = _raw_graph(n_kernels, x)
-        s = tp.cuda.Stream()
-        start, end = tp.cuda.Event(enable_timing=True), tp.cuda.Event(enable_timing=True)
-        reps = 200
+    x = tp.zeros(1 << 12)
+    g = _tp_graph(n_kernels, x)
+    graph, raw_exec, raw_stream = _raw_graph(n_kernels, x)
+    s = tp.cuda.Stream()
+    start, end = tp.cuda.Event(enable_timing=True), tp.cuda.Event(enable_timing=True)
 
-        def run_tp():
-            for _ in range(reps):
-                g.replay(s)
+    def run_tp():
+        for _ in range(reps):
+            g.replay(s)
 
-        def run_raw():
-            for _ in range(reps):
-                drv.cuGraphLaunch(raw_exec, s._h)
+    def run_raw():
+        for _ in range(reps):
+            drv.cuGraphLaunch(raw_exec, s._h)
 
-        def rec(e):
-            return lambda: e.record(s)
+    def timed(fn) -> float:
+        return device_ms(
+            fn, lambda: start.record(s), lambda: end.record(s), lambda: start.elapsed_time(end), s.synchronize
+        )
 
-        ms_tp = device_ms(run_tp, rec(start), rec(end), lambda: start.elapsed_time(end), s.synchronize)
-        ms_raw = device_ms(run_raw, rec(start), rec(end), lambda: start.elapsed_time(end), s.synchronize)
-        nodes_tp = _node_count(g._graph)
-        row = {
-            "name": f"replay GPU us, {n_kernels}-kernel graph (nodes tp/raw: {nodes_tp}/{_node_count(graph)})",
-            "unit": "us",
-            "lower_is_better": True,
-            "tensorplay": ms_tp / reps * 1e3,
-            "driver": ms_raw / reps * 1e3,
-            "target": "= driver (no extra nodes)",
-        }
-        torch = optional("torch")
-        if torch is not None and torch.cuda.is_available():
-            y = torch.zeros(1 << 12, device="cuda")
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
+    row = {
+        "name": f"replay GPU us, {n_kernels}-kernel graph (nodes tp/raw: {_node_count(g._graph)}/{_node_count(graph)})",
+        "unit": "us",
+        "lower_is_better": True,
+        "tensorplay": timed(run_tp) / reps * 1e3,
+        "driver": timed(run_raw) / reps * 1e3,
+        "target": "= driver (no extra nodes)",
+    }
+    torch = optional("torch")
+    if torch is not None and torch.cuda.is_available():
+        y = torch.zeros(1 << 12, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            y.add_(1)
+        torch.cuda.current_stream().wait_stream(side)
+        tg = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(tg):
+            for _ in range(n_kernels):
                 y.add_(1)
-            torch.cuda.current_stream().wait_stream(side)
-            tg = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(tg):
-                for _ in range(n_kernels):
-                    y.add_(1)
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-            def run_torch():
-                for _ in range(reps):
-                    tg.replay()
+        def run_torch():
+            for _ in range(reps):
+                tg.replay()
 
-            ms = device_ms(run_torch, e0.record, e1.record, lambda: e0.elapsed_time(e1), torch.cuda.synchronize)
-            row["torch"] = ms / reps * 1e3
-        rows.append(row)
-        drv.cuGraphExecDestroy(raw_exec)
-        drv.cuGraphDestroy(graph)
-        drv.cuStreamDestroy(raw_stream)
-        progress.step(f"replay GPU {n_kernels}")
+        ms = device_ms(run_torch, e0.record, e1.record, lambda: e0.elapsed_time(e1), torch.cuda.synchronize)
+        row["torch"] = ms / reps * 1e3
+    drv.cuGraphExecDestroy(raw_exec)
+    drv.cuGraphDestroy(graph)
+    drv.cuStreamDestroy(raw_stream)
+    return row
 
 
 def _node_count(graph) -> int:

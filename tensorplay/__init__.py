@@ -25,7 +25,6 @@ from ._factories import (
     zeros,
     zeros_like,
 )
-from ._interop import as_tensor, from_dlpack
 from ._functions import (
     add,
     div,
@@ -49,6 +48,7 @@ from ._functions import (
     sub,
     tanh,
 )
+from ._interop import as_tensor, from_dlpack
 from ._jit import jit
 from ._matmul import matmul
 from ._ops import cat, clamp, stack, where

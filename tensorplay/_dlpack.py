@@ -156,14 +156,10 @@ def to_capsule(
         raise TypeError(f"expected one of {_SUPPORTED} for DLPack export, got {dtype}")
     shape, strides_elems = tuple(map(int, shape)), tuple(map(int, strides_elems))
     if len(strides_elems) != len(shape):
-        raise ValueError(
-            f"expected {len(shape)} strides for shape {shape}, "
-            f"got strides {strides_elems}"
-        )
+        raise ValueError(f"expected {len(shape)} strides for shape {shape}, got strides {strides_elems}")
     if device_type not in (DLPACK_CPU, DLPACK_CUDA):
         raise ValueError(
-            f"expected device_type DLPACK_CPU ({DLPACK_CPU}) or DLPACK_CUDA "
-            f"({DLPACK_CUDA}), got {device_type}"
+            f"expected device_type DLPACK_CPU ({DLPACK_CPU}) or DLPACK_CUDA ({DLPACK_CUDA}), got {device_type}"
         )
     shape_arr = (ctypes.c_int64 * len(shape))(*shape)
     strides_arr = (ctypes.c_int64 * len(shape))(*strides_elems)
@@ -212,9 +208,7 @@ class DLPackView:
         ndim = tensor.ndim
         self.data_ptr: int = (tensor.data or 0) + tensor.byte_offset
         self.shape: tuple[int, ...] = tuple(tensor.shape[:ndim])
-        self.strides_elems: tuple[int, ...] = (
-            tuple(tensor.strides[:ndim]) if tensor.strides else _c_strides(self.shape)
-        )
+        self.strides_elems: tuple[int, ...] = tuple(tensor.strides[:ndim]) if tensor.strides else _c_strides(self.shape)
         self.dtype: np.dtype = _FROM_DL[tensor.dtype.code, tensor.dtype.bits]
         self.device_type: int = tensor.device.device_type
         self.device_id: int = tensor.device.device_id
@@ -266,9 +260,7 @@ def from_capsule(capsule: Any) -> DLPackView:
     >>> view.release()
     """
     if type(capsule).__name__ != "PyCapsule":
-        raise TypeError(
-            f"expected a PyCapsule from __dlpack__(), got {type(capsule).__name__}"
-        )
+        raise TypeError(f"expected a PyCapsule from __dlpack__(), got {type(capsule).__name__}")
     if not _capsule_is_valid(capsule, _NAME):
         name = _capsule_get_name(capsule)
         if name == _USED_NAME.value:

@@ -50,9 +50,7 @@ def from_numpy_dtype(dt) -> DType:
     """The DType for a NumPy dtype; TypeError naming the supported ones otherwise."""
     d = _BY_NP.get(np.dtype(dt))
     if d is None:
-        raise TypeError(
-            f"expected one of {', '.join(x.name for x in ALL)}, got dtype {np.dtype(dt)}"
-        )
+        raise TypeError(f"expected one of {', '.join(x.name for x in ALL)}, got dtype {np.dtype(dt)}")
     return d
 
 
@@ -69,9 +67,7 @@ def as_dtype(dt) -> DType:
     try:
         return from_numpy_dtype(np.dtype(dt))
     except (TypeError, ValueError):
-        raise TypeError(
-            f"expected a dtype (one of {', '.join(x.name for x in ALL)}), got {dt!r}"
-        ) from None
+        raise TypeError(f"expected a dtype (one of {', '.join(x.name for x in ALL)}), got {dt!r}") from None
 
 
 def promote(a: DType, b: DType) -> DType:

@@ -30,7 +30,9 @@ def _unary(op: str, doc: str):
     return fn
 
 
-add, sub, mul, div = (_binary(o, f"``a {s} b``") for o, s in [("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/")])
+add, sub, mul, div = (
+    _binary(o, f"``a {s} b``") for o, s in [("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/")]
+)
 eq, ne, lt, le, gt, ge = (
     _binary(o, f"``a {s} b`` as a bool tensor")
     for o, s in [("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">=")]

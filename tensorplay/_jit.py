@@ -21,8 +21,10 @@ __all__ = ["Kernel", "jit", "launch_kernel"]
 def _dim3(v, what: str) -> tuple[int, int, int]:
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
         v = (int(v),)
-    if not isinstance(v, (tuple, list)) or not 1 <= len(v) <= 3 or not all(
-        isinstance(d, (int, np.integer)) and d > 0 for d in v
+    if (
+        not isinstance(v, (tuple, list))
+        or not 1 <= len(v) <= 3
+        or not all(isinstance(d, (int, np.integer)) and d > 0 for d in v)
     ):
         raise ValueError(f"expected {what} as a positive int or a tuple of 1 to 3 positive ints, got {v!r}")
     return tuple(int(d) for d in v) + (1,) * (3 - len(v))
@@ -110,4 +112,3 @@ def jit(fn=None, **options):
     if fn is None:
         return lambda f: Kernel(f, **options)
     return Kernel(fn, **options)
-

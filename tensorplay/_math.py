@@ -93,8 +93,8 @@ class TensorMath:
     sin, cos, sigmoid, relu = _unary("sin"), _unary("cos"), _unary("sigmoid"), _unary("relu")
 
     sum, mean = _reduction("sum"), _reduction("mean")
-    max, min = _reduction("max"), _reduction("min")
-    amax, amin = max, min
+    max, min = _reduction("max"), _reduction("min")  # noqa: A003 (PyTorch's names)
+    amax, amin = max, min  # noqa: A003
 
     def __matmul__(self, other):
         from ._matmul import matmul
@@ -108,7 +108,7 @@ class TensorMath:
 
     matmul = __matmul__
 
-    def clamp(self, min=None, max=None):
+    def clamp(self, min=None, max=None):  # noqa: A002 (PyTorch's names)
         """Limit every element to ``[min, max]`` (either bound may be None)."""
         return OPS.clamp(self, min, max)
 

@@ -54,7 +54,9 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         out.zero_()
     elif out.numel():
         grid, block = mk.matmul_launch_shape(a3.shape[0], m, n)
-        launch(mk.matmul_tiled, tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block)), [a3, b3, out])
+        launch(
+            mk.matmul_tiled, tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block)), [a3, b3, out]
+        )
     shape = tuple(batch) + (m, n)
     if a.ndim == 1:
         shape = shape[:-2] + (n,)

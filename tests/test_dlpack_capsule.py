@@ -50,9 +50,7 @@ class Exporter:
 
 def export(array: np.ndarray, owner: object):
     strides = tuple(s // array.itemsize for s in array.strides)
-    return to_capsule(
-        array.ctypes.data, array.shape, strides, array.dtype, DLPACK_CPU, 0, owner
-    )
+    return to_capsule(array.ctypes.data, array.shape, strides, array.dtype, DLPACK_CPU, 0, owner)
 
 
 def as_numpy(view: DLPackView) -> np.ndarray:
@@ -153,9 +151,7 @@ def test_dtypes_round_trip(dtype):
 
 def test_cuda_device_is_described():
     array = sample(np.float32)
-    view = from_capsule(
-        to_capsule(1 << 40, (3, 4), (4, 1), array.dtype, DLPACK_CUDA, 3, None)
-    )
+    view = from_capsule(to_capsule(1 << 40, (3, 4), (4, 1), array.dtype, DLPACK_CUDA, 3, None))
     assert (view.data_ptr, view.device_type, view.device_id) == (
         1 << 40,
         DLPACK_CUDA,
@@ -172,18 +168,14 @@ def test_consuming_twice_raises():
 
 
 def test_not_a_capsule_raises():
-    with pytest.raises(
-        TypeError, match="^expected a PyCapsule from __dlpack__\\(\\), got ndarray"
-    ):
+    with pytest.raises(TypeError, match="^expected a PyCapsule from __dlpack__\\(\\), got ndarray"):
         from_capsule(np.zeros(3))
 
 
 def test_unsupported_dtype_on_import_leaves_capsule_unconsumed():
     array = np.zeros(3, dtype=np.complex64)
     capsule = array.__dlpack__()
-    message = (
-        "^DLPack tensor of type code 5, bits 64, lanes 1 is not supported; supported: "
-    )
+    message = "^DLPack tensor of type code 5, bits 64, lanes 1 is not supported; supported: "
     with pytest.raises(TypeError, match=message):
         from_capsule(capsule)
     np.testing.assert_array_equal(np.from_dlpack(Exporter(capsule)), array)
@@ -191,16 +183,12 @@ def test_unsupported_dtype_on_import_leaves_capsule_unconsumed():
 
 def test_unsupported_dtype_on_export_raises():
     array = np.zeros(3, dtype=np.complex64)
-    with pytest.raises(
-        TypeError, match="^expected one of float16, .* for DLPack export, got complex64"
-    ):
+    with pytest.raises(TypeError, match="^expected one of float16, .* for DLPack export, got complex64"):
         export(array, array)
 
 
 def test_export_argument_errors():
-    with pytest.raises(
-        ValueError, match=r"^expected 2 strides for shape \(3, 4\), got strides \(1,\)"
-    ):
+    with pytest.raises(ValueError, match=r"^expected 2 strides for shape \(3, 4\), got strides \(1,\)"):
         to_capsule(0, (3, 4), (1,), np.dtype(np.float32), DLPACK_CPU, 0, None)
     with pytest.raises(ValueError, match="^expected device_type DLPACK_CPU .* got 7"):
         to_capsule(0, (3,), (1,), np.dtype(np.float32), 7, 0, None)

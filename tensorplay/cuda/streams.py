@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from .backend import CaptureError
 from .backend import get as _device
@@ -179,9 +179,7 @@ class Event:
     def elapsed_time(self, end: Event) -> float:
         """Milliseconds between this event and ``end`` (both recorded, both timing)."""
         if not (self.enable_timing and end.enable_timing):
-            raise ValueError(
-                "elapsed_time needs both events created with enable_timing=True"
-            )
+            raise ValueError("elapsed_time needs both events created with enable_timing=True")
         return _device().event_elapsed_ms(self._h, end._h)
 
     def __repr__(self) -> str:

@@ -12,8 +12,8 @@ import struct
 
 import numpy as np
 
-from ..cuda.backend import get as get_backend
 from ..cuda.backend import CaptureError
+from ..cuda.backend import get as get_backend
 from ..cuda.streams import capture_state, current_stream
 
 __all__ = ["ArrayArg", "KernelArray", "grid_1d", "launch", "numba_type"]

@@ -324,9 +324,7 @@ class DriverBackend:
                 missing.append(f"a CUDA 12.4 or newer driver (this one is {version // 1000}.{version % 1000 // 10})")
             if not hasattr(drv, "cuGraphConditionalHandleCreate"):
                 missing.append("cuda-bindings 12.4 or newer")
-            self._conditional_support = (
-                None if not missing else "conditional graph nodes need " + " and ".join(missing)
-            )
+            self._conditional_support = None if not missing else "conditional graph nodes need " + " and ".join(missing)
         return self._conditional_support
 
     def conditional_setter(self):
@@ -357,7 +355,9 @@ class DriverBackend:
         node = check("cuGraphAddNode", drv.cuGraphAddNode(graph, deps, edges, ndeps, p))
         body = p.conditional.phGraph_out[0]
         flags = drv.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES
-        check("cuStreamUpdateCaptureDependencies", drv.cuStreamUpdateCaptureDependencies(stream, [node], None, 1, flags))
+        check(
+            "cuStreamUpdateCaptureDependencies", drv.cuStreamUpdateCaptureDependencies(stream, [node], None, 1, flags)
+        )
         body_stream = self.stream_create()
         try:
             check(

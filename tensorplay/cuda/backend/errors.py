@@ -7,8 +7,7 @@ __all__ = ["CaptureError", "CudaError", "explain"]
 # Plain words for the codes users meet; anything else falls back to the
 # driver's own description.
 _ADVICE = {
-    "CUDA_ERROR_OUT_OF_MEMORY": "the device is out of memory; free tensors or "
-    "call tensorplay.cuda.empty_cache()",
+    "CUDA_ERROR_OUT_OF_MEMORY": "the device is out of memory; free tensors or call tensorplay.cuda.empty_cache()",
     "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED": "this operation is not allowed while "
     "a stream is capturing; warm up before capture or use "
     "capture_error_mode='relaxed'",
@@ -16,8 +15,7 @@ _ADVICE = {
     "operation not allowed during capture; end it and capture again",
     "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT": "the legacy default stream cannot take "
     "part in a capture; launch on the capturing stream instead",
-    "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED": "the capture was not begun on this "
-    "stream",
+    "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED": "the capture was not begun on this stream",
     "CUDA_ERROR_STREAM_CAPTURE_UNJOINED": "a stream forked from the capture was "
     "not joined back before the capture ended; make the capturing stream wait "
     "on it",
@@ -25,8 +23,7 @@ _ADVICE = {
     "thread; use capture_error_mode='thread_local' or 'relaxed'",
     "CUDA_ERROR_NOT_READY": "the work is not finished yet",
     "CUDA_ERROR_INVALID_VALUE": "an argument passed to the driver is invalid",
-    "CUDA_ERROR_ILLEGAL_ADDRESS": "a kernel accessed memory out of bounds; the "
-    "context is now unusable",
+    "CUDA_ERROR_ILLEGAL_ADDRESS": "a kernel accessed memory out of bounds; the context is now unusable",
     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "the kernel asks for more registers or "
     "threads per block than the device has; use fewer threads per block",
     "CUDA_ERROR_NO_DEVICE": "no CUDA device is visible",

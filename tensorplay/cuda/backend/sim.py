@@ -32,6 +32,7 @@ def set_conditional(handle, value) -> int:
     _CONDITIONS[int(handle)].value = int(value)
     return 0
 
+
 _ALIGN = 256
 
 
