@@ -289,7 +289,8 @@ def _reduce_rows(op: str, rows: Tensor, out: Tensor, acc: np.dtype, scale: float
     m, k = rows.shape
     dev = get_backend()
     init = rk.identity_value(op, acc)
-    block = min(rk.BLOCK, dev.max_block, 1 << max(5, (k - 1).bit_length()))
+    # about four items per thread for short rows; at most a full block for long ones
+    block = min(rk.BLOCK, dev.max_block, 1 << max(5, (-(-k // 4) - 1).bit_length()))
     block = 1 << (block.bit_length() - 1)  # the tree reduction needs a power of two
     chunks = min(-(-k // (block * 4)), max(1, dev.max_threads_per_launch // block // m))
     if chunks > 1:  # few long rows: reduce chunks in parallel first

@@ -37,7 +37,7 @@ from .streams import Stream, capture_state, capture_stream, current_stream, defa
 __all__ = ["CUDAGraph", "export_dot", "graph", "graph_pool_handle", "is_current_stream_capturing"]
 
 CAPTURE_MODES = ("global", "thread_local", "relaxed")
-_graph_launch = get_backend().graph_launch  # replay's hot path: one bound call
+_launch_raw = get_backend().graph_launch_raw  # replay's hot path: the driver call itself
 _last_capture: list = [None]  # weak reference to the most recently captured graph
 
 
@@ -240,7 +240,9 @@ class CUDAGraph:
         """Launch the graph on ``stream`` (the current stream if None)."""
         if self._exec is None:
             raise RuntimeError("replay() needs a captured graph; capture one first")
-        _graph_launch(self._exec, (stream or current_stream())._h)
+        err = _launch_raw(self._exec, (stream or current_stream())._h)[0]
+        if err:
+            raise get_backend().error("cuGraphLaunch", err)
 
     # -- lifetime ----------------------------------------------------------------
     def reset(self) -> None:

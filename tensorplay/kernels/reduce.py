@@ -46,35 +46,62 @@ def identity_value(op: str, acc: np.dtype):
 
 
 @functools.cache
+def _parts(op: str):
+    """Device functions shared by both kernels, built once per op."""
+    combine = COMBINE["sum" if op == "mean" else op]
+
+    @cuda.jit(device=True, inline=True)
+    def strided(x, row, k, step, k_count, init):
+        """Combine x[row, k::step] with four independent accumulators, so that
+        four loads are in flight per thread (unsigned indices: no wraparound)."""
+        a0 = init
+        a1 = init
+        a2 = init
+        a3 = init
+        while k + step + step + step < k_count:
+            a0 = combine(a0, x[row, k])
+            a1 = combine(a1, x[row, k + step])
+            a2 = combine(a2, x[row, k + step + step])
+            a3 = combine(a3, x[row, k + step + step + step])
+            k += step + step + step + step
+        while k < k_count:
+            a0 = combine(a0, x[row, k])
+            k += step
+        return combine(combine(a0, a1), combine(a2, a3))
+
+    @cuda.jit(device=True, inline=True)
+    def tree(scratch, tid, nt, acc):
+        """The block's combined value, through shared memory (nt a power of two)."""
+        scratch[tid] = acc
+        cuda.syncthreads()
+        half = nt // 2
+        while half > 0:
+            if tid < half:
+                scratch[tid] = combine(scratch[tid], scratch[tid + half])
+            cuda.syncthreads()
+            half //= 2
+        return scratch[0]
+
+    return strided, tree
+
+
+@functools.cache
 def rows_kernel(op: str, acc: str):
     """``out[m] = finalize(reduce(x[m, :]), scale)`` for a 2-D ``x``."""
-    combine = COMBINE["sum" if op == "mean" else op]
+    strided, tree = _parts(op)
     finalize = FINALIZE["mean" if op == "mean" else "sum"]
     acc_t = np.dtype(acc).type
+    u64 = np.uint64
 
     def rows(x, out, init, scale):
         scratch = cuda.shared.array(BLOCK, acc_t)
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
-        m_count = x.shape[0]
-        k_count = x.shape[1]
         row = cuda.blockIdx.x
-        while row < m_count:
-            acc = init
-            k = tid
-            while k < k_count:
-                acc = combine(acc, x[row, k])
-                k += nt
-            scratch[tid] = acc
-            cuda.syncthreads()
-            half = nt // 2
-            while half > 0:
-                if tid < half:
-                    scratch[tid] = combine(scratch[tid], scratch[tid + half])
-                cuda.syncthreads()
-                half //= 2
+        while row < x.shape[0]:
+            total = tree(scratch, tid, nt, strided(x, row, u64(tid), u64(nt), u64(x.shape[1]), init))
             if tid == 0:
-                out[row] = finalize(scratch[0], scale)
+                out[row] = finalize(total, scale)
             cuda.syncthreads()
             row += cuda.gridDim.x
 
@@ -85,31 +112,19 @@ def rows_kernel(op: str, acc: str):
 @functools.cache
 def chunks_kernel(op: str, acc: str):
     """``partials[m, p]``: block (p, m) reduces every P-th chunk of row m."""
-    combine = COMBINE["sum" if op == "mean" else op]
+    strided, tree = _parts(op)
     acc_t = np.dtype(acc).type
+    u64 = np.uint64
 
     def chunks(x, partials, init):
         scratch = cuda.shared.array(BLOCK, acc_t)
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
-        row = cuda.blockIdx.y
-        k_count = x.shape[1]
-        acc = init
-        k = cuda.blockIdx.x * nt + tid
-        step = cuda.gridDim.x * nt
-        while k < k_count:
-            acc = combine(acc, x[row, k])
-            k += step
-        scratch[tid] = acc
-        cuda.syncthreads()
-        half = nt // 2
-        while half > 0:
-            if tid < half:
-                scratch[tid] = combine(scratch[tid], scratch[tid + half])
-            cuda.syncthreads()
-            half //= 2
+        first = u64(cuda.blockIdx.x * nt + tid)
+        step = u64(cuda.gridDim.x * nt)
+        total = tree(scratch, tid, nt, strided(x, cuda.blockIdx.y, first, step, u64(x.shape[1]), init))
         if tid == 0:
-            partials[row, cuda.blockIdx.x] = scratch[0]
+            partials[cuda.blockIdx.y, cuda.blockIdx.x] = total
 
     chunks.__qualname__ = f"reduce.{op}_chunks"
     return cuda.jit(chunks)

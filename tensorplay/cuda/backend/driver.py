@@ -379,11 +379,15 @@ class DriverBackend:
     def graph_instantiate(self, graph):
         return check("cuGraphInstantiate", drv.cuGraphInstantiate(graph, 0))
 
+    # replay()'s hot path calls this directly: (err,) = graph_launch_raw(exec, stream)
+    graph_launch_raw = staticmethod(drv.cuGraphLaunch)
+
+    def graph_launch(self, graph_exec, stream) -> None:
+        check("cuGraphLaunch", drv.cuGraphLaunch(graph_exec, stream))
+
     @staticmethod
-    def graph_launch(graph_exec, stream, _launch=drv.cuGraphLaunch) -> None:
-        err = _launch(graph_exec, stream)[0]
-        if err:
-            raise fail("cuGraphLaunch", err)
+    def error(function: str, err) -> CudaError:
+        return fail(function, err)
 
     def graph_destroy(self, graph) -> None:
         check("cuGraphDestroy", drv.cuGraphDestroy(graph))

@@ -427,6 +427,14 @@ class SimBackend:
             self._check_legacy("graph")
         graph_exec.run()
 
+    def graph_launch_raw(self, graph_exec: SimGraphExec, stream) -> tuple[int]:
+        self.graph_launch(graph_exec, stream)
+        return (0,)
+
+    @staticmethod
+    def error(function: str, err) -> CudaError:
+        return CudaError(f"{function} failed: {err}", function, str(err))
+
     def graph_destroy(self, graph) -> None:
         pass
 
