@@ -11,6 +11,7 @@ from . import _dtype as dt
 from ._shape import broadcast_shapes, broadcast_strides, coalesce
 from ._tensor import Tensor
 from .cuda.backend import get as get_backend
+from .cuda.streams import capture_state, current_stream
 from .kernels import elementwise as ew
 from .kernels import reduce as rk
 from .kernels.launch import ArrayArg, grid_1d, launch, launch_with, resolve
@@ -142,10 +143,12 @@ def _flat_binary(op: str, a: Tensor, b: Tensor) -> Tensor:
         keys = [(d.name, 1, True) for d in (out_dtype, a.dtype, b.dtype)]
         plan = _FLAT_PLANS[key] = (out_dtype, resolve(ew.kernel(op, "aa", "flat", cast), keys))
     out = Tensor._empty(a.shape, plan[0])
-    n = out.numel()
+    n = out._storage.nbytes // plan[0].itemsize
     if n:
-        grid, block = grid_1d(n)
-        launch_with(plan[1], grid, block, [out._flat(), a._flat(), b._flat()])
+        s = current_stream()
+        if capture_state.active and not s._key:
+            launch_with(plan[1], *grid_1d(n), [out._flat(), a._flat(), b._flat()])  # raises
+        plan[1].launch_packed(*grid_1d(n), s._h, out._kflat + a._kflat + b._kflat)
     return out
 
 

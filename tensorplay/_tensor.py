@@ -13,7 +13,10 @@ from ._math import TensorMath
 from .cuda import memory as _memory
 from .cuda.backend import get as get_backend
 from .cuda.streams import current_stream, refuse_during_capture
-from .kernels.launch import ArrayArg, KernelArray
+from .kernels.launch import ArrayArg, KernelArray, _pack_int64s
+
+_allocate = _memory.allocator.allocate
+_PACK_FLAT = _pack_int64s(7)  # a 1-D array: meminfo, parent, nitems, itemsize, data, shape, stride
 
 __all__ = ["Storage", "Tensor", "contiguous_strides"]
 
@@ -52,11 +55,6 @@ class Storage:
 
     def __init__(self, ptr: int, nbytes: int, block=None, owner=None) -> None:
         self.ptr, self.nbytes, self.block, self.owner = ptr, nbytes, block, owner
-
-    @classmethod
-    def allocate(cls, nbytes: int) -> Storage:
-        block = _memory.allocator.allocate(nbytes, current_stream())
-        return cls(block.ptr, nbytes, block)
 
     def __del__(self) -> None:
         if self.block is not None:
@@ -101,7 +99,7 @@ class Tensor(TensorMath, KernelArray):
     [2.0, 4.0]
     """
 
-    __slots__ = ("_storage", "_ptr", "shape", "_strides", "dtype", "_contig", "_k", "__weakref__")
+    __slots__ = ("_storage", "_ptr", "shape", "_strides", "dtype", "_contig", "_k", "_kb", "_kf", "__weakref__")
     __array_priority__ = 1000  # NumPy scalars on the left defer to our operators
 
     def __init__(self, *args, **kwargs) -> None:
@@ -112,15 +110,18 @@ class Tensor(TensorMath, KernelArray):
         t = object.__new__(cls)
         t._storage, t._ptr, t.shape, t._strides, t.dtype = storage, ptr, shape, strides, dtype
         t._contig = _is_contiguous(shape, strides)
-        t._k = None
+        t._k = t._kb = t._kf = None
         return t
 
     @classmethod
     def _empty(cls, shape: tuple[int, ...], dtype: dt.DType) -> Tensor:
-        storage = Storage.allocate(_numel(shape) * dtype.itemsize)
+        nbytes = _numel(shape) * dtype.itemsize
+        block = _allocate(nbytes, current_stream())
+        storage = Storage(block.ptr, nbytes, block)
         t = object.__new__(cls)
         t._storage, t._ptr, t.shape, t.dtype = storage, storage.ptr, shape, dtype
-        t._strides, t._contig, t._k = contiguous_strides(shape), True, None
+        t._strides, t._contig = contiguous_strides(shape), True
+        t._k = t._kb = t._kf = None
         return t
 
     def _view(self, shape, strides, offset_elems: int = 0) -> Tensor:
@@ -135,6 +136,23 @@ class Tensor(TensorMath, KernelArray):
             isz = self.dtype.itemsize
             k = self._k = (0, 0, self.numel(), isz, self._ptr, *self.shape, *[s * isz for s in self._strides])
         return k
+
+    @property
+    def _kbytes(self) -> bytes:
+        kb = self._kb
+        if kb is None:
+            k = self._karray
+            kb = self._kb = _pack_int64s(len(k))(*k)
+        return kb
+
+    @property
+    def _kflat(self) -> bytes:
+        """The packed parameters of this (contiguous) tensor seen as 1-D."""
+        kf = self._kf
+        if kf is None:
+            n, isz = self.numel(), self.dtype.itemsize
+            kf = self._kf = _PACK_FLAT(0, 0, n, isz, self._ptr, n, isz)
+        return kf
 
     @property
     def _kkey(self) -> tuple:

@@ -116,12 +116,18 @@ def _refuse_legacy(name: str) -> None:
 
 
 _limits: list = []  # (max_block, max_threads_per_launch), read once
+_grids: dict[tuple[int, int], tuple] = {}  # (n, block) -> launch shape
 
 
 def grid_1d(n: int, block: int = 256) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """Grid and block for a grid-stride loop over ``n`` items."""
-    if not _limits:
-        _limits.extend((get_backend().max_block, get_backend().max_threads_per_launch))
-    block = min(block, _limits[0], max(32, -(-n // 32) * 32))  # small n: one small block
-    blocks = max(1, min(-(-n // block), _limits[1] // block))
-    return (blocks, 1, 1), (block, 1, 1)
+    shape = _grids.get((n, block))
+    if shape is None:
+        if not _limits:
+            _limits.extend((get_backend().max_block, get_backend().max_threads_per_launch))
+        threads = min(block, _limits[0], max(32, -(-n // 32) * 32))  # small n: one small block
+        blocks = max(1, min(-(-n // threads), _limits[1] // threads))
+        shape = ((blocks, 1, 1), (threads, 1, 1))
+        if len(_grids) < 4096:
+            _grids[(n, block)] = shape
+    return shape

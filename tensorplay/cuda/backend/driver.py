@@ -152,10 +152,18 @@ class Launcher:
         return bufs
 
     def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
-        data, _, addr = self._buffers()
-        data[: self._nbytes] = b"".join(
-            [a._kbytes if pack is None else pack(a) for pack, a in zip(self._packers, args, strict=True)]
+        self.launch_packed(
+            grid,
+            block,
+            stream,
+            b"".join([a._kbytes if pack is None else pack(a) for pack, a in zip(self._packers, args, strict=True)]),
+            shared_bytes,
         )
+
+    def launch_packed(self, grid, block, stream, packed: bytes, shared_bytes=0) -> None:
+        """Launch with every parameter already packed (the ops' fast path)."""
+        data, _, addr = self._buffers()
+        data[: self._nbytes] = packed
         err = drv.cuLaunchKernel(
             self._func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
             shared_bytes, stream, addr, 0,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import itertools
+import struct
 import threading
 import time
 import warnings
@@ -109,6 +110,22 @@ class SimLauncher:
                 kernel(*fake)
 
         self._backend.enqueue(stream, "kernel", run, f"{self.name}\\n<<<{grid}, {block}>>>")
+
+    def launch_packed(self, grid, block, stream, data: bytes) -> None:
+        """Launch with array arguments only, given as their packed parameters."""
+        args, offset = [], 0
+        for _, ndim in self._arrays:
+            count = 5 + 2 * ndim
+            args.append(_Packed(struct.unpack_from(f"<{count}q", data, offset)))
+            offset += 8 * count
+        self(grid, block, stream, args)
+
+
+class _Packed:
+    __slots__ = ("_karray",)
+
+    def __init__(self, karray: tuple) -> None:
+        self._karray = karray
 
 
 class SimBackend:
