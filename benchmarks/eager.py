@@ -9,22 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 import tensorplay as tp
-from benchmarks.common import device_ms, host_us, optional
-
-
-def _tp_events():
-    start, end = tp.cuda.Event(enable_timing=True), tp.cuda.Event(enable_timing=True)
-    return start.record, end.record, lambda: start.elapsed_time(end)
-
-
-def _torch_events(torch):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    return start.record, end.record, lambda: start.elapsed_time(end)
-
-
-def _cupy_events(cp):
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    return start.record, end.record, lambda: cp.cuda.get_elapsed_time(start, end)
+from benchmarks.common import cupy_events, device_ms, host_us, optional, torch_events, tp_events
 
 
 def raw_launch_us(n: int = 1024) -> float:
@@ -81,7 +66,7 @@ def _tp_add_ms(n: int) -> float:
     z = x + y
     for i in np.random.default_rng(0).integers(0, n, 5):
         assert np.isclose(z[int(i)].item(), x[int(i)].item() + y[int(i)].item())
-    return device_ms(lambda: x + y, *_tp_events(), tp.cuda.synchronize)
+    return device_ms(lambda: x + y, *tp_events(), tp.cuda.synchronize)
 
 
 def bandwidth(rows: list, progress, mib: int = 1024) -> None:
@@ -94,10 +79,10 @@ def bandwidth(rows: list, progress, mib: int = 1024) -> None:
     torch = optional("torch")
     if torch is not None and torch.cuda.is_available():
         a, b = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
-        row["torch"] = gbytes / (device_ms(lambda: a + b, *_torch_events(torch), torch.cuda.synchronize) / 1e3)
+        row["torch"] = gbytes / (device_ms(lambda: a + b, *torch_events(torch), torch.cuda.synchronize) / 1e3)
         # device-to-device copy: the bandwidth ceiling (2 bytes moved per byte copied)
         c = torch.empty_like(a)
-        copy_ms = device_ms(lambda: c.copy_(a), *_torch_events(torch), torch.cuda.synchronize)
+        copy_ms = device_ms(lambda: c.copy_(a), *torch_events(torch), torch.cuda.synchronize)
         row["driver"] = 2 * n * 4 / 1e9 / (copy_ms / 1e3)
         del a, b, c
         torch.cuda.empty_cache()
@@ -105,7 +90,7 @@ def bandwidth(rows: list, progress, mib: int = 1024) -> None:
     cp = optional("cupy")
     if cp is not None:
         a, b = cp.random.rand(n, dtype=cp.float32), cp.random.rand(n, dtype=cp.float32)
-        row["cupy"] = gbytes / (device_ms(lambda: a + b, *_cupy_events(cp), cp.cuda.Device().synchronize) / 1e3)
+        row["cupy"] = gbytes / (device_ms(lambda: a + b, *cupy_events(cp), cp.cuda.Device().synchronize) / 1e3)
         del a, b
         cp.get_default_memory_pool().free_all_blocks()
     progress.step("bandwidth cupy")

@@ -19,6 +19,22 @@ def _tp_graph(n_kernels: int, x):
     return g
 
 
+def _torch_graph(torch, n: int, n_kernels: int):
+    """The same in-place adds captured by PyTorch (warmed up on a side stream, as it asks)."""
+    y = torch.zeros(n, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y.add_(1)
+    torch.cuda.current_stream().wait_stream(side)
+    tg = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(tg):
+        for _ in range(n_kernels):
+            y.add_(1)
+    tg.keep_alive = y
+    return tg
+
+
 def _raw_graph(n_kernels: int, x):
     """The same add kernel captured with raw driver calls (no tensorplay graph code)."""
     from cuda.bindings import driver as drv
@@ -56,15 +72,7 @@ def replay_host(rows: list, progress) -> None:
     progress.step("replay raw driver")
     torch = optional("torch")
     if torch is not None and torch.cuda.is_available():
-        y = torch.zeros(1024, device="cuda")
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            y.add_(1)
-        torch.cuda.current_stream().wait_stream(side)
-        tg = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(tg):
-            y.add_(1)
+        tg = _torch_graph(torch, 1024, 1)
         row["torch"] = host_us(tg.replay, torch.cuda.synchronize, n=n)
     progress.step("replay torch")
     cp = optional("cupy")
@@ -120,16 +128,7 @@ def _replay_device_row(n_kernels: int, reps: int = 200) -> dict:
     }
     torch = optional("torch")
     if torch is not None and torch.cuda.is_available():
-        y = torch.zeros(1 << 12, device="cuda")
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            y.add_(1)
-        torch.cuda.current_stream().wait_stream(side)
-        tg = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(tg):
-            for _ in range(n_kernels):
-                y.add_(1)
+        tg = _torch_graph(torch, 1 << 12, n_kernels)
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
         def run_torch():
