@@ -16,3 +16,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """The kernels ``_ops`` launches during the test, in order."""
+    kernels = []
+    from tensorplay import _ops
+
+    real = _ops.launch
+
+    def spy(kernel, *args, **kwargs):
+        kernels.append(kernel)
+        return real(kernel, *args, **kwargs)
+
+    monkeypatch.setattr(_ops, "launch", spy)
+    return kernels

@@ -10,11 +10,9 @@ import re
 
 import numpy as np
 import pytest
-from helpers import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, assert_close, random_array, random_tensor
+from helpers import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, assert_close, random_array, random_tensor, reference
 
 import tensorplay as tp
-from tensorplay import _ops
-from tensorplay.kernels import reduce as rk
 
 NUM_DTYPES = FLOAT_DTYPES + INT_DTYPES
 
@@ -38,16 +36,6 @@ COMPARE = {
 LOGIC = {"&": (operator.and_, np.bitwise_and), "|": (operator.or_, np.bitwise_or), "^": (operator.xor, np.bitwise_xor)}
 
 
-def _exact(x) -> bool:
-    return isinstance(x, (bool, int, np.integer, np.bool_)) or (isinstance(x, np.ndarray) and x.dtype.kind in "biu")
-
-
-def reference(np_fn, *operands):
-    """``np_fn`` on int64 copies when every operand is integral, else on float64 copies."""
-    wide = np.int64 if all(_exact(x) for x in operands) else np.float64
-    return np_fn(*[np.asarray(x).astype(wide) for x in operands])
-
-
 def arith_operands(op, dtype, shape_a, shape_b, seed=0):
     """Operands in each op's valid domain (positive bases for float powers, no 0 divisors)."""
     if op == "**":
@@ -56,20 +44,6 @@ def arith_operands(op, dtype, shape_a, shape_b, seed=0):
         base = random_tensor(shape_a, dtype, seed, low=-3, high=4)
         return base, random_tensor(shape_b, dtype, seed + 1, low=0, high=4)  # no negative integer powers
     return random_tensor(shape_a, dtype, seed), random_tensor(shape_b, dtype, seed + 1)
-
-
-@pytest.fixture
-def launched(monkeypatch):
-    """The kernels ``_ops`` launches during the test, in order."""
-    kernels = []
-    real = _ops.launch
-
-    def spy(kernel, *args, **kwargs):
-        kernels.append(kernel)
-        return real(kernel, *args, **kwargs)
-
-    monkeypatch.setattr(_ops, "launch", spy)
-    return kernels
 
 
 # -- arithmetic --------------------------------------------------------------------------
@@ -477,187 +451,6 @@ def test_where_needs_a_bool_condition():
         tp.where(tp.ones(2), 1.0, 0.0)
     with pytest.raises(TypeError, match="where\\(\\) expects a bool tensor as its condition, got list"):
         tp.where([True, False], 1.0, 0.0)
-
-
-# -- reductions ----------------------------------------------------------------------------
-
-REDUCE = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
-
-
-@pytest.mark.parametrize("op", REDUCE)
-@pytest.mark.parametrize(
-    "dim, keepdim",
-    [(None, False), (None, True), (1, False), (-1, True), ((0, 2), False), ((-1, 0), True), ((0, 1, 2), False)],
-    ids=str,
-)
-def test_reductions_over_dims(op, dim, keepdim):
-    x, a = random_tensor((2, 3, 4), tp.float32, seed=32)
-    want = REDUCE[op](a.astype(np.float64), axis=dim, keepdims=keepdim)
-    out = getattr(x, op)(dim, keepdim=keepdim)
-    assert_close(out, want, atol=1e-5, dtype=tp.float32)
-
-
-@pytest.mark.parametrize("op", REDUCE)
-@pytest.mark.parametrize(
-    "shape, dim, transpose",
-    [((2, 150), -1, False), ((2, 150), 0, True), ((5, 30), None, False)],
-    ids=["rows", "transposed", "all"],
-)
-def test_reductions_of_long_rows_take_the_two_pass_path(op, shape, dim, transpose, launched):
-    x, a = random_tensor(shape, tp.float32, seed=33)
-    if transpose:  # (150, 2) seen through a transpose, reduced over its long dimension
-        x, a = x.t(), a.T
-    want = REDUCE[op](a.astype(np.float64), axis=dim)
-    assert_close(getattr(x, op)(dim), want, atol=1e-4, dtype=tp.float32)
-    if tp.cuda.backend() == "sim":  # 16-thread blocks: 150 items per row need the chunked pass
-        assert rk.chunks_kernel(op, "float32") in launched
-
-
-@pytest.mark.parametrize(
-    "dtype, op, want_dtype",
-    [
-        (tp.float64, "sum", tp.float64),
-        (tp.float64, "mean", tp.float64),
-        (tp.float64, "max", tp.float64),
-        (tp.float64, "min", tp.float64),
-        (tp.float16, "sum", tp.float16),
-        (tp.float16, "mean", tp.float16),
-        (tp.float16, "max", tp.float16),
-        (tp.float16, "min", tp.float16),
-        (tp.int32, "sum", tp.int64),
-        (tp.int32, "max", tp.int32),
-        (tp.int32, "min", tp.int32),
-        (tp.int64, "sum", tp.int64),
-        (tp.int64, "max", tp.int64),
-        (tp.int64, "min", tp.int64),
-        (tp.bool, "sum", tp.int64),
-        (tp.bool, "max", tp.bool),
-        (tp.bool, "min", tp.bool),
-    ],
-    ids=str,
-)
-def test_reduction_dtypes(dtype, op, want_dtype):
-    low, high = (-3, 3) if dtype.is_floating_point else (-50, 50)
-    x, a = random_tensor((5, 14), dtype, seed=34, low=low, high=high)
-    wide = a.astype(np.float64)
-    assert_close(getattr(x, op)(), REDUCE[op](wide), dtype=want_dtype)  # 70 items: two passes on the simulator
-    assert_close(getattr(x[:3, :2], op)(0), REDUCE[op](wide[:3, :2], axis=0), dtype=want_dtype)
-
-
-def test_bool_reductions_see_both_values():
-    x = tp.tensor([[False, False, True], [False, False, False]])
-    assert_close(x.max(1), [True, False])
-    assert_close(x.min(), False)
-    assert_close(tp.ones(3, dtype=tp.bool).min(), True)
-    assert_close(x.sum(), 1, dtype=tp.int64)
-
-
-def test_module_level_sum_and_mean():
-    x, a = random_tensor((2, 3), tp.float64, seed=35)
-    assert_close(tp.sum(x, 1), a.sum(1))
-    assert_close(tp.mean(x, 0, keepdim=True), a.mean(0, keepdims=True))
-    assert_close(x.amax(1), a.max(1))
-    assert_close(x.amin(), a.min())
-
-
-def test_reductions_of_empty_tensors():
-    x = tp.zeros(0, 3)
-    assert_close(x.sum(0), np.zeros(3), dtype=tp.float32)
-    assert_close(x.sum(), 0.0)
-    assert_close(x.sum(1), np.zeros(0))
-    assert_close(x.mean(0), np.full(3, np.nan))
-    assert_close(x.max(1), np.zeros(0))
-    assert_close(tp.zeros(0, 3, dtype=tp.int32).sum(0, keepdim=True), np.zeros((1, 3)), dtype=tp.int64)
-
-
-def test_reductions_of_0d_tensors():
-    x = tp.tensor(2.5)
-    for op in ("sum", "mean", "max", "min"):
-        assert_close(getattr(x, op)(), 2.5)
-    assert_close(x.sum(0), 2.5)
-    assert_close(x.max(-1, keepdim=True), 2.5)
-
-
-def test_reduction_errors():
-    with pytest.raises(TypeError, match="mean\\(\\) needs a floating point tensor, got tensorplay.int64"):
-        tp.tensor([1, 2]).mean()
-    with pytest.raises(TypeError, match="mean\\(\\) needs a floating point tensor, got tensorplay.bool"):
-        tp.tensor([True]).mean(0)
-    with pytest.raises(ValueError, match=re.escape("max() of an empty dimension has no identity; shape (0, 3), dim 0")):
-        tp.zeros(0, 3).max(0)
-    with pytest.raises(ValueError, match=re.escape("min() of an empty dimension has no identity")):
-        tp.zeros(2, 0).min()
-    with pytest.raises(IndexError, match="dimension 2 is out of range for a tensor of 2 dimensions"):
-        tp.zeros(2, 3).sum(2)
-    with pytest.raises(ValueError, match=re.escape("dimension repeated in (1, -1)")):
-        tp.zeros(2, 3).sum((1, -1))
-
-
-# -- matmul --------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "shape_a, shape_b",
-    [
-        ((4,), (4,)),
-        ((3,), (3, 5)),
-        ((4, 3), (3,)),
-        ((5, 7), (7, 3)),
-        ((17, 2), (2, 3)),
-        ((2, 3, 4), (2, 4, 5)),
-        ((1, 2, 3), (2, 3, 4)),
-        ((3, 4), (2, 4, 5)),
-        ((2, 1, 2, 3), (1, 3, 2)),
-        ((2, 3, 4), (4,)),
-        ((4,), (2, 4, 3)),
-    ],
-    ids=str,
-)
-def test_matmul_shapes(shape_a, shape_b):
-    x, a = random_tensor(shape_a, tp.float32, seed=36)
-    y, b = random_tensor(shape_b, tp.float32, seed=37)
-    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
-    assert_close(x @ y, want, atol=1e-5, dtype=tp.float32)
-
-
-@pytest.mark.parametrize("dtype", NUM_DTYPES, ids=str)
-def test_matmul_dtypes(dtype):
-    x, a = random_tensor((5, 7), dtype, seed=38)
-    y, b = random_tensor((7, 3), dtype, seed=39)
-    assert_close(x.matmul(y), reference(np.matmul, a, b), atol=1e-5 if dtype is tp.float32 else None, dtype=dtype)
-
-
-def test_matmul_mixed_dtypes_and_layouts():
-    x, a = random_tensor((4, 3), tp.int32, seed=40)
-    y, b = random_tensor((4, 5), tp.float32, seed=41)
-    want = a.T.astype(np.float64) @ b
-    assert_close(tp.matmul(x.t(), y), want, atol=1e-5, dtype=tp.float32)  # transposed int32 @ float32
-    assert_close(y.t() @ x.float(), b.T.astype(np.float64) @ a, atol=1e-5)
-    assert_close(x[::2, 1:] @ y[1::2, ::2], a[::2, 1:].astype(np.float64) @ b[1::2, ::2], atol=1e-5)
-    assert_close(x.t() @ x, a.T.astype(np.int64) @ a, dtype=tp.int32)
-    z, c = random_tensor((3, 4), tp.float64, seed=42)
-    assert_close(x.t().long() @ z.t()[:, :2], a.T @ c.T[:, :2], dtype=tp.float64)
-
-
-def test_matmul_of_empty_operands():
-    assert_close(tp.ones(0, 3) @ tp.ones(3, 2), np.zeros((0, 2)))
-    assert_close(tp.ones(2, 0) @ tp.ones(0, 3), np.zeros((2, 3)))
-    assert_close(tp.ones(0) @ tp.ones(0), 0.0)
-
-
-def test_matmul_errors():
-    with pytest.raises(ValueError, match=re.escape("matmul shapes (2, 3) and (4, 2) do not match: 3 != 4")):
-        tp.ones(2, 3) @ tp.ones(4, 2)
-    with pytest.raises(ValueError, match=re.escape("matmul shapes (3,) and (2,) do not match: 3 != 2")):
-        tp.ones(3) @ tp.ones(2)
-    with pytest.raises(ValueError, match=re.escape("shapes (2,), (3,) cannot be broadcast together")):
-        tp.ones(2, 2, 3) @ tp.ones(3, 3, 1)
-    with pytest.raises(ValueError, match="matmul needs operands of at least one dimension"):
-        tp.tensor(2.0) @ tp.ones(2)
-    with pytest.raises(TypeError, match="matmul is not defined for bool tensors"):
-        tp.ones(2, 2, dtype=tp.bool) @ tp.ones(2, 2, dtype=tp.bool)
-    with pytest.raises(TypeError, match="matmul expects two tensors, got Tensor and list"):
-        tp.matmul(tp.ones(2), [1.0, 2.0])
 
 
 # -- cat and stack ---------------------------------------------------------------------------

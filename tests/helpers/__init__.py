@@ -102,3 +102,13 @@ def random_tensor(shape, dtype, seed: int = 0, **kwargs):
     """``(tensor, array)``: ``random_array(shape, dtype, seed, **kwargs)`` and its device copy."""
     host = random_array(shape, dtype, seed, **kwargs)
     return tp.tensor(host), host
+
+
+def _exact(x) -> bool:
+    return isinstance(x, (bool, int, np.integer, np.bool_)) or (isinstance(x, np.ndarray) and x.dtype.kind in "biu")
+
+
+def reference(np_fn, *operands):
+    """``np_fn`` on int64 copies when every operand is integral, else on float64 copies."""
+    wide = np.int64 if all(_exact(x) for x in operands) else np.float64
+    return np_fn(*[np.asarray(x).astype(wide) for x in operands])

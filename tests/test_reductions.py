@@ -1,0 +1,125 @@
+"""Reductions (sum, mean, max, min) against NumPy in float64, including the
+two-pass path for few long rows (taken on the simulator too)."""
+
+import re
+
+import numpy as np
+import pytest
+from helpers import FLOAT_DTYPES, INT_DTYPES, assert_close, random_tensor
+
+import tensorplay as tp
+from tensorplay.kernels import reduce as rk
+
+NUM_DTYPES = FLOAT_DTYPES + INT_DTYPES
+
+
+REDUCE = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+
+
+@pytest.mark.parametrize("op", REDUCE)
+@pytest.mark.parametrize(
+    "dim, keepdim",
+    [(None, False), (None, True), (1, False), (-1, True), ((0, 2), False), ((-1, 0), True), ((0, 1, 2), False)],
+    ids=str,
+)
+def test_reductions_over_dims(op, dim, keepdim):
+    x, a = random_tensor((2, 3, 4), tp.float32, seed=32)
+    want = REDUCE[op](a.astype(np.float64), axis=dim, keepdims=keepdim)
+    out = getattr(x, op)(dim, keepdim=keepdim)
+    assert_close(out, want, atol=1e-5, dtype=tp.float32)
+
+
+@pytest.mark.parametrize("op", REDUCE)
+@pytest.mark.parametrize(
+    "shape, dim, transpose",
+    [((2, 150), -1, False), ((2, 150), 0, True), ((5, 30), None, False)],
+    ids=["rows", "transposed", "all"],
+)
+def test_reductions_of_long_rows_take_the_two_pass_path(op, shape, dim, transpose, launched):
+    x, a = random_tensor(shape, tp.float32, seed=33)
+    if transpose:  # (150, 2) seen through a transpose, reduced over its long dimension
+        x, a = x.t(), a.T
+    want = REDUCE[op](a.astype(np.float64), axis=dim)
+    assert_close(getattr(x, op)(dim), want, atol=1e-4, dtype=tp.float32)
+    if tp.cuda.backend() == "sim":  # 16-thread blocks: 150 items per row need the chunked pass
+        assert rk.chunks_kernel(op, "float32") in launched
+
+
+@pytest.mark.parametrize(
+    "dtype, op, want_dtype",
+    [
+        (tp.float64, "sum", tp.float64),
+        (tp.float64, "mean", tp.float64),
+        (tp.float64, "max", tp.float64),
+        (tp.float64, "min", tp.float64),
+        (tp.float16, "sum", tp.float16),
+        (tp.float16, "mean", tp.float16),
+        (tp.float16, "max", tp.float16),
+        (tp.float16, "min", tp.float16),
+        (tp.int32, "sum", tp.int64),
+        (tp.int32, "max", tp.int32),
+        (tp.int32, "min", tp.int32),
+        (tp.int64, "sum", tp.int64),
+        (tp.int64, "max", tp.int64),
+        (tp.int64, "min", tp.int64),
+        (tp.bool, "sum", tp.int64),
+        (tp.bool, "max", tp.bool),
+        (tp.bool, "min", tp.bool),
+    ],
+    ids=str,
+)
+def test_reduction_dtypes(dtype, op, want_dtype):
+    low, high = (-3, 3) if dtype.is_floating_point else (-50, 50)
+    x, a = random_tensor((5, 14), dtype, seed=34, low=low, high=high)
+    wide = a.astype(np.float64)
+    assert_close(getattr(x, op)(), REDUCE[op](wide), dtype=want_dtype)  # 70 items: two passes on the simulator
+    assert_close(getattr(x[:3, :2], op)(0), REDUCE[op](wide[:3, :2], axis=0), dtype=want_dtype)
+
+
+def test_bool_reductions_see_both_values():
+    x = tp.tensor([[False, False, True], [False, False, False]])
+    assert_close(x.max(1), [True, False])
+    assert_close(x.min(), False)
+    assert_close(tp.ones(3, dtype=tp.bool).min(), True)
+    assert_close(x.sum(), 1, dtype=tp.int64)
+
+
+def test_module_level_sum_and_mean():
+    x, a = random_tensor((2, 3), tp.float64, seed=35)
+    assert_close(tp.sum(x, 1), a.sum(1))
+    assert_close(tp.mean(x, 0, keepdim=True), a.mean(0, keepdims=True))
+    assert_close(x.amax(1), a.max(1))
+    assert_close(x.amin(), a.min())
+
+
+def test_reductions_of_empty_tensors():
+    x = tp.zeros(0, 3)
+    assert_close(x.sum(0), np.zeros(3), dtype=tp.float32)
+    assert_close(x.sum(), 0.0)
+    assert_close(x.sum(1), np.zeros(0))
+    assert_close(x.mean(0), np.full(3, np.nan))
+    assert_close(x.max(1), np.zeros(0))
+    assert_close(tp.zeros(0, 3, dtype=tp.int32).sum(0, keepdim=True), np.zeros((1, 3)), dtype=tp.int64)
+
+
+def test_reductions_of_0d_tensors():
+    x = tp.tensor(2.5)
+    for op in ("sum", "mean", "max", "min"):
+        assert_close(getattr(x, op)(), 2.5)
+    assert_close(x.sum(0), 2.5)
+    assert_close(x.max(-1, keepdim=True), 2.5)
+
+
+def test_reduction_errors():
+    with pytest.raises(TypeError, match="mean\\(\\) needs a floating point tensor, got tensorplay.int64"):
+        tp.tensor([1, 2]).mean()
+    with pytest.raises(TypeError, match="mean\\(\\) needs a floating point tensor, got tensorplay.bool"):
+        tp.tensor([True]).mean(0)
+    with pytest.raises(ValueError, match=re.escape("max() of an empty dimension has no identity; shape (0, 3), dim 0")):
+        tp.zeros(0, 3).max(0)
+    with pytest.raises(ValueError, match=re.escape("min() of an empty dimension has no identity")):
+        tp.zeros(2, 0).min()
+    with pytest.raises(IndexError, match="dimension 2 is out of range for a tensor of 2 dimensions"):
+        tp.zeros(2, 3).sum(2)
+    with pytest.raises(ValueError, match=re.escape("dimension repeated in (1, -1)")):
+        tp.zeros(2, 3).sum((1, -1))
