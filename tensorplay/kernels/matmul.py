@@ -32,7 +32,8 @@ import types as pytypes
 from dataclasses import dataclass
 
 import numpy as np
-from numba import config, cuda, types
+from numba import cuda, types
+from numba.cuda.core import config
 from numba.np import numpy_support
 
 __all__ = [
