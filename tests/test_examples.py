@@ -35,3 +35,15 @@ def test_quickstart():
     text = _run("quickstart.py")
     assert "matches NumPy: True" in text
     assert "saxpy on a side stream, sum: 1000000.0 expected: 1000000.0" in text
+
+
+def test_notebook_cells_run():
+    import json
+
+    notebook = json.loads((ROOT / "notebooks" / "graphs_tour.ipynb").read_text())
+    namespace: dict = {}
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code":
+            exec(compile("".join(cell["source"]), "graphs_tour.ipynb", "exec"), namespace)
+    assert namespace["steps"].item() > 0
+    assert not tp.cuda.graphs.is_current_stream_capturing()
