@@ -11,10 +11,10 @@ from . import _dtype as dt
 from ._shape import broadcast_shapes, broadcast_strides, coalesce
 from ._tensor import Tensor
 from .cuda.backend import get as get_backend
-from .cuda.streams import capture_state, current_stream
+from .cuda.backend.params import scalar_struct
 from .kernels import elementwise as ew
 from .kernels import reduce as rk
-from .kernels.launch import ArrayArg, grid_1d, launch, launch_with, resolve
+from .kernels.launch import ArrayArg, grid_1d, launch, launch_stream, resolve
 
 __all__ = ["binary", "elementwise", "reduce", "unary"]
 
@@ -90,8 +90,15 @@ def _result_dtype(op: str, a_dtype: dt.DType, b_dtype: dt.DType | None) -> tuple
 
 def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
     """``a <op> b`` with broadcasting and promotion; ``a`` or ``b`` may be a number."""
-    if out is None and type(a) is Tensor and type(b) is Tensor and a.shape == b.shape and a._contig and b._contig:
-        return _flat_binary(op, a, b)
+    if out is None:
+        if type(a) is Tensor and a._contig:
+            if type(b) is Tensor:
+                if b._contig and a.shape == b.shape:
+                    return _flat_binary(op, a, b)
+            elif type(b) in _PYTHON_NUMBERS:
+                return _flat_scalar(op, a, b, "as")
+        elif type(a) in _PYTHON_NUMBERS and type(b) is Tensor and b._contig:
+            return _flat_scalar(op, b, a, "sa")
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb:
         compute_in = dt.promote(a.dtype, b.dtype)
@@ -145,10 +152,32 @@ def _flat_binary(op: str, a: Tensor, b: Tensor) -> Tensor:
     out = Tensor._empty(a.shape, plan[0])
     n = out._storage.nbytes // plan[0].itemsize
     if n:
-        s = current_stream()
-        if capture_state.active and not s._key:
-            launch_with(plan[1], *grid_1d(n), [out._flat(), a._flat(), b._flat()])  # raises
-        plan[1].launch_packed(*grid_1d(n), s._h, out._kflat + a._kflat + b._kflat)
+        launcher = plan[1]
+        launcher.launch_packed(*grid_1d(n), launch_stream(launcher.name)._h, out._kflat + a._kflat + b._kflat)
+    return out
+
+
+_PYTHON_NUMBERS = (float, int)  # bool is its own type and takes the general path
+
+
+def _flat_scalar(op: str, t: Tensor, s, pattern: str) -> Tensor:
+    """A contiguous tensor and a Python number (``pattern`` "as" or "sa"): a cached
+    plan per op, dtype and number type, as in ``_flat_binary``."""
+    key = (op, pattern, t.dtype, type(s))
+    plan = _FLAT_PLANS.get(key)
+    if plan is None:
+        out_dtype, cast, scalar_type = _binary_types(op, dt.promote_scalar(t.dtype, s))
+        keys = [(out_dtype.name, 1, True), (t.dtype.name, 1, True), scalar_type]
+        if pattern == "sa":
+            keys[1], keys[2] = keys[2], keys[1]
+        launcher = resolve(ew.kernel(op, pattern, "flat", cast), keys)
+        plan = _FLAT_PLANS[key] = (out_dtype, launcher, scalar_struct(scalar_type).pack)
+    out_dtype, launcher, pack = plan
+    out = Tensor._empty(t.shape, out_dtype)
+    n = out._storage.nbytes // out_dtype.itemsize
+    if n:
+        packed = out._kflat + (t._kflat + pack(s) if pattern == "as" else pack(s) + t._kflat)
+        launcher.launch_packed(*grid_1d(n), launch_stream(launcher.name)._h, packed)
     return out
 
 

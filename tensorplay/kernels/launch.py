@@ -102,10 +102,16 @@ def launch(kernel, grid, block, args, stream=None, shared_bytes: int = 0) -> Non
 
 def launch_with(launcher, grid, block, args, stream=None, shared_bytes: int = 0) -> None:
     """Launch through a launcher from ``resolve`` (arguments must match its keys)."""
+    launcher(grid, block, launch_stream(launcher.name, stream)._h, args, shared_bytes)
+
+
+def launch_stream(kernel_name: str, stream=None):
+    """The stream to launch on (the current one if None), refusing the legacy
+    default stream while a graph is being captured."""
     s = stream or current_stream()
     if capture_state.active and not s._key:
-        _refuse_legacy(launcher.name)
-    launcher(grid, block, s._h, args, shared_bytes)
+        _refuse_legacy(kernel_name)
+    return s
 
 
 def _refuse_legacy(name: str) -> None:

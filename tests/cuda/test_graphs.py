@@ -339,3 +339,16 @@ def test_debug_dump_and_export_dot_name_the_kernels(tmp_path):
     bundle = g._repr_mimebundle_()
     assert bundle["text/plain"].startswith("digraph")
     del z
+
+
+@pytest.mark.parametrize("op", [lambda x: x + x, lambda x: x * 2.0, lambda x: 2.0 - x, lambda x: x.exp()])
+def test_launch_on_the_legacy_stream_during_a_capture_is_refused(op):
+    x = tp.ones(4)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with tp.cuda.stream(tp.cuda.default_stream()):
+            with pytest.raises(tp.cuda.CaptureError, match="on the legacy default stream is not allowed"):
+                op(x)
+        y = op(x)  # the capture is still valid
+    g.replay()
+    np.testing.assert_allclose(y.numpy(), op(x).numpy())

@@ -8,13 +8,13 @@ pre-built buffer, which skips Numba's dispatcher (20-100 us a launch).
 from __future__ import annotations
 
 import ctypes
-import struct
 import threading
 
 import numpy as np
 from cuda.bindings import driver as drv
 
 from .errors import CaptureError, CudaError
+from .params import param_formats
 
 R = drv.CUresult
 _SUCCESS = R.CUDA_SUCCESS
@@ -59,32 +59,13 @@ def check(function: str, result):
 
 # -- kernel parameter packing ------------------------------------------------
 
-_SCALAR_FORMATS = {
-    "int8": "b", "int16": "h", "int32": "i", "int64": "q",
-    "uint8": "B", "uint16": "H", "uint32": "I", "uint64": "Q",
-    "float16": "e", "float32": "f", "float64": "d", "bool": "?",
-}  # fmt: skip
-
 
 def _param_packers(argtypes) -> tuple[list, int]:
     """One packer per kernel parameter (None for arrays, which bring their own
-    ``_kbytes``) and the total size; every value takes 8-byte slots (Numba's ABI:
-    an array is meminfo, parent, nitems, itemsize, data, shape..., strides...)."""
-    from numba.cuda import types
-
-    packers, nbytes = [], 0
-    for ty in argtypes:
-        if isinstance(ty, types.Array):
-            packers.append(None)
-            nbytes += 8 * (5 + 2 * ty.ndim)
-        else:
-            key = "bool" if ty == types.boolean else str(ty)
-            code = _SCALAR_FORMATS.get(key)
-            if code is None:
-                raise TypeError(f"kernel argument of type {ty} is not supported")
-            packers.append(struct.Struct("<" + code + "x" * (8 - struct.calcsize(code))).pack)
-            nbytes += 8
-    return packers, nbytes
+    ``_kbytes``) and the total size in bytes."""
+    formats = param_formats(argtypes)
+    packers = [None if is_array else packing.pack for is_array, packing, _ in formats]
+    return packers, sum(packing.size for _, packing, _ in formats)
 
 
 _SET_CONDITIONAL_SRC = r"""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import ctypes
 import itertools
-import struct
 import threading
 import time
 import warnings
@@ -20,6 +19,7 @@ import warnings
 import numpy as np
 
 from .errors import CaptureError, CudaError
+from .params import param_formats
 from .simgraph import Capture, SimCondition, SimGraph, SimGraphExec
 
 # Conditional handles of the process: the simulator's twin of the driver's
@@ -77,7 +77,7 @@ class SimEvent:
 class SimLauncher:
     """Runs a kernel in Numba's simulator on views of simulated device memory."""
 
-    __slots__ = ("name", "_backend", "_dispatcher", "_arrays")
+    __slots__ = ("name", "_backend", "_dispatcher", "_arrays", "_formats")
 
     def __init__(self, backend: SimBackend, dispatcher, argtypes) -> None:
         from numba.cuda import types
@@ -88,6 +88,7 @@ class SimLauncher:
         self._backend = backend
         self._dispatcher = dispatcher
         self._arrays = [(as_dtype(t.dtype), t.ndim) if isinstance(t, types.Array) else None for t in argtypes]
+        self._formats = param_formats(argtypes)
 
     def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
@@ -111,14 +112,14 @@ class SimLauncher:
 
         self._backend.enqueue(stream, "kernel", run, f"{self.name}\\n<<<{grid}, {block}>>>")
 
-    def launch_packed(self, grid, block, stream, data: bytes) -> None:
-        """Launch with array arguments only, given as their packed parameters."""
+    def launch_packed(self, grid, block, stream, data: bytes, shared_bytes=0) -> None:
+        """Launch with every parameter already packed (the ops' fast path)."""
         args, offset = [], 0
-        for _, ndim in self._arrays:
-            count = 5 + 2 * ndim
-            args.append(_Packed(struct.unpack_from(f"<{count}q", data, offset)))
-            offset += 8 * count
-        self(grid, block, stream, args)
+        for is_array, packing, dtype in self._formats:
+            values = packing.unpack_from(data, offset)
+            args.append(_Packed(values) if is_array else dtype.type(values[0]))
+            offset += packing.size
+        self(grid, block, stream, args, shared_bytes)
 
 
 class _Packed:

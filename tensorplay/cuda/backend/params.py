@@ -1,0 +1,43 @@
+"""Kernel parameter layout (Numba's ABI), shared by both backends.
+
+Every parameter takes 8-byte slots: an array is meminfo, parent, nitems,
+itemsize, data, shape..., strides... (5 + 2 * ndim slots); a scalar is one slot.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+__all__ = ["param_formats", "scalar_struct"]
+
+_SCALAR_CODES = {
+    "int8": "b", "int16": "h", "int32": "i", "int64": "q",
+    "uint8": "B", "uint16": "H", "uint32": "I", "uint64": "Q",
+    "float16": "e", "float32": "f", "float64": "d", "bool": "?",
+}  # fmt: skip
+
+
+def scalar_struct(dtype) -> struct.Struct:
+    """The packing of one scalar parameter of NumPy ``dtype`` (padded to 8 bytes)."""
+    name = np.dtype(dtype).name
+    code = _SCALAR_CODES.get(name)
+    if code is None:
+        raise TypeError(f"kernel argument of type {name} is not supported")
+    return struct.Struct("<" + code + "x" * (8 - struct.calcsize(code)))
+
+
+def param_formats(argtypes) -> list[tuple[bool, struct.Struct, object]]:
+    """(is_array, packing, NumPy dtype) for each parameter of a Numba signature."""
+    from numba.cuda import types
+    from numba.cuda.np.numpy_support import as_dtype
+
+    out = []
+    for ty in argtypes:
+        if isinstance(ty, types.Array):
+            out.append((True, struct.Struct(f"<{5 + 2 * ty.ndim}q"), as_dtype(ty.dtype)))
+        else:
+            dtype = np.dtype(np.bool_) if ty == types.boolean else as_dtype(ty)
+            out.append((False, scalar_struct(dtype), dtype))
+    return out
