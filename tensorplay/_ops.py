@@ -45,23 +45,39 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
     pattern = "".join("a" if isinstance(o, Tensor) else "s" for o in operands)
     shape = out.shape
     if out._contig and all(not isinstance(o, Tensor) or (o.shape == shape and o._contig) for o in operands):
-        args = [out._flat()] + [o._flat() if isinstance(o, Tensor) else o for o in operands]
-        layout = "flat"
-    else:
-        tensors = [out] + [o for o in operands if isinstance(o, Tensor)]
-        strides = [out._strides] + [broadcast_strides(t.shape, t._strides, shape) for t in tensors[1:]]
-        cshape, cstrides = coalesce(shape, strides)
-        if len(cshape) > ew.MAXDIM:
-            raise ValueError(
-                f"elementwise ops support up to {ew.MAXDIM} non-mergeable dimensions, got shape {shape}; "
-                "make the operands contiguous first"
-            )
-        nd = iter(_nd_arg(t, cshape, s) for t, s in zip(tensors, cstrides, strict=False))
-        args = [next(nd)] + [next(nd) if isinstance(o, Tensor) else o for o in operands]
-        layout = "nd"
-    grid, block = grid_1d(n)
-    launch(ew.kernel(op, pattern, layout, cast), grid, block, args)
+        _flat_launch(op, pattern, cast, out, operands, n)
+        return out
+    tensors = [out] + [o for o in operands if isinstance(o, Tensor)]
+    strides = [out._strides] + [broadcast_strides(t.shape, t._strides, shape) for t in tensors[1:]]
+    cshape, cstrides = coalesce(shape, strides)
+    if len(cshape) > ew.MAXDIM:
+        raise ValueError(
+            f"elementwise ops support up to {ew.MAXDIM} non-mergeable dimensions, got shape {shape}; "
+            "make the operands contiguous first"
+        )
+    nd = iter(_nd_arg(t, cshape, s) for t, s in zip(tensors, cstrides, strict=False))
+    args = [next(nd)] + [next(nd) if isinstance(o, Tensor) else o for o in operands]
+    launch(ew.kernel(op, pattern, "nd", cast), *grid_1d(n), args)
     return out
+
+
+_FLAT_LAUNCHERS: dict[tuple, tuple] = {}
+
+
+def _flat_launch(op: str, pattern: str, cast: str, out: Tensor, operands, n: int) -> None:
+    """Contiguous operands of the output's shape: one cached launcher and scalar
+    packers per (op, types), parameters packed straight into the launch."""
+    key = (op, pattern, cast, out.dtype, *[o.dtype if isinstance(o, Tensor) else type(o) for o in operands])
+    plan = _FLAT_LAUNCHERS.get(key)
+    if plan is None:
+        keys = [(t.dtype.name, 1, True) if isinstance(t, Tensor) else type(t) for t in (out, *operands)]
+        packers = [None if isinstance(o, Tensor) else scalar_struct(type(o)).pack for o in operands]
+        plan = _FLAT_LAUNCHERS[key] = (resolve(ew.kernel(op, pattern, "flat", cast), keys), packers)
+    launcher, packers = plan
+    packed = out._kflat + b"".join(
+        [o._kflat if pack is None else pack(o) for pack, o in zip(packers, operands, strict=True)]
+    )
+    launcher.launch_packed(*grid_1d(n), launch_stream(launcher.name)._h, packed)
 
 
 def _cast_for(compute: dt.DType) -> tuple[str, type]:
@@ -94,11 +110,11 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
         if type(a) is Tensor and a._contig:
             if type(b) is Tensor:
                 if b._contig and a.shape == b.shape:
-                    return _flat_binary(op, a, b)
+                    return _fast_binary(op, a, b, "aa")
             elif type(b) in _PYTHON_NUMBERS:
-                return _flat_scalar(op, a, b, "as")
+                return _fast_binary(op, a, b, "as")
         elif type(a) in _PYTHON_NUMBERS and type(b) is Tensor and b._contig:
-            return _flat_scalar(op, b, a, "sa")
+            return _fast_binary(op, a, b, "sa")
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb:
         compute_in = dt.promote(a.dtype, b.dtype)
@@ -136,49 +152,41 @@ def _binary_types(op: str, compute_in: dt.DType) -> tuple[dt.DType, str, type]:
     return out_dtype, cast, scalar_type
 
 
-_FLAT_PLANS: dict[tuple, tuple] = {}
-
-
-def _flat_binary(op: str, a: Tensor, b: Tensor) -> Tensor:
-    """The common case, same-shape contiguous tensors: one cached plan (output
-    dtype and resolved launcher) per op and dtypes, so a call only allocates,
-    packs and launches."""
-    key = (op, a.dtype, b.dtype)
-    plan = _FLAT_PLANS.get(key)
-    if plan is None:
-        out_dtype, cast, _ = _binary_types(op, dt.promote(a.dtype, b.dtype))
-        keys = [(d.name, 1, True) for d in (out_dtype, a.dtype, b.dtype)]
-        plan = _FLAT_PLANS[key] = (out_dtype, resolve(ew.kernel(op, "aa", "flat", cast), keys))
-    out = Tensor._empty(a.shape, plan[0])
-    n = out._storage.nbytes // plan[0].itemsize
-    if n:
-        launcher = plan[1]
-        launcher.launch_packed(*grid_1d(n), launch_stream(launcher.name)._h, out._kflat + a._kflat + b._kflat)
-    return out
-
-
 _PYTHON_NUMBERS = (float, int)  # bool is its own type and takes the general path
+_FAST_PLANS: dict[tuple, tuple] = {}
 
 
-def _flat_scalar(op: str, t: Tensor, s, pattern: str) -> Tensor:
-    """A contiguous tensor and a Python number (``pattern`` "as" or "sa"): a cached
-    plan per op, dtype and number type, as in ``_flat_binary``."""
-    key = (op, pattern, t.dtype, type(s))
-    plan = _FLAT_PLANS.get(key)
-    if plan is None:
-        out_dtype, cast, scalar_type = _binary_types(op, dt.promote_scalar(t.dtype, s))
-        keys = [(out_dtype.name, 1, True), (t.dtype.name, 1, True), scalar_type]
-        if pattern == "sa":
-            keys[1], keys[2] = keys[2], keys[1]
-        launcher = resolve(ew.kernel(op, pattern, "flat", cast), keys)
-        plan = _FLAT_PLANS[key] = (out_dtype, launcher, scalar_struct(scalar_type).pack)
+def _fast_binary(op: str, a, b, pattern: str) -> Tensor:
+    """Contiguous tensors of one shape, or a contiguous tensor and a Python number
+    (``pattern`` "aa", "as" or "sa"): one cached plan (output dtype, launcher,
+    number packer) per op and operand types; a call allocates, packs, launches."""
+    key = (op, pattern, a.dtype if pattern[0] == "a" else type(a), b.dtype if pattern[1] == "a" else type(b))
+    plan = _FAST_PLANS.get(key) or _fast_plan(key, a, b)
     out_dtype, launcher, pack = plan
-    out = Tensor._empty(t.shape, out_dtype)
+    out = Tensor._empty((a if pattern[0] == "a" else b).shape, out_dtype)
     n = out._storage.nbytes // out_dtype.itemsize
     if n:
-        packed = out._kflat + (t._kflat + pack(s) if pattern == "as" else pack(s) + t._kflat)
-        launcher.launch_packed(*grid_1d(n), launch_stream(launcher.name)._h, packed)
+        if pattern == "aa":
+            params = out._kflat + a._kflat + b._kflat
+        elif pattern == "as":
+            params = out._kflat + a._kflat + pack(b)
+        else:
+            params = out._kflat + pack(a) + b._kflat
+        launcher.launch_packed(*grid_1d(n), launch_stream(launcher.name)._h, params)
     return out
+
+
+def _fast_plan(key: tuple, a, b) -> tuple:
+    op, pattern = key[0], key[1]
+    if pattern == "aa":
+        compute_in = dt.promote(a.dtype, b.dtype)
+    else:
+        compute_in = dt.promote_scalar(*((a.dtype, b) if pattern == "as" else (b.dtype, a)))
+    out_dtype, cast, scalar_type = _binary_types(op, compute_in)
+    keys = [(x.dtype.name, 1, True) if pattern[i] == "a" else scalar_type for i, x in enumerate((a, b))]
+    launcher = resolve(ew.kernel(op, pattern, "flat", cast), [(out_dtype.name, 1, True), *keys])
+    plan = _FAST_PLANS[key] = (out_dtype, launcher, scalar_struct(scalar_type).pack)
+    return plan
 
 
 def _can_store(result: dt.DType, target: dt.DType) -> bool:
