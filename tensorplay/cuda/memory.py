@@ -141,10 +141,10 @@ class CachingAllocator:
             self._collect_pending()
             free = self._free.get(key)
         st = self.stats
-        if free:
+        try:  # list.pop is atomic, so two threads never get one block
             block = free.pop()
             st["num_cache_hits"] += 1
-        else:
+        except (AttributeError, IndexError):  # nothing cached for this key
             block = Block(self._device_alloc(size, pool), size, pool, key[1])
         block.requested = nbytes
         if pool != DEFAULT_POOL:

@@ -25,6 +25,7 @@ from .simgraph import Capture, SimCondition, SimGraph, SimGraphExec
 # Conditional handles of the process: the simulator's twin of the driver's
 # handle table, written by ``set_conditional`` from inside kernels.
 _CONDITIONS: dict[int, SimCondition] = {}
+_KERNEL_LOCK = threading.RLock()  # re-entrant: a while node's body runs inside its node
 _HANDLES = itertools.count(0x1000)
 
 
@@ -102,13 +103,14 @@ class SimLauncher:
                 dtype, ndim = spec
                 k = a._karray  # (meminfo, parent, nitems, itemsize, ptr, shape..., strides...)
                 fake.append(FakeCUDAArray(view(k[4], k[5 : 5 + ndim], k[5 + ndim :], dtype)))
-        kernel = self._dispatcher[grid, block, 0, shared_bytes]
+        dispatcher = self._dispatcher
 
         def run() -> None:
-            # Integer overflow wraps silently on the GPU; NumPy scalars warn.
-            with warnings.catch_warnings():
+            # Numba's simulator runs one kernel at a time in a process; integer
+            # overflow wraps silently on the GPU, where NumPy scalars warn.
+            with _KERNEL_LOCK, warnings.catch_warnings():
                 warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
-                kernel(*fake)
+                dispatcher[grid, block, 0, shared_bytes](*fake)
 
         self._backend.enqueue(stream, "kernel", run, f"{self.name}\\n<<<{grid}, {block}>>>")
 
