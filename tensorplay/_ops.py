@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _dtype as dt
 from ._shape import broadcast_shapes, broadcast_strides, coalesce
-from ._tensor import Tensor
+from ._tensor import _PACK_FLAT, Tensor
 from .cuda.backend import get as get_backend
 from .cuda.backend.params import scalar_struct
 from .kernels import elementwise as ew
@@ -164,14 +164,16 @@ def _fast_binary(op: str, a, b, pattern: str) -> Tensor:
     plan = _FAST_PLANS.get(key) or _fast_plan(key, a, b)
     out_dtype, launcher, pack = plan
     out = Tensor._empty((a if pattern[0] == "a" else b).shape, out_dtype)
-    n = out._storage.nbytes // out_dtype.itemsize
+    isz = out_dtype.itemsize
+    n = out._storage.nbytes // isz
     if n:
+        out._kf = _PACK_FLAT(0, 0, n, isz, out._ptr, n, isz)
         if pattern == "aa":
-            params = out._kflat + a._kflat + b._kflat
+            params = out._kf + a._kflat + b._kflat
         elif pattern == "as":
-            params = out._kflat + a._kflat + pack(b)
+            params = out._kf + a._kflat + pack(b)
         else:
-            params = out._kflat + pack(a) + b._kflat
+            params = out._kf + pack(a) + b._kflat
         launcher.launch_packed(*grid_1d(n), launch_stream(launcher.name)._h, params)
     return out
 

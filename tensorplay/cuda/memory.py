@@ -45,6 +45,16 @@ def round_size(nbytes: int) -> int:
     return -(-nbytes // _LARGE_ROUND) * _LARGE_ROUND
 
 
+_SIZES: dict[int, int] = {}  # request -> size class, for the sizes seen
+
+
+def _size_class(nbytes: int) -> int:
+    size = round_size(nbytes)
+    if len(_SIZES) < 65536:
+        _SIZES[nbytes] = size
+    return size
+
+
 class Block:
     """One device allocation of ``size`` bytes at ``ptr``."""
 
@@ -132,7 +142,7 @@ class CachingAllocator:
     # -- allocate and free -------------------------------------------------------
     def allocate(self, nbytes: int, stream) -> Block:
         pool = self._capture_pools.get(stream._key, DEFAULT_POOL) if self._capture_pools else DEFAULT_POOL
-        size = round_size(nbytes)
+        size = _SIZES.get(nbytes) or _size_class(nbytes)
         # Private pools ignore streams: a graph replays on whichever stream it is
         # launched on, and graphs sharing a pool replay in capture order.
         key = (pool, stream._key if pool == DEFAULT_POOL else 0, size)
