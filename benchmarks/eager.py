@@ -71,7 +71,7 @@ def _tp_add_ms(n: int) -> float:
 
 def bandwidth(rows: list, progress, mib: int = 1024) -> None:
     """GB/s of ``z = x + y`` on float32 arrays of ``mib`` MiB each (read 2, write 1)."""
-    n = mib * (1 << 20) // 4
+    n = int(mib * (1 << 20)) // 4
     gbytes = 3 * n * 4 / 1e9
     row = {"name": f"elementwise x + y, {mib} MiB float32, GB/s", "unit": "GB/s", "lower_is_better": False}
     row["tensorplay"] = gbytes / (_tp_add_ms(n) / 1e3)
@@ -99,4 +99,35 @@ def bandwidth(rows: list, progress, mib: int = 1024) -> None:
     tp.cuda.empty_cache()
 
 
-SECTIONS = [(eager_host, 4), (bandwidth, 3)]
+def bandwidth_launch_shapes(rows: list, progress, mib: int = 1024) -> None:
+    """The same ``x + y`` with larger grids than the default (the grid-stride
+    kernels allow any): a measurement for choosing ``grid_1d``'s limit."""
+    from tensorplay.kernels import launch
+
+    n = int(mib * (1 << 20)) // 4
+    gbytes = 3 * n * 4 / 1e9
+    limits, figures = list(launch._limits), {}
+    try:
+        for passes in (1, 4, 16):  # grid-stride passes per thread (4 elements each)
+            launch._grids.clear()
+            launch._limits[:] = [limits[0], max(limits[1], n // (4 * passes))]
+            figures[passes] = gbytes / (_tp_add_ms(n) / 1e3)
+    finally:
+        launch._grids.clear()
+        launch._limits[:] = limits
+    best = max(figures, key=figures.get)
+    rows.append(
+        {
+            "name": f"x + y, {mib} MiB, GB/s with a grid for 1/4/16 passes per thread",
+            "unit": "GB/s",
+            "lower_is_better": False,
+            "tensorplay": figures[best],
+            "target": ", ".join(f"{p} passes: {v:.0f}" for p, v in figures.items())
+            + f" (default grid: {limits[1]} threads)",
+        }
+    )
+    progress.step("bandwidth launch shapes")
+    tp.cuda.empty_cache()
+
+
+SECTIONS = [(eager_host, 4), (bandwidth, 3), (bandwidth_launch_shapes, 1)]
