@@ -106,6 +106,7 @@ def bandwidth_launch_shapes(rows: list, progress, mib: int = 1024) -> None:
 
     n = int(mib * (1 << 20)) // 4
     gbytes = 3 * n * 4 / 1e9
+    launch.grid_1d(1)  # reads the backend's limits
     limits, figures = list(launch._limits), {}
     try:
         for passes in (1, 4, 16):  # grid-stride passes per thread (4 elements each)
