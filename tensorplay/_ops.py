@@ -331,16 +331,22 @@ def _reduce_rows(op: str, rows: Tensor, out: Tensor, acc: np.dtype, scale: float
     m, k = rows.shape
     dev = get_backend()
     init = rk.identity_value(op, acc)
-    # about four items per thread for short rows; at most a full block for long ones
-    block = min(rk.BLOCK, dev.max_block, 1 << max(5, (-(-k // 4) - 1).bit_length()))
-    block = 1 << (block.bit_length() - 1)  # the tree reduction needs a power of two
+    threads = 1 << (min(rk.BLOCK, dev.max_block).bit_length() - 1)  # a power of two
+    block = min(threads, max(32, _pow2_at_least(-(-k // 4))))  # about four items per thread
     chunks = min(-(-k // (block * 4)), max(1, dev.max_threads_per_launch // block // m))
     if chunks > 1:  # few long rows: reduce chunks in parallel first
         partial = Tensor._empty((m, chunks), dt.from_numpy_dtype(acc))
         launch(rk.chunks_kernel(op, acc.name), (chunks, m, 1), (block, 1, 1), [rows, partial, init])
-        rows = partial
-    blocks = max(1, min(m, dev.max_threads_per_launch // block))
-    launch(rk.rows_kernel(op, acc.name), (blocks, 1, 1), (block, 1, 1), [rows, out, init, np.float64(scale)])
+        rows, k = partial, chunks
+    lanes = min(threads, _pow2_at_least(-(-k // 4)))  # short rows: several per block
+    per_block = threads // lanes
+    blocks = max(1, min(-(-m // per_block), dev.max_threads_per_launch // threads))
+    args = [rows, out, init, np.float64(scale)]
+    launch(rk.rows_kernel(op, acc.name), (blocks, 1, 1), (lanes, per_block, 1), args)
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
 
 
 # -- joining ----------------------------------------------------------------------------

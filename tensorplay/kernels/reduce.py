@@ -70,24 +70,29 @@ def _parts(op: str):
         return combine(combine(a0, a1), combine(a2, a3))
 
     @cuda.jit(device=True, inline=True)
-    def tree(scratch, tid, nt, acc):
-        """The block's combined value, through shared memory (nt a power of two)."""
-        scratch[tid] = acc
+    def tree(scratch, base, lane, lanes, acc):
+        """Combine the ``lanes`` values of one segment of the block (``lanes`` a
+        power of two) through shared memory; every thread of the block calls it."""
+        scratch[base + lane] = acc
         cuda.syncthreads()
-        half = nt // 2
+        half = lanes // 2
         while half > 0:
-            if tid < half:
-                scratch[tid] = combine(scratch[tid], scratch[tid + half])
+            if lane < half:
+                scratch[base + lane] = combine(scratch[base + lane], scratch[base + lane + half])
             cuda.syncthreads()
             half //= 2
-        return scratch[0]
+        return scratch[base]
 
     return strided, tree
 
 
 @functools.cache
 def rows_kernel(op: str, acc: str):
-    """``out[m] = finalize(reduce(x[m, :]), scale)`` for a 2-D ``x``."""
+    """``out[m] = finalize(reduce(x[m, :]), scale)`` for a 2-D ``x``.
+
+    A block is ``(lanes, rows)`` threads: ``blockDim.y`` rows at a time, each
+    reduced by ``blockDim.x`` lanes, so short rows do not leave threads idle.
+    """
     strided, tree = _parts(op)
     finalize = FINALIZE["mean" if op == "mean" else "sum"]
     acc_t = np.dtype(acc).type
@@ -95,15 +100,21 @@ def rows_kernel(op: str, acc: str):
 
     def rows(x, out, init, scale):
         scratch = cuda.shared.array(BLOCK, acc_t)
-        tid = cuda.threadIdx.x
-        nt = cuda.blockDim.x
-        row = cuda.blockIdx.x
-        while row < x.shape[0]:
-            total = tree(scratch, tid, nt, strided(x, row, u64(tid), u64(nt), u64(x.shape[1]), init))
-            if tid == 0:
+        lane = cuda.threadIdx.x
+        lanes = cuda.blockDim.x
+        base = cuda.threadIdx.y * lanes
+        m_count = x.shape[0]
+        first = cuda.blockIdx.x * cuda.blockDim.y
+        while first < m_count:  # the same trip count for every thread of the block
+            row = first + cuda.threadIdx.y
+            acc = init
+            if row < m_count:
+                acc = strided(x, row, u64(lane), u64(lanes), u64(x.shape[1]), init)
+            total = tree(scratch, base, lane, lanes, acc)
+            if lane == 0 and row < m_count:
                 out[row] = finalize(total, scale)
             cuda.syncthreads()
-            row += cuda.gridDim.x
+            first += cuda.gridDim.x * cuda.blockDim.y
 
     rows.__qualname__ = f"reduce.{op}_rows"
     return cuda.jit(rows)
@@ -122,7 +133,7 @@ def chunks_kernel(op: str, acc: str):
         nt = cuda.blockDim.x
         first = u64(cuda.blockIdx.x * nt + tid)
         step = u64(cuda.gridDim.x * nt)
-        total = tree(scratch, tid, nt, strided(x, cuda.blockIdx.y, first, step, u64(x.shape[1]), init))
+        total = tree(scratch, 0, tid, nt, strided(x, cuda.blockIdx.y, first, step, u64(x.shape[1]), init))
         if tid == 0:
             partials[cuda.blockIdx.y, cuda.blockIdx.x] = total
 
