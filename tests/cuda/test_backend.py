@@ -115,7 +115,7 @@ def test_auto_announces_the_simulator_once_in_one_line():
         assert lines[0] == "sim"
         assert len(lines) == 2, lines
         category, message = lines[1].split(" ", 1)
-        assert category == "UserWarning"
+        assert category == "SimulatorWarning"
         assert "\\n" not in message
         assert "CPU simulator" in message and "TENSORPLAY_BACKEND=sim" in message
 
@@ -127,7 +127,11 @@ def test_auto_warning_on_stderr_when_not_captured():
     if proc.stdout.strip() == "cuda":
         assert mentions == []
     else:
-        assert len(mentions) == 1
+        assert mentions == [
+            "tensorplay:0: SimulatorWarning: tensorplay: no CUDA device found, running on the CPU simulator "
+            "(set TENSORPLAY_BACKEND=sim to silence this)"
+        ]
+        assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_explicit_sim_is_silent():

@@ -36,7 +36,7 @@ import warnings
 
 from .errors import CaptureError, CudaError
 
-__all__ = ["CaptureError", "CudaError", "get", "name"]
+__all__ = ["CaptureError", "CudaError", "SimulatorWarning", "get", "name"]
 
 _backend = None
 
@@ -57,6 +57,10 @@ def _driver_answers() -> bool:
         return False
 
 
+class SimulatorWarning(UserWarning):
+    """Announces that ``auto`` fell back to the CPU simulator."""
+
+
 def _choose() -> str:
     wanted = os.environ.get("TENSORPLAY_BACKEND", "auto").strip().lower()
     if wanted not in ("auto", "cuda", "sim"):
@@ -71,9 +75,12 @@ def _choose() -> str:
             "(libcuda could not be loaded or cuInit failed); install the NVIDIA "
             "driver, or set TENSORPLAY_BACKEND=sim to run on the CPU simulator"
         )
-    warnings.warn(
+    # warn_explicit with no source file to quote keeps the announcement to one line
+    warnings.warn_explicit(
         "tensorplay: no CUDA device found, running on the CPU simulator (set TENSORPLAY_BACKEND=sim to silence this)",
-        stacklevel=3,
+        SimulatorWarning,
+        "tensorplay",
+        0,
     )
     return "sim"
 
