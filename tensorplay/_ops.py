@@ -18,7 +18,6 @@ from .kernels.launch import ArrayArg, grid_1d, launch, launch_stream, resolve
 
 __all__ = ["binary", "elementwise", "reduce", "unary"]
 
-_ARITH = {"add", "sub", "mul", "floordiv", "mod", "pow", "maximum", "minimum"}
 _COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 _LOGICAL = {"and", "or", "xor"}
 _FLOAT_UNARY = {"exp", "log", "sqrt", "tanh", "sin", "cos", "sigmoid"}

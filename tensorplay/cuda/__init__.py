@@ -54,6 +54,11 @@ def get_device_name(device: int | None = None) -> str:
     return _device.device_name()
 
 
+def mem_get_info() -> tuple[int, int]:
+    """(free, total) bytes of device memory, as the driver reports them."""
+    return _device.mem_info()
+
+
 from . import graphs  # noqa: E402
 from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing  # noqa: E402
 
@@ -71,6 +76,6 @@ __all__ = [
     "current_device", "graph", "graph_pool_handle", "graphs", "is_current_stream_capturing",
     "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name",
     "grid", "gridsize", "is_available", "launch", "max_memory_allocated", "memory_allocated",
-    "memory_reserved", "memory_stats", "reset_peak_memory_stats", "set_stream", "stream",
+    "mem_get_info", "memory_reserved", "memory_stats", "reset_peak_memory_stats", "set_stream", "stream",
     "synchronize",
 ]  # fmt: skip

@@ -133,9 +133,6 @@ class CachingAllocator:
         """Blocks allocated during the capture ``token`` that are still in use."""
         return list(self._live_by_capture.get(token, ()))
 
-    def pools_in_use(self) -> set:
-        return set(self._pool_users)
-
     def pool_reserved(self, pool) -> int:
         return self._reserved.get(pool, 0)
 

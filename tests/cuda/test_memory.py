@@ -260,3 +260,8 @@ def test_private_pool_blocks_are_not_handed_to_the_default_pool():
     tp.cuda.empty_cache()
     assert allocator.pool_reserved(pool) == 0
     assert tp.cuda.memory_reserved() == tp.cuda.memory_allocated()
+
+
+def test_mem_get_info_reports_free_within_total():
+    free, total = tp.cuda.mem_get_info()
+    assert 0 < free <= total
