@@ -139,6 +139,8 @@ def main() -> None:
         ("host loop, eager ops + check", t_eager),
     ]:
         print(f"{name:34}{t / iters * 1e6:14.1f}{t / t_graph:9.1f}x")
+    if sim:
+        print("(on the simulator these times measure Python, not a GPU; the loop logic is what runs the same)")
     print(f"graph written to {g.debug_dump(args.dot)} (render with: dot -Tsvg {args.dot})")
 
 
