@@ -98,4 +98,49 @@ def while_loop(rows: list, progress) -> None:
     progress.step("torch host loop")
 
 
-SECTIONS = [(while_loop, 4)]
+@tp.jit
+def count_down(n, flag):
+    """The whole loop body in one kernel: n -= 1; flag = n > 0."""
+    if tp.cuda.grid(1) == 0:
+        n[0] -= 1
+        flag[0] = n[0] > 0
+
+
+def while_overhead(rows: list, progress) -> None:
+    """A one-kernel body: what a pass of a while node costs beyond its body
+    (the condition setter and the driver's re-launch of the body)."""
+    iters = 2000 if tp.cuda.backend() == "cuda" else 20
+    n, flag = tp.zeros(1, dtype=tp.int32), tp.empty(1, dtype=tp.bool)
+    count_down[1, 32](n, flag)  # compile outside capture
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        tp.gt(n, 0, out=flag)
+        with g.while_(flag):
+            count_down[1, 32](n, flag)
+    flat = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(flat):
+        for _ in range(100):
+            count_down[1, 32](n, flag)
+
+    def run(graph, count):
+        def go():
+            n.fill_(count)
+            graph.replay()
+
+        go()
+        return min(_timed(go, tp.cuda.synchronize) for _ in range(5)) / count * 1e6
+
+    rows.append(
+        {
+            "name": "while node with a 1-kernel body, us per pass (driver column: the kernel unrolled)",
+            "unit": "us",
+            "lower_is_better": True,
+            "tensorplay": run(g, iters),
+            "driver": run(flat, 100),
+            "target": "the difference is the per-pass cost of a while node",
+        }
+    )
+    progress.step("while overhead")
+
+
+SECTIONS = [(while_loop, 4), (while_overhead, 1)]
