@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 import tensorplay as tp
 from benchmarks.common import optional
 
@@ -106,9 +108,17 @@ def count_down(n, flag):
         flag[0] = n[0] > 0
 
 
+@tp.jit
+def count_down_and_set(n, handle):
+    """The same, setting the while node's condition itself (no flag, no setter kernel)."""
+    if tp.cuda.grid(1) == 0:
+        n[0] -= 1
+        tp.cuda.set_conditional(handle, np.uint32(1 if n[0] > 0 else 0))
+
+
 def while_overhead(rows: list, progress) -> None:
-    """A one-kernel body: what a pass of a while node costs beyond its body
-    (the condition setter and the driver's re-launch of the body)."""
+    """A one-kernel body: what a pass of a while node costs beyond its body, with
+    the condition copied from a flag and with the kernel setting it."""
     iters = 2000 if tp.cuda.backend() == "cuda" else 20
     n, flag = tp.zeros(1, dtype=tp.int32), tp.empty(1, dtype=tp.bool)
     count_down[1, 32](n, flag)  # compile outside capture
@@ -117,6 +127,10 @@ def while_overhead(rows: list, progress) -> None:
         tp.gt(n, 0, out=flag)
         with g.while_(flag):
             count_down[1, 32](n, flag)
+    fused = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(fused):
+        with fused.while_() as handle:
+            count_down_and_set[1, 32](n, handle)
     flat = tp.cuda.CUDAGraph()
     with tp.cuda.graph(flat):
         for _ in range(100):
@@ -130,16 +144,18 @@ def while_overhead(rows: list, progress) -> None:
         go()
         return min(_timed(go, tp.cuda.synchronize) for _ in range(5)) / count * 1e6
 
-    rows.append(
-        {
-            "name": "while node with a 1-kernel body, us per pass (driver column: the kernel unrolled)",
-            "unit": "us",
-            "lower_is_better": True,
-            "tensorplay": run(g, iters),
-            "driver": run(flat, 100),
-            "target": "the difference is the per-pass cost of a while node",
-        }
-    )
+    unrolled = run(flat, 100)
+    for name, graph in [("flag + setter kernel", g), ("kernel sets the condition", fused)]:
+        rows.append(
+            {
+                "name": f"while node, 1-kernel body, {name}, us per pass (driver column: unrolled)",
+                "unit": "us",
+                "lower_is_better": True,
+                "tensorplay": run(graph, iters),
+                "driver": unrolled,
+                "target": "the difference is the per-pass cost of a while node",
+            }
+        )
     progress.step("while overhead")
 
 

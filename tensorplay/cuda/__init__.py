@@ -30,6 +30,9 @@ from .streams import (
 _device = _get_backend()
 grid = _device.grid  # use inside kernels: i = tp.cuda.grid(1)
 gridsize = _device.gridsize
+# inside kernels: tp.cuda.set_conditional(handle, np.uint32(keep_going)) sets a
+# conditional graph node's condition (the handle from `with g.while_() as handle`)
+set_conditional = _device.conditional_setter()
 
 
 def backend() -> str:
@@ -75,7 +78,7 @@ __all__ = [
     "CUDAGraph", "CaptureError", "CudaError", "Event", "Stream", "backend", "capture_stream",
     "current_device", "graph", "graph_pool_handle", "graphs", "is_current_stream_capturing",
     "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name",
-    "grid", "gridsize", "is_available", "launch", "max_memory_allocated", "memory_allocated",
+    "grid", "gridsize", "is_available", "set_conditional", "launch", "max_memory_allocated", "memory_allocated",
     "mem_get_info", "memory_reserved", "memory_stats", "reset_peak_memory_stats", "set_stream", "stream",
     "synchronize",
 ]  # fmt: skip

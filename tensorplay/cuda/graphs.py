@@ -29,6 +29,8 @@ import subprocess
 import weakref
 from contextlib import contextmanager
 
+import numpy as np
+
 from .backend import CaptureError
 from .backend import get as get_backend
 from .memory import allocator
@@ -189,30 +191,37 @@ class CUDAGraph:
 
     @contextmanager
     def if_(self, pred):
-        """``with g.if_(flag):`` captures the body of an if node."""
+        """``with g.if_(flag) as handle:`` captures the body of an if node."""
         self.begin_capture_to_if_node(pred)
-        yield self
+        yield np.uint64(self._open[-1].handle)
         self.end_capture_to_conditional_node()
 
     @contextmanager
-    def while_(self, pred):
-        """``with g.while_(flag):`` captures a loop body run while ``flag`` holds;
-        update ``flag`` inside the body (e.g. ``tp.gt(residual, tol, out=flag)``)."""
-        self.begin_capture_to_while_node(pred)
-        yield self
+    def while_(self, pred=None):
+        """``with g.while_(flag) as handle:`` captures a loop body run while ``flag``
+        holds; update ``flag`` inside the body (``tp.gt(residual, tol, out=flag)``).
+
+        With no ``flag`` the loop is a do-while driven by your own kernels: the
+        body runs once, then again while a kernel of the last pass called
+        ``tp.cuda.set_conditional(handle, 1)``. That saves the kernel that
+        copies a flag into the condition on every pass.
+        """
+        self._begin_conditional("while", pred)
+        yield np.uint64(self._open[-1].handle)
         self.end_capture_to_conditional_node()
 
     def _begin_conditional(self, kind: str, pred) -> None:
         if self._stream is None:
             raise RuntimeError(f"begin_capture_to_{kind}_node() needs a capture in progress")
-        _check_predicate(pred)
+        if pred is not None or kind != "while":
+            _check_predicate(pred)
         dev = get_backend()
         missing = dev.conditional_support()
         if missing:
             raise RuntimeError(missing)
         outer = self._open[-1].body if self._open else self._stream
         handle = dev.conditional_handle(outer._h)
-        _set_condition(handle, pred, outer)
+        _set_condition(handle, pred, outer)  # no pred: a do-while, its first pass always runs
         body = Stream._wrap(dev.conditional_add(outer._h, handle, kind, self._mode))
         allocator.route_to_pool(body, self._pool, self._token)
         self._open.append(_OpenConditional(kind, handle, pred, body, current_stream()))
@@ -221,7 +230,7 @@ class CUDAGraph:
     def _close_conditional(self) -> None:
         node = self._open.pop()
         try:
-            if node.kind == "while":
+            if node.kind == "while" and node.pred is not None:
                 _set_condition(node.handle, node.pred, node.body)  # the end of each pass
         finally:
             set_stream(node.previous)
@@ -341,12 +350,14 @@ def _check_predicate(pred) -> None:
 
 
 def _set_condition(handle: int, pred, stream: Stream) -> None:
-    import numpy as np
-
-    from ..kernels.conditional import set_from_flag
+    """Launch the kernel that sets ``handle`` from ``pred`` (to 1 when None)."""
+    from ..kernels.conditional import set_from_flag, set_to
     from ..kernels.launch import launch
 
-    launch(set_from_flag(), (1, 1, 1), (1, 1, 1), [np.uint64(handle), pred.reshape(1)._flat()], stream)
+    if pred is None:
+        launch(set_to(), (1, 1, 1), (1, 1, 1), [np.uint64(handle), np.uint32(1)], stream)
+    else:
+        launch(set_from_flag(), (1, 1, 1), (1, 1, 1), [np.uint64(handle), pred.reshape(1)._flat()], stream)
 
 
 def export_dot(file_path: str) -> str:

@@ -9,7 +9,7 @@ from numba import cuda
 
 from ..cuda.backend import get as get_backend
 
-__all__ = ["set_from_flag"]
+__all__ = ["set_from_flag", "set_to"]
 
 
 @functools.cache
@@ -27,3 +27,16 @@ def set_from_flag():
 
     set_conditional_from_flag.__qualname__ = "conditional.set_from_flag"
     return cuda.jit(set_conditional_from_flag)
+
+
+@functools.cache
+def set_to():
+    """``set_to[1, 1](handle, value)``: set the handle to a constant (a do-while's first pass)."""
+    setter = get_backend().conditional_setter()
+
+    def set_conditional_to(handle, value):
+        if cuda.grid(1) == 0:
+            setter(handle, value)
+
+    set_conditional_to.__qualname__ = "conditional.set_to"
+    return cuda.jit(set_conditional_to)

@@ -174,3 +174,42 @@ def test_dot_shows_the_body(tmp_path):
     text = open(g.debug_dump(str(tmp_path / "w.dot"))).read()
     assert "conditional.set_from_flag" in text
     assert "elementwise.sub_as_flat" in text
+
+
+@tp.jit
+def count_down(n, handle):
+    """One kernel is the whole loop test: n -= 1, go on while n > 0."""
+    if tp.cuda.grid(1) == 0:
+        n[0] -= 1
+        tp.cuda.set_conditional(handle, np.uint32(1 if n[0] > 0 else 0))
+
+
+@pytest.mark.parametrize("start, passes", [(5, 5), (1, 1), (0, 1)])  # a do-while runs at least once
+def test_do_while_driven_by_a_custom_kernel(start, passes):
+    n, acc = tp.tensor([start], dtype=tp.int32), tp.zeros(1)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_() as handle:
+            acc.add_(1.0)
+            count_down[1, 1](n, handle)
+    g.replay()
+    assert acc.item() == passes
+    n.fill_(3)
+    g.replay()  # the condition starts over at every launch
+    assert acc.item() == passes + 3
+
+
+def test_do_while_nested_in_a_while_restarts_every_outer_pass():
+    i, n, acc = tp.zeros(1, dtype=tp.int32), tp.zeros(1, dtype=tp.int32), tp.zeros(1)
+    outer = tp.tensor([True])
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(outer):
+            n.fill_(4)
+            with g.while_() as handle:
+                acc.add_(1.0)
+                count_down[1, 1](n, handle)
+            i.add_(1)
+            tp.lt(i, 3, out=outer)
+    g.replay()
+    assert (acc.item(), i.item()) == (12.0, 3)

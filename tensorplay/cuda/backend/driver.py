@@ -175,6 +175,7 @@ class DriverBackend:
         self.max_threads_per_launch = self._sm_count * 2048
         self._relaxed = _CAPTURE_MODES["relaxed"]
         self._conditional_support: str | None | bool = False  # not yet checked
+        self._setter = None
 
     # -- device ------------------------------------------------------------
     def ensure_thread(self) -> None:
@@ -318,10 +319,12 @@ class DriverBackend:
 
     def conditional_setter(self):
         """A device function ``(uint64 handle, uint32 value) -> int32`` calling
-        ``cudaGraphSetConditional``, linked from CUDA C source."""
-        cuda = self._numba_cuda
-        links = [cuda.CUSource(_SET_CONDITIONAL_SRC)] + _cudadevrt()[:1]
-        return cuda.declare_device("tp_set_conditional", "int32(uint64, uint32)", link=links, abi="c")
+        ``cudaGraphSetConditional``, linked from CUDA C source (made once)."""
+        if self._setter is None:
+            cuda = self._numba_cuda
+            links = [cuda.CUSource(_SET_CONDITIONAL_SRC)] + _cudadevrt()[:1]
+            self._setter = cuda.declare_device("tp_set_conditional", "int32(uint64, uint32)", link=links, abi="c")
+        return self._setter
 
     def conditional_handle(self, stream) -> int:
         _, _, graph, *_ = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(stream))

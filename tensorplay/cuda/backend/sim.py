@@ -152,6 +152,7 @@ class SimBackend:
         self._ids = itertools.count(1)
         self.legacy_stream = SimStream(0)
         self._captures: list[Capture] = []
+        self._setter = None
 
     # -- device ------------------------------------------------------------
     def ensure_thread(self) -> None:
@@ -408,7 +409,9 @@ class SimBackend:
         return None
 
     def conditional_setter(self):
-        return self._numba_cuda.jit(device=True)(set_conditional)
+        if self._setter is None:
+            self._setter = self._numba_cuda.jit(device=True)(set_conditional)
+        return self._setter
 
     def conditional_handle(self, stream) -> int:
         if stream.capture is None:
