@@ -247,10 +247,12 @@ def synchronize() -> None:
 
 
 def refuse_during_capture(what: str, s: Stream | None = None) -> None:
-    """Raise ``CaptureError`` if ``s`` (the current stream if None) is capturing."""
+    """Raise ``CaptureError`` if ``s`` (the current stream if None) is capturing,
+    or if another stream's capture forbids host waits (global and thread-local modes)."""
     s = s or current_stream()
     if _device().capture_status(s._h) != "none":
         raise CaptureError(
             f"{what} is not allowed while stream {s.handle:#x} is capturing a graph; "
             "do it before capture_begin() or after capture_end()"
         )
+    capture_state.refuse(what)

@@ -352,3 +352,27 @@ def test_launch_on_the_legacy_stream_during_a_capture_is_refused(op):
         y = op(x)  # the capture is still valid
     g.replay()
     np.testing.assert_allclose(y.numpy(), op(x).numpy())
+
+
+def test_readback_on_another_stream_is_refused_without_spoiling_the_capture():
+    x = tp.ones(4)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        x.add_(1.0)
+        with tp.cuda.stream(tp.cuda.default_stream()):
+            with pytest.raises(tp.cuda.CaptureError, match="reading a tensor back .* is capturing a graph"):
+                x.numpy()
+        x.add_(1.0)
+    g.replay()
+    assert x.numpy().tolist() == [3.0] * 4
+
+
+def test_readback_on_another_stream_is_allowed_in_relaxed_mode():
+    x, y = tp.ones(4), tp.full((4,), 5.0)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g, capture_error_mode="relaxed"):
+        x.add_(1.0)
+        with tp.cuda.stream(tp.cuda.default_stream()):
+            assert y.numpy().tolist() == [5.0] * 4
+    g.replay()
+    assert x.numpy().tolist() == [2.0] * 4
