@@ -32,7 +32,13 @@ grid = _device.grid  # use inside kernels: i = tp.cuda.grid(1)
 gridsize = _device.gridsize
 # inside kernels: tp.cuda.set_conditional(handle, np.uint32(keep_going)) sets a
 # conditional graph node's condition (the handle from `with g.while_() as handle`)
-set_conditional = _device.conditional_setter()
+try:
+    set_conditional = _device.conditional_setter()
+except Exception as _error:  # conditional nodes then say why when used
+    _reason = f"tp.cuda.set_conditional is not available here: {_error}"
+
+    def set_conditional(handle, value):
+        raise RuntimeError(_reason)
 
 
 def backend() -> str:
