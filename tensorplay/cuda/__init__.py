@@ -74,7 +74,22 @@ from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_captu
 
 def launch(kernel, blocks, threads, *args, stream: Stream | None = None, shared_bytes: int = 0) -> None:
     """Launch a plain ``numba.cuda.jit`` kernel (or a ``tp.jit`` one) on ``stream``
-    (the current stream if None); Tensors go in as arrays."""
+    (the current stream if None); Tensors go in as arrays.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> from numba import cuda
+    >>> @cuda.jit
+    ... def double(x):
+    ...     i = cuda.grid(1)
+    ...     if i < x.size:
+    ...         x[i] *= 2
+    >>> t = tp.arange(4).float()
+    >>> tp.cuda.launch(double, 1, 4, t)
+    >>> t.tolist()
+    [0.0, 2.0, 4.0, 6.0]
+    """
     from .._jit import launch_kernel
 
     launch_kernel(kernel, blocks, threads, args, stream, shared_bytes)

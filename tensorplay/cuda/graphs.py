@@ -44,7 +44,25 @@ _last_capture: list = [None]  # weak reference to the most recently captured gra
 
 
 def graph_pool_handle():
-    """A new memory pool id that several graphs can share (pass it as ``pool=``)."""
+    """A new memory pool id that several graphs can share (pass it as ``pool=``).
+
+    Graphs captured one after another into one pool take about the memory of the
+    largest, not the sum; replay them in the order they were captured.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> pool = tp.cuda.graph_pool_handle()
+    >>> x = tp.ones(8)
+    >>> g1, g2 = tp.cuda.CUDAGraph(), tp.cuda.CUDAGraph()
+    >>> with tp.cuda.graph(g1, pool=pool):
+    ...     y = x * 2
+    >>> with tp.cuda.graph(g2, pool=pool):
+    ...     z = y + 1
+    >>> g1.replay(); g2.replay()
+    >>> z.tolist()[:2]
+    [3.0, 3.0]
+    """
     return allocator.new_pool_id()
 
 
@@ -205,6 +223,20 @@ class CUDAGraph:
         body runs once, then again while a kernel of the last pass called
         ``tp.cuda.set_conditional(handle, 1)``. That saves the kernel that
         copies a flag into the condition on every pass.
+
+        Examples
+        --------
+        >>> import tensorplay as tp
+        >>> n, flag, total = tp.tensor([4]), tp.tensor([True]), tp.zeros(1)
+        >>> g = tp.cuda.CUDAGraph()
+        >>> with tp.cuda.graph(g):
+        ...     with g.while_(flag):
+        ...         _ = total.add_(n)
+        ...         _ = n.sub_(1)
+        ...         _ = tp.gt(n, 0, out=flag)
+        >>> g.replay()
+        >>> total.item()
+        10.0
         """
         self._begin_conditional("while", pred)
         yield np.uint64(self._open[-1].handle)
