@@ -26,6 +26,22 @@ def _timed(fn, sync) -> float:
     return time.perf_counter() - t0
 
 
+@tp.jit
+def count_down(n, flag):
+    """The whole loop body in one kernel: n -= 1; flag = n > 0."""
+    if tp.cuda.grid(1) == 0:
+        n[0] -= 1
+        flag[0] = n[0] > 0
+
+
+@tp.jit
+def count_down_and_set(n, handle):
+    """The same, setting the while node's condition itself (no flag, no setter kernel)."""
+    if tp.cuda.grid(1) == 0:
+        n[0] -= 1
+        tp.cuda.set_conditional(handle, np.uint32(1 if n[0] > 0 else 0))
+
+
 def while_loop(rows: list, progress) -> None:
     big = tp.cuda.backend() == "cuda"
     iters, unroll = (2000, 100) if big else (20, 5)
@@ -66,6 +82,41 @@ def while_loop(rows: list, progress) -> None:
 
     per_host = _timed(host_loop, sync) / iters * 1e6
     progress.step("host loop")
+
+    # the same loop with the test fused into one kernel that sets the condition
+    fused = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(fused):
+        with fused.while_() as handle:
+            x.add_(1.0)
+            count_down_and_set[1, 32](n, handle)
+
+    flat_fused = tp.cuda.CUDAGraph()  # the same two kernels, unrolled (writing a flag instead)
+    with tp.cuda.graph(flat_fused):
+        for _ in range(unroll):
+            x.add_(1.0)
+            count_down[1, 32](n, flag)
+
+    def run_fused():
+        n.fill_(iters)
+        fused.replay()
+
+    def run_flat_fused():
+        n.fill_(unroll)
+        flat_fused.replay()
+
+    run_fused()
+    run_flat_fused()
+    per_fused = min(_timed(run_fused, sync) for _ in range(5)) / iters * 1e6
+    rows.append(
+        {
+            "name": "while node, 2-kernel body whose kernel sets the condition, us/iter (driver: unrolled)",
+            "unit": "us",
+            "lower_is_better": True,
+            "tensorplay": per_fused,
+            "driver": min(_timed(run_flat_fused, sync) for _ in range(5)) / unroll * 1e6,
+            "target": f"<= 1.1x unrolled; host loop {per_host / per_fused:.1f}x slower",
+        }
+    )
     row = {
         "name": "while node, us per iteration (driver column: same body unrolled in a graph)",
         "unit": "us",
@@ -98,22 +149,6 @@ def while_loop(rows: list, progress) -> None:
         host["torch"] = _timed(torch_loop, torch.cuda.synchronize) / iters * 1e6
     rows.append(host)
     progress.step("torch host loop")
-
-
-@tp.jit
-def count_down(n, flag):
-    """The whole loop body in one kernel: n -= 1; flag = n > 0."""
-    if tp.cuda.grid(1) == 0:
-        n[0] -= 1
-        flag[0] = n[0] > 0
-
-
-@tp.jit
-def count_down_and_set(n, handle):
-    """The same, setting the while node's condition itself (no flag, no setter kernel)."""
-    if tp.cuda.grid(1) == 0:
-        n[0] -= 1
-        tp.cuda.set_conditional(handle, np.uint32(1 if n[0] > 0 else 0))
 
 
 def while_overhead(rows: list, progress) -> None:
