@@ -90,6 +90,21 @@ def scalar_kind(v) -> str:
     raise TypeError(f"expected a tensor or a Python number, got {type(v).__name__}")
 
 
+def default_for_kind(kind: str) -> DType:
+    """The dtype of new tensors made from data of a NumPy kind ("b", "i", "u", "f")."""
+    return bool if kind == "b" else DEFAULT_INT if kind in "iu" else DEFAULT_FLOAT
+
+
+def scalar_dtype(v) -> DType:
+    """The dtype of a tensor made from the Python number ``v`` (float32 for floats)."""
+    return default_for_kind(scalar_kind(v))
+
+
+def can_store(result: DType, target: DType) -> _builtin_bool:
+    """Whether an in-place op may write ``result`` values into a ``target`` tensor."""
+    return _KIND_ORDER[result.kind] <= _KIND_ORDER[target.kind]
+
+
 def promote_scalar(t: DType, v) -> DType:
     """The result type of a binary op on a tensor and a Python number."""
     k = scalar_kind(v)

@@ -38,7 +38,7 @@ def _host_array(data, dtype: dt.DType | None) -> np.ndarray:
             raise TypeError(f"expected numbers, nested lists of numbers or an array, got {type(data).__name__}")
         if dtype is None:
             kind = arr.dtype.kind
-            dtype = dt.bool if kind == "b" else dt.DEFAULT_INT if kind in "iu" else dt.DEFAULT_FLOAT
+            dtype = dt.default_for_kind(kind)
     # not np.ascontiguousarray: it turns 0-d data into shape (1,)
     return np.asarray(arr, dtype=(dtype or dt.from_numpy_dtype(arr.dtype)).np, order="C")
 
@@ -94,8 +94,7 @@ def empty(*shape, dtype=None) -> Tensor:
 
 def full(shape, fill_value, dtype=None) -> Tensor:
     if dtype is None:
-        kind = dt.scalar_kind(fill_value)
-        dtype = dt.bool if kind == "b" else dt.DEFAULT_INT if kind == "i" else dt.DEFAULT_FLOAT
+        dtype = dt.scalar_dtype(fill_value)
     return empty(shape, dtype=dtype).fill_(fill_value)
 
 
@@ -129,7 +128,7 @@ def arange(start, end=None, step=1, dtype=None) -> Tensor:
         start, end = 0, start
     host = np.arange(start, end, step)
     if dtype is None:
-        dtype = dt.DEFAULT_INT if host.dtype.kind in "iu" else dt.DEFAULT_FLOAT
+        dtype = dt.default_for_kind(host.dtype.kind)
     return tensor(host, dtype=dtype)
 
 

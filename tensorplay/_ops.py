@@ -136,7 +136,7 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
         out = Tensor._empty(shape, out_dtype)
     elif out.shape != shape and broadcast_shapes(out.shape, shape) != out.shape:
         raise ValueError(f"in-place '{_SYMBOL.get(op, op)}' cannot write shape {shape} into shape {out.shape}")
-    elif not _can_store(out_dtype, out.dtype):
+    elif not dt.can_store(out_dtype, out.dtype):
         raise TypeError(f"in-place '{_SYMBOL.get(op, op)}' would store {out_dtype} results in a {out.dtype} tensor")
     operands = [x if isinstance(x, Tensor) else scalar_type(x) for x in (a, b)]
     return elementwise(op, out, operands, cast)
@@ -190,11 +190,6 @@ def _fast_plan(key: tuple, a, b) -> tuple:
     return plan
 
 
-def _can_store(result: dt.DType, target: dt.DType) -> bool:
-    order = {"b": 0, "i": 1, "f": 2}
-    return order[result.kind] <= order[target.kind]
-
-
 def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
     if op in _FLOAT_UNARY:
         out_dtype = x.dtype if x.dtype.kind == "f" else dt.DEFAULT_FLOAT
@@ -241,18 +236,12 @@ def where(cond: Tensor, a, b) -> Tensor:
         common = t.dtype if common is None else dt.promote(common, t.dtype)
     for s in (a, b):
         if not isinstance(s, Tensor):
-            common = dt.promote_scalar(common, s) if common else _scalar_dtype(s)
+            common = dt.promote_scalar(common, s) if common else dt.scalar_dtype(s)
     shape = broadcast_shapes(cond.shape, *[t.shape for t in tensors])
     cast, scalar_type = _cast_for(common)
     out = Tensor._empty(shape, common)
     operands = [cond] + [x if isinstance(x, Tensor) else scalar_type(x) for x in (a, b)]
     return elementwise("where", out, operands, cast)
-
-
-def _scalar_dtype(v) -> dt.DType:
-    """The dtype of a tensor made from the Python number ``v`` (float32 for floats)."""
-    kind = dt.scalar_kind(v)
-    return dt.bool if kind == "b" else dt.DEFAULT_INT if kind == "i" else dt.DEFAULT_FLOAT
 
 
 def clamp(x: Tensor, lo=None, hi=None) -> Tensor:

@@ -12,11 +12,12 @@ from . import _dtype as dt
 from ._math import TensorMath
 from .cuda import memory as _memory
 from .cuda.backend import get as get_backend
+from .cuda.backend.params import array_struct
 from .cuda.streams import current_stream, refuse_during_capture
-from .kernels.launch import ArrayArg, KernelArray, _pack_int64s
+from .kernels.launch import ArrayArg, KernelArray
 
 _allocate = _memory.allocator.allocate
-_PACK_FLAT = _pack_int64s(7)  # a 1-D array: meminfo, parent, nitems, itemsize, data, shape, stride
+_PACK_FLAT = array_struct(1).pack  # a 1-D array: meminfo, parent, nitems, itemsize, data, shape, stride
 
 __all__ = ["Storage", "Tensor", "contiguous_strides"]
 
@@ -142,7 +143,7 @@ class Tensor(TensorMath, KernelArray):
         kb = self._kb
         if kb is None:
             k = self._karray
-            kb = self._kb = _pack_int64s(len(k))(*k)
+            kb = self._kb = array_struct(self.ndim).pack(*k)
         return kb
 
     @property

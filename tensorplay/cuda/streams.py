@@ -30,10 +30,10 @@ class _CaptureState:
 
     def __init__(self) -> None:
         self.active = 0
-        self.modes: dict[int, str] = {}  # stream key -> capture mode
+        self.modes: dict[int, tuple[str, int]] = {}  # stream key -> (capture mode, thread)
 
     def begin(self, s: Stream, mode: str) -> None:
-        self.modes[s._key] = mode
+        self.modes[s._key] = (mode, threading.get_ident())
         self.active = len(self.modes)
 
     def end(self, s: Stream) -> None:
@@ -44,8 +44,10 @@ class _CaptureState:
         """CaptureError if ``what`` (a host wait) would break a capture in progress."""
         if not self.active:
             return
-        for key, mode in self.modes.items():
-            if mode != "relaxed" or (s is not None and s._key == key):
+        me = threading.get_ident()
+        for key, (mode, thread) in self.modes.items():
+            forbids = mode == "global" or (mode == "thread_local" and thread == me)
+            if forbids or (s is not None and s._key == key):
                 raise CaptureError(
                     f"{what} waits on the host, which is not allowed while stream {key:#x} is capturing "
                     "a graph; wait before capture_begin() or after capture_end()"

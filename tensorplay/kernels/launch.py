@@ -8,25 +8,16 @@ only pack values and call the driver.
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
 from ..cuda.backend import CaptureError
 from ..cuda.backend import get as get_backend
+from ..cuda.backend.params import array_struct
 from ..cuda.streams import capture_state, current_stream
 
 __all__ = ["ArrayArg", "KernelArray", "grid_1d", "launch", "numba_type"]
 
 _launchers: dict[tuple, object] = {}
-_int64_packers: dict[int, object] = {}
-
-
-def _pack_int64s(n: int):
-    pack = _int64_packers.get(n)
-    if pack is None:
-        pack = _int64_packers[n] = struct.Struct(f"<{n}q").pack
-    return pack
 
 
 class KernelArray:
@@ -42,7 +33,7 @@ class KernelArray:
     @property
     def _kbytes(self) -> bytes:
         k = self._karray
-        return _pack_int64s(len(k))(*k)
+        return array_struct((len(k) - 5) // 2).pack(*k)
 
 
 class ArrayArg(KernelArray):

@@ -1,9 +1,10 @@
 """Reductions over the last dimension of a 2-D view (M rows of K items).
 
-``rows_kernel`` reduces each row with one thread block (a shared-memory tree);
-for few long rows ``chunks_kernel`` first reduces P chunks of every row into an
-(M, P) array of partials, and ``rows_kernel`` finishes. The tensor layer brings
-any reduction over any dimensions to this shape with a permute and reshape.
+``rows_kernel`` reduces rows with blocks of ``(lanes, rows)`` threads: a
+shared-memory tree per row, several short rows per block. For few long rows
+``chunks_kernel`` first reduces P chunks of every row into an (M, P) array of
+partials, and ``rows_kernel`` finishes. The tensor layer brings any reduction
+over any dimensions to this shape with a permute and reshape.
 """
 
 from __future__ import annotations

@@ -377,9 +377,7 @@ class DriverBackend:
     def graph_launch(self, graph_exec, stream) -> None:
         check("cuGraphLaunch", drv.cuGraphLaunch(graph_exec, stream))
 
-    @staticmethod
-    def error(function: str, err) -> CudaError:
-        return fail(function, err)
+    error = staticmethod(fail)  # the error for a raw call's result code
 
     def graph_destroy(self, graph) -> None:
         check("cuGraphDestroy", drv.cuGraphDestroy(graph))

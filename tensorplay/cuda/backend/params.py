@@ -6,17 +6,24 @@ itemsize, data, shape..., strides... (5 + 2 * ndim slots); a scalar is one slot.
 
 from __future__ import annotations
 
+import functools
 import struct
 
 import numpy as np
 
-__all__ = ["param_formats", "scalar_struct"]
+__all__ = ["array_struct", "param_formats", "scalar_struct"]
 
 _SCALAR_CODES = {
     "int8": "b", "int16": "h", "int32": "i", "int64": "q",
     "uint8": "B", "uint16": "H", "uint32": "I", "uint64": "Q",
     "float16": "e", "float32": "f", "float64": "d", "bool": "?",
 }  # fmt: skip
+
+
+@functools.cache
+def array_struct(ndim: int) -> struct.Struct:
+    """The packing of one array parameter of ``ndim`` dimensions."""
+    return struct.Struct(f"<{5 + 2 * ndim}q")
 
 
 def scalar_struct(dtype) -> struct.Struct:
@@ -36,7 +43,7 @@ def param_formats(argtypes) -> list[tuple[bool, struct.Struct, object]]:
     out = []
     for ty in argtypes:
         if isinstance(ty, types.Array):
-            out.append((True, struct.Struct(f"<{5 + 2 * ty.ndim}q"), as_dtype(ty.dtype)))
+            out.append((True, array_struct(ty.ndim), as_dtype(ty.dtype)))
         else:
             dtype = np.dtype(np.bool_) if ty == types.boolean else as_dtype(ty)
             out.append((False, scalar_struct(dtype), dtype))
