@@ -3,6 +3,7 @@
 import gc
 
 import pytest
+from helpers import spin
 
 import tensorplay as tp
 from tensorplay.cuda import memory
@@ -156,14 +157,6 @@ def test_record_stream_waits_for_real_work():
     with tp.cuda.stream(s1):
         b = tp.empty(64)
     assert b.data_ptr() == ptr
-
-
-@tp.jit
-def spin(out, n):
-    acc = 0.0
-    for k in range(n):
-        acc = acc * 0.5 + 1.0 + k * 1e-30
-    out[0] = acc
 
 
 def test_peak_memory_and_reset():

@@ -4,6 +4,7 @@ import threading
 
 import numpy as np
 import pytest
+from helpers import spin
 
 import tensorplay as tp
 
@@ -174,14 +175,6 @@ def test_synchronize_all_streams():
         x = tp.arange(10, dtype=tp.float32) * 2
     tp.cuda.synchronize()
     np.testing.assert_array_equal(x.numpy(), np.arange(10) * 2.0)
-
-
-@tp.jit
-def spin(out, n):
-    acc = 0.0
-    for k in range(n):
-        acc = acc * 0.5 + 1.0 + k * 1e-30
-    out[0] = acc
 
 
 @pytest.mark.gpu

@@ -34,6 +34,8 @@ __all__ = [
     "np_dtype",
     "random_array",
     "random_tensor",
+    "reference",
+    "spin",
     "tolerance",
 ]
 
@@ -112,3 +114,12 @@ def reference(np_fn, *operands):
     """``np_fn`` on int64 copies when every operand is integral, else on float64 copies."""
     wide = np.int64 if all(_exact(x) for x in operands) else np.float64
     return np_fn(*[np.asarray(x).astype(wide) for x in operands])
+
+
+@tp.jit
+def spin(out, n):
+    """A kernel that keeps the device busy for ``n`` steps (for ordering tests)."""
+    acc = 0.0
+    for k in range(n):
+        acc = acc * 0.5 + 1.0 + k * 1e-30
+    out[0] = acc
