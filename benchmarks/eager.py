@@ -111,7 +111,7 @@ def bandwidth_launch_shapes(rows: list, progress, mib: int = 1024) -> None:
     try:
         for passes in (1, 4, 16):  # grid-stride passes per thread (4 elements each)
             launch._grids.clear()
-            launch._limits[:] = [limits[0], max(limits[1], n // (4 * passes))]
+            launch._limits[:] = [limits[0], n // (4 * passes), n // (4 * passes)]
             figures[passes] = gbytes / (_tp_add_ms(n) / 1e3)
     finally:
         launch._grids.clear()
@@ -123,8 +123,7 @@ def bandwidth_launch_shapes(rows: list, progress, mib: int = 1024) -> None:
             "unit": "GB/s",
             "lower_is_better": False,
             "tensorplay": figures[best],
-            "target": ", ".join(f"{p} passes: {v:.0f}" for p, v in figures.items())
-            + f" (default grid: {limits[1]} threads)",
+            "target": ", ".join(f"{p} passes: {v:.0f}" for p, v in figures.items()) + " (the default grid: 1 pass)",
         }
     )
     progress.step("bandwidth launch shapes")

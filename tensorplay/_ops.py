@@ -290,6 +290,8 @@ def _reduce_types(op: str, d: dt.DType) -> tuple[dt.DType, np.dtype]:
         if d.kind != "f":
             return dt.int64, np.dtype(np.int64)
         return d, np.dtype(np.float64 if d is dt.float64 else np.float32)
+    if d is dt.bool:
+        return d, np.dtype(np.int32)  # warp shuffles take no bools
     return d, np.dtype(np.float32) if d is dt.float16 else d.np
 
 
@@ -320,13 +322,13 @@ def _reduce_rows(op: str, rows: Tensor, out: Tensor, acc: np.dtype, scale: float
     dev = get_backend()
     init = rk.identity_value(op, acc)
     threads = 1 << (min(rk.BLOCK, dev.max_block).bit_length() - 1)  # a power of two
-    block = min(threads, max(32, _pow2_at_least(-(-k // 4))))  # about four items per thread
-    chunks = min(-(-k // (block * 4)), max(1, dev.max_threads_per_launch // block // m))
+    block = min(threads, max(32, _pow2_at_least(-(-k // 8))))  # eight items per thread or more
+    chunks = min(-(-k // (block * 8)), max(1, dev.max_threads_per_launch // block // m))
     if chunks > 1:  # few long rows: reduce chunks in parallel first
         partial = Tensor._empty((m, chunks), dt.from_numpy_dtype(acc))
         launch(rk.chunks_kernel(op, acc.name), (chunks, m, 1), (block, 1, 1), [rows, partial, init])
         rows, k = partial, chunks
-    lanes = min(threads, _pow2_at_least(-(-k // 4)))  # short rows: several per block
+    lanes = min(threads, _pow2_at_least(-(-k // 8)))  # short rows: several per block
     per_block = threads // lanes
     blocks = max(1, min(-(-m // per_block), dev.max_threads_per_launch // threads))
     args = [rows, out, init, np.float64(scale)]

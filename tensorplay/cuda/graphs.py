@@ -34,7 +34,15 @@ import numpy as np
 from .backend import CaptureError
 from .backend import get as get_backend
 from .memory import allocator
-from .streams import Stream, capture_state, capture_stream, current_stream, default_stream, set_stream
+from .streams import (
+    Stream,
+    capture_state,
+    capture_stream,
+    current_stream,
+    default_stream,
+    retire_capture_stream,
+    set_stream,
+)
 
 __all__ = ["CUDAGraph", "export_dot", "graph", "graph_pool_handle", "is_current_stream_capturing"]
 
@@ -164,6 +172,8 @@ class CUDAGraph:
         s = self._stream
         if s is None:
             return
+        if self._open and get_backend().capture_status(s._h) == "invalidated":
+            self._abandon_capture(s)
         while self._open:
             try:
                 self._close_conditional()
@@ -178,6 +188,26 @@ class CUDAGraph:
             pass  # an invalidated capture still ends; its partial graph is gone
         allocator.end_capture(s, self._pool, keep=False)
         self._pool = None
+
+    def _abandon_capture(self, s: Stream) -> None:
+        """Leave unfinished a capture invalidated inside a conditional body: on the
+        H200 (driver 580) ending either it or its body's capture crashes the process."""
+        set_stream(self._open[0].previous)
+        for node in self._open:
+            allocator.route_to_pool(node.body, None)
+        self._open.clear()
+        self._stream = None
+        capture_state.end(s)
+        retire_capture_stream(s)
+        allocator.end_capture(s, self._pool, keep=False)
+        self._pool = None
+        raise CaptureError(
+            f"the capture on stream {s.handle:#x} was invalidated inside the body of a conditional node, "
+            "and the CUDA driver crashes when such a capture is ended, so it was left unfinished. "
+            "A 'global' mode capture left open blocks synchronisation and allocation in this process: "
+            "save what you need and restart Python (the kernel, in Jupyter). Inside conditional bodies, "
+            "avoid host waits and other libraries' allocations, which invalidate a capture"
+        )
 
     # -- conditional nodes ---------------------------------------------------------
     def begin_capture_to_if_node(self, pred) -> None:

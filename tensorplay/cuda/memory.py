@@ -19,6 +19,7 @@ from collections import defaultdict
 
 from .backend import CaptureError, CudaError
 from .backend import get as get_backend
+from .streams import Event, capture_state
 
 __all__ = [
     "Block",
@@ -71,6 +72,7 @@ class CachingAllocator:
     def __init__(self) -> None:
         self._free: dict[tuple, list[Block]] = defaultdict(list)
         self._pending: list[tuple[Block, list]] = []  # blocks waiting on events
+        self._deferred: list[Block] = []  # freed during a capture, their events not yet recorded
         self._capture_pools: dict[int, object] = {}  # stream key -> pool during capture
         self._capture_tokens: dict[int, object] = {}  # stream key -> capture token
         self._live_by_capture: dict[object, set] = {}  # capture token -> live blocks
@@ -113,6 +115,10 @@ class CachingAllocator:
         """The capture on ``stream`` ended; ``keep``: a graph goes on using ``pool``."""
         token = self._capture_tokens.get(stream._key)
         self.route_to_pool(stream, None)
+        if self._deferred and not capture_state.active:
+            deferred, self._deferred = self._deferred, []
+            for block in deferred:
+                self._wait_for_other_streams(block)
         if not keep:
             self.release_pool(pool)
             if token is not None and not self._live_by_capture.get(token):
@@ -144,7 +150,7 @@ class CachingAllocator:
         # launched on, and graphs sharing a pool replay in capture order.
         key = (pool, stream._key if pool == DEFAULT_POOL else 0, size)
         free = self._free.get(key)
-        if not free and self._pending:
+        if not free and self._pending and not capture_state.active:
             self._collect_pending()
             free = self._free.get(key)
         st = self.stats
@@ -179,17 +185,24 @@ class CachingAllocator:
                 live.discard(block)
             block.capture = None
         if block.other_streams:
-            from .streams import Event
-
-            events = []
-            for s in block.other_streams:
-                e = Event()
-                e.record(s)
-                events.append(e)
-            block.other_streams = None
-            self._pending.append((block, events))
+            if capture_state.active:
+                # An event recorded now could land in a graph, and none can be
+                # queried while a global capture runs: record them after it.
+                self._deferred.append(block)
+            else:
+                self._wait_for_other_streams(block)
             return
         self._free[(block.pool, block.stream_key, block.size)].append(block)
+
+    def _wait_for_other_streams(self, block: Block) -> None:
+        """Hold ``block`` back until the work queued on its other streams is done."""
+        events = []
+        for s in block.other_streams:
+            e = Event()
+            e.record(s)
+            events.append(e)
+        block.other_streams = None
+        self._pending.append((block, events))
 
     def record_stream(self, block: Block, stream) -> None:
         """Note that ``block`` is used on ``stream`` too: its reuse waits for it."""
@@ -215,7 +228,8 @@ class CachingAllocator:
             if e.code != "CUDA_ERROR_OUT_OF_MEMORY":
                 raise
             self.stats["num_alloc_retries"] += 1
-            self.release_cached(DEFAULT_POOL)
+            if not capture_state.active:  # cuMemFree would break the capture
+                self.release_cached(DEFAULT_POOL)
             try:
                 ptr = dev.mem_alloc(size)
             except CudaError as e2:
@@ -239,7 +253,7 @@ class CachingAllocator:
     def release_cached(self, pool=None) -> int:
         """Give the free blocks of ``pool`` (all pools if None) back to the device."""
         dev = get_backend()
-        if self._pending:
+        if self._pending and not capture_state.active:
             self._collect_pending()
         released = 0
         for key in [k for k in self._free if pool is None or k[0] == pool]:

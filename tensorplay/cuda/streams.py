@@ -210,6 +210,12 @@ def capture_stream() -> Stream:
     return s
 
 
+def retire_capture_stream(s: Stream) -> None:
+    """Stop using ``s`` as the side capture stream (a capture left unfinished on it)."""
+    if _singletons.get("capture") is s:
+        del _singletons["capture"]
+
+
 def current_stream() -> Stream:
     """The stream that ops issued on this thread are launched on."""
     try:

@@ -1,7 +1,8 @@
 """Reductions over the last dimension of a 2-D view (M rows of K items).
 
-``rows_kernel`` reduces rows with blocks of ``(lanes, rows)`` threads: a
-shared-memory tree per row, several short rows per block. For few long rows
+``rows_kernel`` reduces rows with blocks of ``(lanes, rows)`` threads, several
+short rows per block: eight loads in flight per thread, then warp shuffles (a
+shared-memory tree on the simulator, which has no shuffles). For few long rows
 ``chunks_kernel`` first reduces P chunks of every row into an (M, P) array of
 partials, and ``rows_kernel`` finishes. The tensor layer brings any reduction
 over any dimensions to this shape with a permute and reshape.
@@ -13,6 +14,8 @@ import functools
 
 import numpy as np
 from numba import cuda
+
+from ..cuda.backend import get as get_backend
 
 __all__ = ["BLOCK", "chunks_kernel", "identity_value", "rows_kernel"]
 
@@ -47,44 +50,86 @@ def identity_value(op: str, acc: np.dtype):
 
 
 @functools.cache
-def _parts(op: str):
-    """Device functions shared by both kernels, built once per op."""
+def _parts(op: str, acc: str):
+    """Device functions shared by both kernels, built once per op and type."""
     combine = COMBINE["sum" if op == "mean" else op]
+    acc_t = np.dtype(acc).type
 
     @cuda.jit(device=True, inline=True)
     def strided(x, row, k, step, k_count, init):
-        """Combine x[row, k::step] with four independent accumulators, so that
-        four loads are in flight per thread (unsigned indices: no wraparound)."""
-        a0 = init
-        a1 = init
-        a2 = init
-        a3 = init
-        while k + step + step + step < k_count:
+        """Combine x[row, k::step] with eight independent accumulators, so that
+        eight loads are in flight per thread (unsigned indices: no wraparound)."""
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = init
+        s2 = step + step  # sums, not products: uint64 * int64 is float64 in Numba
+        s4 = s2 + s2
+        s8 = s4 + s4
+        last = k + s4 + s2 + step
+        while last < k_count:
             a0 = combine(a0, x[row, k])
             a1 = combine(a1, x[row, k + step])
-            a2 = combine(a2, x[row, k + step + step])
-            a3 = combine(a3, x[row, k + step + step + step])
-            k += step + step + step + step
+            a2 = combine(a2, x[row, k + s2])
+            a3 = combine(a3, x[row, k + s2 + step])
+            a4 = combine(a4, x[row, k + s4])
+            a5 = combine(a5, x[row, k + s4 + step])
+            a6 = combine(a6, x[row, k + s4 + s2])
+            a7 = combine(a7, x[row, last])
+            k += s8
+            last += s8
         while k < k_count:
             a0 = combine(a0, x[row, k])
             k += step
-        return combine(combine(a0, a1), combine(a2, a3))
+        return combine(combine(combine(a0, a1), combine(a2, a3)), combine(combine(a4, a5), combine(a6, a7)))
+
+    if get_backend().name == "sim":  # Numba's simulator has no warp shuffles
+
+        @cuda.jit(device=True, inline=True)
+        def segment(lane, lanes, acc):
+            """Combine the ``lanes`` values of each block segment (``lanes`` a power
+            of two) through shared memory; every thread of the block calls it,
+            and lane 0 of each segment gets the result."""
+            scratch = cuda.shared.array(BLOCK, acc_t)
+            base = cuda.threadIdx.y * lanes
+            scratch[base + lane] = acc
+            cuda.syncthreads()
+            half = lanes // 2
+            while half > 0:
+                if lane < half:
+                    scratch[base + lane] = combine(scratch[base + lane], scratch[base + lane + half])
+                cuda.syncthreads()
+                half //= 2
+            total = scratch[base]
+            cuda.syncthreads()
+            return total
+
+        return strided, segment
 
     @cuda.jit(device=True, inline=True)
-    def tree(scratch, base, lane, lanes, acc):
-        """Combine the ``lanes`` values of one segment of the block (``lanes`` a
-        power of two) through shared memory; every thread of the block calls it."""
-        scratch[base + lane] = acc
-        cuda.syncthreads()
-        half = lanes // 2
-        while half > 0:
-            if lane < half:
-                scratch[base + lane] = combine(scratch[base + lane], scratch[base + lane + half])
-            cuda.syncthreads()
-            half //= 2
-        return scratch[base]
+    def warp(acc, width):
+        """Combine ``width`` (a power of two up to 32) neighbouring lanes' values."""
+        offset = width // 2
+        while offset > 0:
+            acc = combine(acc, cuda.shfl_down_sync(0xFFFFFFFF, acc, offset))
+            offset //= 2
+        return acc
 
-    return strided, tree
+    @cuda.jit(device=True, inline=True)
+    def segment(lane, lanes, acc):
+        """As above with warp shuffles: a warp's lanes first, then, for segments
+        wider than a warp, one value per warp through shared memory."""
+        acc = warp(acc, min(lanes, 32))
+        if lanes > 32:
+            scratch = cuda.shared.array(BLOCK // 32, acc_t)
+            warps = lanes // 32
+            base = cuda.threadIdx.y * warps
+            if lane % 32 == 0:
+                scratch[base + lane // 32] = acc
+            cuda.syncthreads()
+            if lane < 32:
+                acc = warp(scratch[base + lane] if lane < warps else acc, warps)
+            cuda.syncthreads()
+        return acc
+
+    return strided, segment
 
 
 @functools.cache
@@ -94,16 +139,13 @@ def rows_kernel(op: str, acc: str):
     A block is ``(lanes, rows)`` threads: ``blockDim.y`` rows at a time, each
     reduced by ``blockDim.x`` lanes, so short rows do not leave threads idle.
     """
-    strided, tree = _parts(op)
+    strided, segment = _parts(op, acc)
     finalize = FINALIZE["mean" if op == "mean" else "sum"]
-    acc_t = np.dtype(acc).type
     u64 = np.uint64
 
     def rows(x, out, init, scale):
-        scratch = cuda.shared.array(BLOCK, acc_t)
         lane = cuda.threadIdx.x
         lanes = cuda.blockDim.x
-        base = cuda.threadIdx.y * lanes
         m_count = x.shape[0]
         first = cuda.blockIdx.x * cuda.blockDim.y
         while first < m_count:  # the same trip count for every thread of the block
@@ -111,10 +153,9 @@ def rows_kernel(op: str, acc: str):
             acc = init
             if row < m_count:
                 acc = strided(x, row, u64(lane), u64(lanes), u64(x.shape[1]), init)
-            total = tree(scratch, base, lane, lanes, acc)
+            total = segment(lane, lanes, acc)
             if lane == 0 and row < m_count:
                 out[row] = finalize(total, scale)
-            cuda.syncthreads()
             first += cuda.gridDim.x * cuda.blockDim.y
 
     rows.__qualname__ = f"reduce.{op}_rows"
@@ -124,17 +165,15 @@ def rows_kernel(op: str, acc: str):
 @functools.cache
 def chunks_kernel(op: str, acc: str):
     """``partials[m, p]``: block (p, m) reduces every P-th chunk of row m."""
-    strided, tree = _parts(op)
-    acc_t = np.dtype(acc).type
+    strided, segment = _parts(op, acc)
     u64 = np.uint64
 
     def chunks(x, partials, init):
-        scratch = cuda.shared.array(BLOCK, acc_t)
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
         first = u64(cuda.blockIdx.x * nt + tid)
         step = u64(cuda.gridDim.x * nt)
-        total = tree(scratch, 0, tid, nt, strided(x, cuda.blockIdx.y, first, step, u64(x.shape[1]), init))
+        total = segment(tid, nt, strided(x, cuda.blockIdx.y, first, step, u64(x.shape[1]), init))
         if tid == 0:
             partials[cuda.blockIdx.y, cuda.blockIdx.x] = total
 

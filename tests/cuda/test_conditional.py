@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+from tensorplay.cuda.backend import get as get_backend
 
 
 def _no_capture_left():
@@ -213,3 +214,38 @@ def test_do_while_nested_in_a_while_restarts_every_outer_pass():
             tp.lt(i, 3, out=outer)
     g.replay()
     assert (acc.item(), i.item()) == (12.0, 3)
+
+
+def test_a_kernel_first_used_inside_a_body_compiles_without_breaking_the_capture():
+    # Compiling and loading a kernel inside a global-mode capture invalidated
+    # it on the H200 unless done in relaxed mode.
+    @tp.jit
+    def triple_first(x):
+        if tp.cuda.grid(1) == 0:
+            x[0] *= 3.0
+
+    x, flag = tp.ones(1), tp.tensor([True])
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(flag):
+            triple_first[1, 32](x)
+            tp.lt(x, 50.0, out=flag)
+    g.replay()
+    assert x.item() == 81.0
+
+
+@pytest.mark.skipif(tp.cuda.backend() != "sim", reason="leaves the GPU process unable to synchronize")
+def test_an_invalidation_inside_a_body_is_a_clear_error_not_a_crash():
+    flag, x = tp.tensor([True]), tp.ones(4)
+    g = tp.cuda.CUDAGraph()
+    with pytest.raises(tp.cuda.CaptureError, match="inside the body of a conditional node.*restart Python"):
+        with tp.cuda.graph(g):
+            with g.while_(flag):
+                x.add_(1.0)
+                get_backend().synchronize()  # past the host-wait pre-check, straight to the driver
+    assert not tp.cuda.is_current_stream_capturing()
+    g2 = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g2):  # a fresh side stream
+        x.add_(1.0)
+    g2.replay()
+    assert x.tolist() == [2.0] * 4

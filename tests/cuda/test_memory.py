@@ -258,3 +258,43 @@ def test_private_pool_blocks_are_not_handed_to_the_default_pool():
 def test_mem_get_info_reports_free_within_total():
     free, total = tp.cuda.mem_get_info()
     assert 0 < free <= total
+
+
+def test_frees_waiting_on_events_do_not_break_a_later_capture():
+    # A free waiting on another stream's event must not be queried inside a
+    # global-mode capture: cuEventQuery would invalidate it.
+    s1, s2 = tp.cuda.Stream(), tp.cuda.Stream()
+    with tp.cuda.stream(s1):
+        x = tp.ones(48)
+    s2.wait_stream(s1)
+    with tp.cuda.stream(s2):
+        y = x + 1
+    x.record_stream(s2)
+    del x  # pending on an event
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        z = y * 3  # a new block in the graph's pool
+    g.replay()
+    assert z.tolist() == [6.0] * 48
+
+
+def test_a_free_during_a_capture_records_its_events_after_the_capture():
+    s1, s2 = tp.cuda.Stream(), tp.cuda.Stream()
+    with tp.cuda.stream(s1):
+        x = tp.ones(40)
+    s2.wait_stream(s1)
+    with tp.cuda.stream(s2):
+        y = x + 1
+    x.record_stream(s2)
+    ptr = x.data_ptr()
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        del x  # no event may be recorded into the graph for it
+        z = y * 2
+    assert tp.cuda.memory_stats()["num_frees"] >= 1
+    s2.synchronize()
+    with tp.cuda.stream(s1):
+        w = tp.empty(40)
+    assert w.data_ptr() == ptr  # back in s1's free list once s2's work is done
+    g.replay()
+    assert z.tolist() == [4.0] * 40

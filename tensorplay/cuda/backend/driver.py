@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from contextlib import contextmanager
 
 import numpy as np
 from cuda.bindings import driver as drv
@@ -172,7 +173,8 @@ class DriverBackend:
         )
         self.legacy_stream = drv.CUstream(0)
         self.max_block = 1024
-        self.max_threads_per_launch = self._sm_count * 2048
+        self.max_threads_per_launch = self._sm_count * 2048  # one wave: grid-stride reductions
+        self.max_grid_threads = (1 << 31) - 1  # elementwise grids cover their data in one pass
         self._relaxed = _CAPTURE_MODES["relaxed"]
         self._conditional_support: str | None | bool = False  # not yet checked
         self._setter = None
@@ -196,14 +198,19 @@ class DriverBackend:
         return self._numba_cuda
 
     # -- memory ------------------------------------------------------------
-    def mem_alloc(self, nbytes: int) -> int:
-        # cuMemAlloc fails inside a global-mode capture unless this thread's
-        # mode is relaxed for the call.
+    @contextmanager
+    def _relaxed_capture_mode(self):
+        """Let this thread make calls that a global-mode capture forbids
+        (allocations, module loads) without invalidating the capture."""
         old = check("cuThreadExchangeStreamCaptureMode", drv.cuThreadExchangeStreamCaptureMode(self._relaxed))
         try:
-            err, ptr = drv.cuMemAlloc(nbytes)
+            yield
         finally:
             drv.cuThreadExchangeStreamCaptureMode(old)
+
+    def mem_alloc(self, nbytes: int) -> int:
+        with self._relaxed_capture_mode():
+            err, ptr = drv.cuMemAlloc(nbytes)
         if err:
             raise fail(f"cuMemAlloc({nbytes})", err)
         return int(ptr)
@@ -291,7 +298,10 @@ class DriverBackend:
 
     # -- kernels -------------------------------------------------------------
     def launcher(self, dispatcher, argtypes) -> Launcher:
-        return Launcher(dispatcher, argtypes)
+        # Compiling and loading a kernel first used inside a capture would
+        # otherwise invalidate it (measured on the H200).
+        with self._relaxed_capture_mode():
+            return Launcher(dispatcher, argtypes)
 
     # -- capture and graphs --------------------------------------------------
     def capture_status(self, stream) -> str:

@@ -140,6 +140,7 @@ class SimBackend:
     # loop over their data, so any launch shape covers it).
     max_block = 16
     max_threads_per_launch = 64
+    max_grid_threads = 64
 
     def __init__(self) -> None:
         from numba import cuda
@@ -283,6 +284,7 @@ class SimBackend:
         if stream.capture is not None:
             self._invalidate(stream.capture)
             raise _fail("cuStreamQuery", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+        self._check_unsafe("cuStreamQuery")
         return True
 
     def stream_wait_event(self, stream, event) -> None:
@@ -320,6 +322,7 @@ class SimBackend:
     def event_query(self, event) -> bool:
         if event.captured is not None:
             raise _fail("cuEventQuery", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+        self._check_unsafe("cuEventQuery")
         return True
 
     def event_elapsed_ms(self, start, end) -> float:
@@ -356,8 +359,10 @@ class SimBackend:
         ]
 
     def _check_unsafe(self, function: str) -> None:
-        for capture in self._prohibiting():
+        prohibiting = self._prohibiting()
+        for capture in prohibiting:
             self._invalidate(capture)
+        if prohibiting:
             raise _fail(function, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
 
     def _check_legacy(self, kind: str) -> None:
@@ -372,8 +377,12 @@ class SimBackend:
         self._check_unsafe(function)
 
     def _invalidate(self, capture: Capture) -> None:
-        if capture.state == "active":
-            capture.state = "invalidated"
+        """Invalidate ``capture`` and the captures holding it (as the driver
+        does when a conditional body's capture breaks)."""
+        while capture is not None:
+            if capture.state == "active":
+                capture.state = "invalidated"
+            capture = capture.parent
 
     # -- capture and graphs --------------------------------------------------
     def capture_status(self, stream) -> str:
@@ -431,7 +440,7 @@ class SimBackend:
         node = capture.graph.add("conditional", cond.run, f"{kind} (handle {handle:#x})", stream.frontier, cond.body)
         stream.frontier = (node,)
         body_stream = self.stream_create()
-        body = Capture(body_stream, mode, threading.get_ident(), graph=cond.body)
+        body = Capture(body_stream, mode, threading.get_ident(), graph=cond.body, parent=capture)
         body_stream.capture, body_stream.frontier = body, ()
         self._captures.append(body)
         return body_stream

@@ -90,6 +90,7 @@ class Capture:
     state: str = "active"  # "active", "invalidated", "ended"
     graph: SimGraph = field(default_factory=SimGraph)
     streams: set = field(default_factory=set)
+    parent: Capture | None = None  # the capture holding this conditional body
 
     def __post_init__(self) -> None:
         self.streams.add(self.origin)
