@@ -20,6 +20,7 @@ from ..cuda.backend import get as get_backend
 __all__ = ["BLOCK", "chunks_kernel", "identity_value", "rows_kernel"]
 
 BLOCK = 256  # largest block; the shared scratch array has this size
+WARPS = BLOCK // 32  # its warps, for the per-warp scratch of the shuffle path
 
 
 def _device(fn):
@@ -118,7 +119,7 @@ def _parts(op: str, acc: str):
         wider than a warp, one value per warp through shared memory."""
         acc = warp(acc, min(lanes, 32))
         if lanes > 32:
-            scratch = cuda.shared.array(BLOCK // 32, acc_t)
+            scratch = cuda.shared.array(WARPS, acc_t)
             warps = lanes // 32
             base = cuda.threadIdx.y * warps
             if lane % 32 == 0:
