@@ -34,8 +34,9 @@ def on_gpu() -> bool:
 
 
 def reps() -> dict:
-    """``n`` and ``warmup`` for ``device_ms``: few on the simulator, where a kernel takes ~0.5 s."""
-    return {"n": 20, "warmup": 3} if on_gpu() else {"n": 2, "warmup": 1}
+    """``n``, ``warmup`` and ``batch`` for ``device_ms``: few on the simulator, where a
+    kernel takes ~0.5 s."""
+    return {"n": 20, "warmup": 3, "batch": 10} if on_gpu() else {"n": 2, "warmup": 1, "batch": 1}
 
 
 def tp_events(stream=None):
@@ -88,18 +89,21 @@ def host_us(fn, sync, n: int = 2000, repeats: int = 5) -> float:
     return statistics.median(samples)
 
 
-def device_ms(fn, record_start, record_end, elapsed, sync, n: int = 20, warmup: int = 3) -> float:
-    """Median device milliseconds of ``fn`` between two events."""
+def device_ms(fn, record_start, record_end, elapsed, sync, n: int = 20, warmup: int = 3, batch: int = 1) -> float:
+    """Median device milliseconds per call of ``fn``: events around ``batch`` calls
+    in a row, so that the host's time to issue a call overlaps the previous one's
+    GPU work, as in any loop (host time per call is measured by ``host_us``)."""
     for _ in range(warmup):
         fn()
     sync()
     samples = []
     for _ in range(n):
         record_start()
-        fn()
+        for _ in range(batch):
+            fn()
         record_end()
         sync()
-        samples.append(elapsed())
+        samples.append(elapsed() / batch)
     return statistics.median(samples)
 
 
