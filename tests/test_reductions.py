@@ -32,16 +32,16 @@ def test_reductions_over_dims(op, dim, keepdim):
 @pytest.mark.parametrize("op", REDUCE)
 @pytest.mark.parametrize(
     "shape, dim, transpose",
-    [((2, 150), -1, False), ((2, 150), 0, True), ((5, 30), None, False)],
+    [((2, 600), -1, False), ((2, 600), 0, True), ((5, 120), None, False)],
     ids=["rows", "transposed", "all"],
 )
 def test_reductions_of_long_rows_take_the_two_pass_path(op, shape, dim, transpose, launched):
     x, a = random_tensor(shape, tp.float32, seed=33)
-    if transpose:  # (150, 2) seen through a transpose, reduced over its long dimension
+    if transpose:  # (600, 2) seen through a transpose, reduced over its long dimension
         x, a = x.t(), a.T
     want = REDUCE[op](a.astype(np.float64), axis=dim)
     assert_close(getattr(x, op)(dim), want, atol=1e-4, dtype=tp.float32)
-    if tp.cuda.backend() == "sim":  # 16-thread blocks: 150 items per row need the chunked pass
+    if tp.cuda.backend() == "sim":  # 16 lanes of 16 items: 600 items per row need the chunked pass
         assert rk.chunks_kernel(op, "float32") in launched
 
 
