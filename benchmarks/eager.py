@@ -12,9 +12,10 @@ import tensorplay as tp
 from benchmarks.common import cupy_events, device_ms, host_us, optional, torch_events, tp_events
 
 
-def raw_launch_us(n: int = 1024) -> float:
+def raw_launch_us(n: int = 1024) -> tuple[float, float | None]:
     """cuLaunchKernel of tensorplay's compiled add kernel with parameters packed
-    once: the floor any Python launch path can reach."""
+    once, through the binding and through ctypes (None where libcuda.so.1 does
+    not open): the floor any Python launch path can reach."""
     from tensorplay.kernels import elementwise as ew
     from tensorplay.kernels.launch import _launchers, grid_1d
 
@@ -33,7 +34,15 @@ def raw_launch_us(n: int = 1024) -> float:
     def call():
         drv.cuLaunchKernel(func, grid[0], 1, 1, block[0], 1, 1, 0, stream, addr, 0)
 
-    return host_us(call, tp.cuda.synchronize)
+    from tensorplay.cuda.backend import driver
+
+    direct, fptr, handle = driver._LIBCUDA_LAUNCH, launcher._fptr, int(stream)
+
+    def call_direct():
+        direct(fptr, grid[0], 1, 1, block[0], 1, 1, 0, handle, addr, None)
+
+    binding = host_us(call, tp.cuda.synchronize)
+    return binding, (host_us(call_direct, tp.cuda.synchronize) if direct is not None else None)
 
 
 def eager_host(rows: list, progress) -> None:
@@ -54,9 +63,11 @@ def eager_host(rows: list, progress) -> None:
         a, b = cp.random.rand(n, dtype=cp.float32), cp.random.rand(n, dtype=cp.float32)
         row["cupy"] = host_us(lambda: a + b, cp.cuda.Device().synchronize)
     progress.step("eager cupy")
-    row["driver"] = raw_launch_us(n)
+    row["driver"], direct = raw_launch_us(n)
     progress.step("eager raw driver")
-    row["target"] = "<= 10 (issue 2), <= 7 (issue 5)"
+    row["target"] = "<= 10 (issue 2), <= 7 (issue 5); driver: the binding's cuLaunchKernel" + (
+        f", {direct:.2f} through ctypes" if direct is not None else ""
+    )
     rows.append(row)
 
 
