@@ -12,6 +12,20 @@ import tensorplay as tp
 from benchmarks.common import cupy_events, device_ms, host_us, optional, torch_events, tp_events
 
 
+def _libcuda_launch():
+    """libcuda's cuLaunchKernel through ctypes (None where libcuda.so.1 does not
+    open): a candidate for the eager path if it beats the binding's call here."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn
+
+
 def raw_launch_us(n: int = 1024) -> tuple[float, float | None]:
     """cuLaunchKernel of tensorplay's compiled add kernel with parameters packed
     once, through the binding and through ctypes (None where libcuda.so.1 does
@@ -34,9 +48,7 @@ def raw_launch_us(n: int = 1024) -> tuple[float, float | None]:
     def call():
         drv.cuLaunchKernel(func, grid[0], 1, 1, block[0], 1, 1, 0, stream, addr, 0)
 
-    from tensorplay.cuda.backend import driver
-
-    direct, fptr, handle = driver._LIBCUDA_LAUNCH, launcher._fptr, int(stream)
+    direct, fptr, handle = _libcuda_launch(), int(func), int(stream)
 
     def call_direct():
         direct(fptr, grid[0], 1, 1, block[0], 1, 1, 0, handle, addr, None)

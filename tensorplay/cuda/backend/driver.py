@@ -105,26 +105,10 @@ def kernel_name(dispatcher) -> str:
     return getattr(fn, "__qualname__", None) or repr(dispatcher)
 
 
-def _libcuda_launch():
-    """``cuLaunchKernel`` straight from libcuda through ctypes, which skips the
-    binding's argument conversion on the eager hot path; None where libcuda
-    cannot be opened by that name (the binding's call is used then)."""
-    try:
-        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_LIBCUDA_LAUNCH = _libcuda_launch()
-
-
 class Launcher:
     """Launches one compiled Numba kernel with pre-packed parameters."""
 
-    __slots__ = ("name", "_func", "_fptr", "_packers", "_nbytes", "_local")
+    __slots__ = ("name", "_func", "_packers", "_nbytes", "_local")
 
     def __init__(self, dispatcher, argtypes) -> None:
         kernel = dispatcher.compile(tuple(argtypes))
@@ -132,8 +116,7 @@ class Launcher:
         cufunc = kernel._codelibrary.get_cufunc()
         self.name = kernel_name(dispatcher)
         KERNEL_NAMES[cufunc.name] = self.name
-        self._fptr = int(cufunc.handle)
-        self._func = drv.CUfunction(self._fptr)
+        self._func = drv.CUfunction(int(cufunc.handle))
         self._packers, self._nbytes = _param_packers(argtypes)
         self._local = threading.local()
 
@@ -163,18 +146,12 @@ class Launcher:
         """Launch with every parameter already packed (the ops' fast path)."""
         data, _, addr = self._buffers()
         data[: self._nbytes] = packed
-        if _LIBCUDA_LAUNCH is not None:
-            err = _LIBCUDA_LAUNCH(
-                self._fptr, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                shared_bytes, int(stream), addr, None,
-            )  # fmt: skip
-        else:
-            err = drv.cuLaunchKernel(
-                self._func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                shared_bytes, stream, addr, 0,
-            )[0]  # fmt: skip
+        err = drv.cuLaunchKernel(
+            self._func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+            shared_bytes, stream, addr, 0,
+        )[0]  # fmt: skip
         if err:
-            raise fail(f"cuLaunchKernel({self.name})", R(err))
+            raise fail(f"cuLaunchKernel({self.name})", err)
 
 
 class DriverBackend:
