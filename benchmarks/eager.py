@@ -12,24 +12,9 @@ import tensorplay as tp
 from benchmarks.common import cupy_events, device_ms, host_us, optional, torch_events, tp_events
 
 
-def _libcuda_launch():
-    """libcuda's cuLaunchKernel through ctypes (None where libcuda.so.1 does not
-    open): a candidate for the eager path if it beats the binding's call here."""
-    import ctypes
-
-    try:
-        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-def raw_launch_us(n: int = 1024) -> tuple[float, float | None]:
+def raw_launch_us(n: int = 1024) -> float:
     """cuLaunchKernel of tensorplay's compiled add kernel with parameters packed
-    once, through the binding and through ctypes (None where libcuda.so.1 does
-    not open): the floor any Python launch path can reach."""
+    once: the floor any Python launch path can reach."""
     from tensorplay.kernels import elementwise as ew
     from tensorplay.kernels.launch import _launchers, grid_1d
 
@@ -48,13 +33,7 @@ def raw_launch_us(n: int = 1024) -> tuple[float, float | None]:
     def call():
         drv.cuLaunchKernel(func, grid[0], 1, 1, block[0], 1, 1, 0, stream, addr, 0)
 
-    direct, fptr, handle = _libcuda_launch(), int(func), int(stream)
-
-    def call_direct():
-        direct(fptr, grid[0], 1, 1, block[0], 1, 1, 0, handle, addr, None)
-
-    binding = host_us(call, tp.cuda.synchronize)
-    return binding, (host_us(call_direct, tp.cuda.synchronize) if direct is not None else None)
+    return host_us(call, tp.cuda.synchronize)
 
 
 def eager_host(rows: list, progress) -> None:
@@ -75,11 +54,9 @@ def eager_host(rows: list, progress) -> None:
         a, b = cp.random.rand(n, dtype=cp.float32), cp.random.rand(n, dtype=cp.float32)
         row["cupy"] = host_us(lambda: a + b, cp.cuda.Device().synchronize)
     progress.step("eager cupy")
-    row["driver"], direct = raw_launch_us(n)
+    row["driver"] = raw_launch_us(n)
     progress.step("eager raw driver")
-    row["target"] = "<= 10 (issue 2), <= 7 (issue 5); driver: the binding's cuLaunchKernel" + (
-        f", {direct:.2f} through ctypes" if direct is not None else ""
-    )
+    row["target"] = "<= 10 (issue 2), <= 7 (issue 5)"
     rows.append(row)
 
 
