@@ -5,11 +5,13 @@ Nothing here synchronises the host; every kernel goes on the current stream.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import _dtype as dt
-from ._shape import broadcast_shapes, broadcast_strides, coalesce
-from ._tensor import _PACK_FLAT, Tensor
+from ._shape import broadcast_shapes, broadcast_strides, coalesce, view_strides
+from ._tensor import _PACK_FLAT, Tensor, contiguous_strides
 from .cuda.backend import get as get_backend
 from .cuda.backend.params import scalar_struct
 from .kernels import elementwise as ew
@@ -295,8 +297,30 @@ def _reduce_types(op: str, d: dt.DType) -> tuple[dt.DType, np.dtype]:
     return d, np.dtype(np.float32) if d is dt.float16 else d.np
 
 
+_REDUCE_PLANS: dict[tuple, tuple] = {}  # (op, dtype, shape, strides, dim, keepdim) -> plan
+
+
 def reduce(op: str, x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """``sum``, ``mean``, ``max`` or ``min`` over ``dim`` (all dimensions if None)."""
+    key = (op, x.dtype, x.shape, x._strides, dim if dim is None or isinstance(dim, int) else tuple(dim), keepdim)
+    plan = _REDUCE_PLANS.get(key) or _reduce_plan(key, x)
+    out_dtype, acc, m, k, order, rows_strides, final_shape, final_strides = plan
+    out = Tensor._empty((m,), out_dtype)
+    if m and k == 0:
+        fill(out, np.nan if op == "mean" else 0)
+    elif m:
+        if rows_strides is not None:  # the rows are a view of x
+            rows = x._view((m, k), rows_strides)
+        else:
+            rows = x.permute(order).reshape(m, k)
+        _reduce_rows(op, rows, out, acc, 1.0 / k)
+    return out._view(final_shape, final_strides)
+
+
+def _reduce_plan(key: tuple, x: Tensor) -> tuple:
+    """What ``reduce`` needs for one (op, dtype, layout, dim, keepdim): checked once,
+    then kept (for layouts seen up to 4096 times over)."""
+    op, _, _, _, dim, keepdim = key
     dims = _reduce_dims(x, dim)
     keep = [d for d in range(x.ndim) if d not in dims]
     out_shape = tuple(x.shape[d] for d in keep)
@@ -305,36 +329,41 @@ def reduce(op: str, x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     out_dtype, acc = _reduce_types(op, x.dtype)
     if k == 0 and op in ("max", "min") and m:
         raise ValueError(f"{op}() of an empty dimension has no identity; shape {x.shape}, dim {dim}")
-    out = Tensor._empty((m,), out_dtype)
-    if m and k == 0:
-        fill(out, np.nan if op == "mean" else 0)
-    elif m:
-        rows = x.permute(keep + list(dims)).reshape(m, k)
-        _reduce_rows(op, rows, out, acc, 1.0 / k)
-    final = out.view(out_shape)
-    if keepdim:
-        final = final.view(tuple(1 if d in dims else x.shape[d] for d in range(x.ndim)))
-    return final
+    order = keep + list(dims)
+    rows_strides = view_strides(tuple(x.shape[d] for d in order), tuple(x._strides[d] for d in order), (m, k))
+    final_shape = tuple(1 if d in dims else x.shape[d] for d in range(x.ndim)) if keepdim else out_shape
+    plan = (out_dtype, acc, m, k, order, rows_strides, final_shape, contiguous_strides(final_shape))
+    if len(_REDUCE_PLANS) < 4096:
+        _REDUCE_PLANS[key] = plan
+    return plan
 
 
 def _reduce_rows(op: str, rows: Tensor, out: Tensor, acc: np.dtype, scale: float) -> None:
     m, k = rows.shape
-    dev = get_backend()
     init = rk.identity_value(op, acc)
+    chunks, block, rows_grid, rows_block = _rows_launch_shape(m, k)
+    if chunks > 1:  # few long rows: reduce chunks in parallel first
+        partial = Tensor._empty((m, chunks), dt.from_numpy_dtype(acc))
+        launch(rk.chunks_kernel(op, acc.name), (chunks, m, 1), (block, 1, 1), [rows, partial, init])
+        rows = partial
+    launch(rk.rows_kernel(op, acc.name), rows_grid, rows_block, [rows, out, init, np.float64(scale)])
+
+
+@functools.lru_cache(maxsize=4096)
+def _rows_launch_shape(m: int, k: int) -> tuple:
+    """(chunks, chunk block, rows grid, rows block) for reducing m rows of k items."""
+    dev = get_backend()
     threads = 1 << (min(rk.BLOCK, dev.max_block).bit_length() - 1)  # a power of two
     # About 16 items per lane: the fastest of 4, 8 and 16 on the H200
     # (benchmarks/reduction_variants.py).
     block = min(threads, max(32, _pow2_at_least(-(-k // 16))))
     chunks = min(-(-k // (block * 16)), max(1, dev.max_threads_per_launch // block // m))
-    if chunks > 1:  # few long rows: reduce chunks in parallel first
-        partial = Tensor._empty((m, chunks), dt.from_numpy_dtype(acc))
-        launch(rk.chunks_kernel(op, acc.name), (chunks, m, 1), (block, 1, 1), [rows, partial, init])
-        rows, k = partial, chunks
+    if chunks > 1:
+        k = chunks
     lanes = min(threads, _pow2_at_least(-(-k // 16)))  # short rows: several per block
     per_block = threads // lanes
     blocks = max(1, min(-(-m // per_block), dev.max_threads_per_launch // threads))
-    args = [rows, out, init, np.float64(scale)]
-    launch(rk.rows_kernel(op, acc.name), (blocks, 1, 1), (lanes, per_block, 1), args)
+    return chunks, block, (blocks, 1, 1), (lanes, per_block, 1)
 
 
 def _pow2_at_least(n: int) -> int:

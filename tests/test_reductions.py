@@ -123,3 +123,30 @@ def test_reduction_errors():
         tp.zeros(2, 3).sum(2)
     with pytest.raises(ValueError, match=re.escape("dimension repeated in (1, -1)")):
         tp.zeros(2, 3).sum((1, -1))
+
+
+def test_repeated_reductions_of_one_shape_in_different_layouts():
+    # Plans are kept per (op, dtype, shape, strides, dim, keepdim): a second call
+    # reuses one, and a tensor of the same shape in another layout gets its own.
+    base, a = random_tensor((4, 6, 5), tp.float32, seed=40)
+    other, b = random_tensor((5, 6, 4), tp.float32, seed=41)
+    cases = [
+        (base, a, (0, 2)),  # rows need a copy: dims 0 and 2 do not merge
+        (other.permute(2, 1, 0), b.transpose(2, 1, 0), (0, 2)),  # same shape, other strides
+        (base, a, -1),
+        (base[:, 1:4], a[:, 1:4], 1),  # a strided view
+    ]
+    for _ in range(2):
+        for x, host, dim in cases:
+            assert_close(x.sum(dim), host.astype(np.float64).sum(axis=dim), atol=1e-5, dtype=tp.float32)
+            want = host.astype(np.float64).max(axis=dim, keepdims=True)
+            assert_close(x.max(dim, keepdim=True), want, atol=0, dtype=tp.float32)
+
+
+def test_reduction_errors_are_raised_every_time():
+    x = tp.ones((2, 3), dtype=tp.int32)
+    for _ in range(2):
+        with pytest.raises(TypeError, match="floating point"):
+            x.mean(1)
+        with pytest.raises(IndexError, match="out of range"):
+            x.sum(2)
