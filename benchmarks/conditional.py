@@ -194,4 +194,50 @@ def while_overhead(rows: list, progress) -> None:
     progress.step("while overhead")
 
 
-SECTIONS = [(while_loop, 4), (while_overhead, 1)]
+def while_body_sizes(rows: list, progress) -> None:
+    """The while node's ratio to the unrolled body as the body grows: two
+    elementwise kernels over n floats plus the kernel that counts down and sets
+    the condition, against the same three kernels unrolled."""
+    sizes, iters, unroll = ((1 << 20, 1 << 22, 1 << 24), 200, 20) if tp.cuda.backend() == "cuda" else ((16,), 4, 2)
+    n = tp.zeros(1, dtype=tp.int32)
+    flag = tp.empty(1, dtype=tp.bool)
+    for size in sizes:
+        x = tp.zeros(size)
+        x.mul_(0.5).add_(0.5)
+        count_down[1, 32](n, flag)  # compile outside capture
+        loop = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(loop):
+            with loop.while_() as handle:
+                x.mul_(0.5).add_(0.5)
+                count_down_and_set[1, 32](n, handle)
+        flat = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(flat):
+            for _ in range(unroll):
+                x.mul_(0.5).add_(0.5)
+                count_down[1, 32](n, flag)
+
+        def per_iteration(graph, count):
+            def go():
+                n.fill_(count)
+                graph.replay()
+
+            go()
+            return min(_timed(go, tp.cuda.synchronize) for _ in range(3)) / count * 1e6
+
+        looped, unrolled = per_iteration(loop, iters), per_iteration(flat, unroll)
+        rows.append(
+            {
+                "name": f"while node, body of 2 elementwise kernels on {size} float32 + a counter, us/iter "
+                "(driver: unrolled)",
+                "unit": "us",
+                "lower_is_better": True,
+                "tensorplay": looped,
+                "driver": unrolled,
+                "target": f"<= 1.1x unrolled ({looped / unrolled:.2f}x here)",
+            }
+        )
+        del x, loop, flat
+        progress.step(f"while body {size}")
+
+
+SECTIONS = [(while_loop, 4), (while_overhead, 1), (while_body_sizes, 3)]
