@@ -11,7 +11,9 @@ does; they differ in the loads in flight per thread (``unroll``), in the
 indexing (``2d``: ``x[row, k]`` with runtime strides; ``flat``: a contiguous
 row's 1-D offset) and in the items per lane that size the block (``per_lane``).
 Each is checked against NumPy in float64, then timed with CUDA events (median
-of 20 after warm-up) and printed in GB/s beside torch in the same run.
+of 20 after warm-up) and printed in GB/s beside torch in the same run. A last
+row per shape times tensorplay's own ``x.sum(dim=-1)``, one call and ten in a
+row, to tell its kernel's speed from what one timed call adds.
 """
 
 import functools
@@ -106,18 +108,37 @@ def launch_shape(m: int, k: int, per_lane: int, sm_threads: int):
     return (blocks, 1, 1), (lanes, per_block, 1)
 
 
-def time_ms(fn, *args, repeat: int = 20) -> float:
+def time_ms(fn, *args, repeat: int = 20, batch: int = 1) -> float:
+    """Median ms per call, from events (on the legacy stream) around ``batch`` calls."""
     fn(*args)
     cuda.synchronize()
     times = []
     for _ in range(repeat):
         start, end = cuda.event(), cuda.event()
         start.record()
-        fn(*args)
+        for _ in range(batch):
+            fn(*args)
         end.record()
         end.synchronize()
-        times.append(cuda.event_elapsed_time(start, end))
+        times.append(cuda.event_elapsed_time(start, end) / batch)
     return statistics.median(times)
+
+
+def product_rows(host: np.ndarray, gbytes: float, torch) -> None:
+    """tensorplay's own ``x.sum(dim=-1)`` (on the legacy stream, as the events
+    are), one call and ten in a row, next to torch's ten in a row: tells the
+    kernel's speed from what a single timed call adds."""
+    os.environ.setdefault("TENSORPLAY_BACKEND", "cuda")
+    import tensorplay as tp
+
+    x = tp.from_numpy(host)
+    single = gbytes / (time_ms(x.sum, -1) / 1e3)
+    batched = gbytes / (time_ms(x.sum, -1, batch=10) / 1e3)
+    cells = f"one call {single:.0f}, ten in a row {batched:.0f}"
+    if torch is not None:
+        tx = torch.as_tensor(host, device="cuda")
+        cells += f"; torch ten in a row {gbytes / (time_ms(tx.sum, -1, batch=10) / 1e3):.0f}"
+    print(f"| {host.shape[0]}x{host.shape[1]} | tensorplay x.sum(-1) | {cells} | | | |")
 
 
 def main() -> None:
@@ -150,6 +171,7 @@ def main() -> None:
             gbs = gbytes / (ms / 1e3)
             print(f"| {m}x{k} | {unroll} | {indexing} | {per_lane} | {gbs:.0f} | {torch_cell} | {err:.1e} |")
             sys.stdout.flush()
+        product_rows(host, gbytes, torch)
 
 
 if __name__ == "__main__":
