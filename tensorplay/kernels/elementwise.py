@@ -182,4 +182,6 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
     fn = namespace[name]
     fn.__qualname__ = f"elementwise.{name}"
     fn.__module__ = __name__
-    return cuda.jit(fn)
+    compiled = cuda.jit(fn)
+    compiled.tp_recipe = ("elementwise", "kernel", (op, pattern, layout, cast))  # how to build it again elsewhere
+    return compiled

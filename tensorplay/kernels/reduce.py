@@ -14,8 +14,7 @@ import functools
 
 import numpy as np
 from numba import cuda
-
-from ..cuda.backend import get as get_backend
+from numba.cuda.core import config
 
 __all__ = ["BLOCK", "chunks_kernel", "identity_value", "rows_kernel"]
 
@@ -81,7 +80,7 @@ def _parts(op: str, acc: str):
             k += step
         return combine(combine(combine(a0, a1), combine(a2, a3)), combine(combine(a4, a5), combine(a6, a7)))
 
-    if get_backend().name == "sim":  # Numba's simulator has no warp shuffles
+    if config.ENABLE_CUDASIM:  # Numba's simulator has no warp shuffles
 
         @cuda.jit(device=True, inline=True)
         def segment(lane, lanes, acc):
@@ -160,7 +159,9 @@ def rows_kernel(op: str, acc: str):
             first += cuda.gridDim.x * cuda.blockDim.y
 
     rows.__qualname__ = f"reduce.{op}_rows"
-    return cuda.jit(rows)
+    kernel = cuda.jit(rows)
+    kernel.tp_recipe = ("reduce", "rows_kernel", (op, acc))  # how to build it again elsewhere
+    return kernel
 
 
 @functools.cache
@@ -179,4 +180,6 @@ def chunks_kernel(op: str, acc: str):
             partials[cuda.blockIdx.y, cuda.blockIdx.x] = total
 
     chunks.__qualname__ = f"reduce.{op}_chunks"
-    return cuda.jit(chunks)
+    kernel = cuda.jit(chunks)
+    kernel.tp_recipe = ("reduce", "chunks_kernel", (op, acc))
+    return kernel

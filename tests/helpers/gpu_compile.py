@@ -1,0 +1,116 @@
+"""Compile, for a real GPU, the kernels a simulator run launched.
+
+Numba's simulator runs kernels as Python, so code that only the GPU compiles
+(type inference, lowering, the warp-shuffle path of the reductions) is never
+checked there. ``signatures()`` lists the library kernels launched so far in
+this process with their argument types; running this file as a script (in a
+process without ``NUMBA_ENABLE_CUDASIM``) rebuilds each kernel from
+``tensorplay/kernels`` and compiles it to PTX for compute capability 9.0, which
+needs NVIDIA's NVRTC and NVVM libraries but no GPU::
+
+    python tests/helpers/gpu_compile.py < signatures.json
+
+Exit status: 0 all compiled, 1 some failed (each named on stdout), 3 the
+compiler libraries are missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import multiprocessing
+import os
+import sys
+from pathlib import Path
+
+KERNELS = Path(__file__).resolve().parents[2] / "tensorplay" / "kernels"
+MODULES = ("elementwise", "reduce", "random", "matmul")  # free of tensorplay imports
+MISSING_LIBRARIES = 3
+
+
+def _scalar_name(key) -> str:
+    import numpy as np
+
+    return {bool: "bool", int: "int", float: "float"}.get(key) or np.dtype(key).name
+
+
+def signatures() -> list[dict]:
+    """The launched library kernels: how to rebuild each and its argument keys."""
+    from tensorplay.kernels.launch import _launchers
+
+    found = []
+    for kernel, *argkeys in list(_launchers):
+        recipe = getattr(kernel, "tp_recipe", None)
+        if recipe is None:  # a module-level kernel, such as random.uniform
+            fn = getattr(kernel, "py_func", None)
+            module = sys.modules.get(getattr(fn, "__module__", ""))
+            stem = getattr(module, "__name__", "").rpartition(".")[2]
+            if stem not in MODULES or getattr(module, fn.__name__, None) is not kernel:
+                continue  # a user's kernel, or one this check cannot rebuild
+            recipe = (stem, fn.__name__, None)
+        args = [list(k) if isinstance(k, tuple) else _scalar_name(k) for k in argkeys]
+        found.append({"recipe": list(recipe), "args": args})
+    return found
+
+
+def _load(stem: str):
+    spec = importlib.util.spec_from_file_location(f"gpu_compile_{stem}", KERNELS / f"{stem}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _numba_type(arg):
+    import numpy as np
+    from numba.cuda import types
+    from numba.cuda.np.numpy_support import from_dtype
+
+    if isinstance(arg, list):
+        name, ndim, contig = arg
+        return types.Array(from_dtype(np.dtype(name)), ndim, "C" if contig else "A")
+    return {"bool": types.boolean, "int": types.int64, "float": types.float64}.get(arg) or from_dtype(np.dtype(arg))
+
+
+_modules: dict = {}
+
+
+def _compile(item: dict) -> str | None:
+    """None when the kernel compiles, else a line saying why not."""
+    from numba import cuda
+
+    stem, name, args = item["recipe"]
+    target = getattr(_modules[stem], name)
+    kernel = target(*args) if args is not None else target
+    sig = tuple(_numba_type(a) for a in item["args"])
+    try:
+        cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return f"FAILED {stem}.{name}{tuple(args or ())} {item['args']}: {type(e).__name__}: {first}"
+    return None
+
+
+def main() -> int:
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        load_nvidia_dynamic_lib("nvrtc")
+        load_nvidia_dynamic_lib("nvvm")
+    except Exception as e:
+        print(f"NVRTC or NVVM not found: {e}")
+        return MISSING_LIBRARIES
+    _modules.update({stem: _load(stem) for stem in MODULES})
+    items = json.load(sys.stdin)
+    workers = min(os.cpu_count() or 1, 4)
+    if workers > 1 and len(items) > 50:  # forked workers share the loaded modules
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            failures = [f for f in pool.map(_compile, items, chunksize=8) if f]
+    else:
+        failures = [f for f in map(_compile, items) if f]
+    print("\n".join(failures) or f"{len(items)} kernels compiled")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Every library kernel the simulator launched also compiles for a real GPU.
+
+The simulator runs kernels as Python; this compiles them to PTX (sm_90) the way
+the GPU backend would, in a subprocess without the simulator, so type errors in
+GPU-only code fail here rather than on the GPU. It needs NVIDIA's NVRTC and NVVM
+libraries (the ``test`` extra installs them) but no GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ALL_DTYPES
+from helpers.gpu_compile import MISSING_LIBRARIES, signatures
+
+import tensorplay as tp
+
+pytestmark = pytest.mark.skipif(tp.cuda.backend() != "sim", reason="on a GPU every test compiles its kernels")
+
+UNARY = [operator.neg, operator.invert, abs] + [
+    getattr(tp.Tensor, name) for name in ("exp", "log", "sqrt", "tanh", "sin", "cos", "sigmoid", "relu")
+]
+BINARY = [operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.pow]
+BINARY += [operator.and_, operator.or_, operator.xor, tp.maximum, tp.minimum]
+COMPARE = [tp.eq, tp.ne, tp.lt, tp.le, tp.gt, tp.ge]
+
+
+def _attempt(fn, *args) -> None:
+    try:
+        fn(*args)
+    except (TypeError, ValueError):
+        pass  # an op this dtype does not take: nothing launched
+
+
+def _launch_a_bit_of_everything() -> None:
+    """Each op family on each dtype, flat and strided, with tensors and numbers."""
+    for dtype in ALL_DTYPES:
+        x = tp.ones((2, 3), dtype=dtype)
+        xt = x.t()  # a strided view: the nd layout
+        for op in UNARY:
+            _attempt(op, x)
+            _attempt(op, xt)
+        for op in BINARY + COMPARE:
+            _attempt(op, x, x)
+            _attempt(op, x, 2)
+            _attempt(op, 2.5, x)
+            _attempt(op, xt, x.t())
+        _attempt(tp.where, x > 0, x, x)
+        _attempt(x.clamp, 0, 1)
+        _attempt(xt.contiguous)
+        for other in ALL_DTYPES:
+            _attempt(x.to, other)
+        for op in ("sum", "mean", "max", "min"):
+            _attempt(getattr(x, op))
+            _attempt(getattr(x, op), -1)
+            _attempt(getattr(tp.ones((2, 700), dtype=dtype), op), -1)  # the two-pass path
+        _attempt(x.fill_, 1)
+    for dtype in (tp.float32, tp.float64, tp.float16):
+        tp.rand(4, dtype=dtype)
+        tp.randn(4, dtype=dtype)
+        tp.ones((2, 3), dtype=dtype) @ tp.ones((3, 2), dtype=dtype)
+        tp.ones((2, 2, 3), dtype=dtype) @ tp.ones((2, 3, 2), dtype=dtype)
+    tp.logical_not(tp.ones(2, dtype=tp.bool))
+
+
+def test_every_launched_library_kernel_compiles_for_the_gpu():
+    _launch_a_bit_of_everything()
+    found = signatures()
+    families = {tuple(s["recipe"][:2]) for s in found}
+    assert {("elementwise", "kernel"), ("reduce", "rows_kernel"), ("reduce", "chunks_kernel")} <= families
+    assert {("random", "uniform"), ("random", "normal"), ("matmul", "matmul_tiled")} <= families
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "TENSORPLAY_BACKEND")}
+    script = Path(__file__).resolve().parents[1] / "helpers" / "gpu_compile.py"
+    proc = subprocess.run(
+        [sys.executable, str(script)], input=json.dumps(found), capture_output=True, text=True, env=env, timeout=1800
+    )
+    if proc.returncode == MISSING_LIBRARIES:
+        pytest.skip(proc.stdout.strip())
+    assert proc.returncode == 0, f"{len(found)} kernels checked:\n{proc.stdout}{proc.stderr[-3000:]}"
+
+
+def test_a_kernel_that_does_not_compile_fails_the_check():
+    # The checker must fail, not pass, on a kernel that does not compile: here an
+    # add of two operands given one (its signature names two arrays, not three).
+    found = [{"recipe": ["elementwise", "kernel", ["add", "aa", "flat", "none"]], "args": [["float32", 1, True]] * 2}]
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "TENSORPLAY_BACKEND")}
+    script = Path(__file__).resolve().parents[1] / "helpers" / "gpu_compile.py"
+    proc = subprocess.run(
+        [sys.executable, str(script)], input=json.dumps(found), capture_output=True, text=True, env=env, timeout=600
+    )
+    if proc.returncode == MISSING_LIBRARIES:
+        pytest.skip(proc.stdout.strip())
+    assert proc.returncode == 1 and "FAILED elementwise.kernel" in proc.stdout, proc.stdout + proc.stderr[-2000:]
