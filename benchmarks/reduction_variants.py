@@ -8,8 +8,9 @@ visible::
 Each variant reduces the rows of a float32 (M, K) array with blocks of
 (lanes, rows) threads and warp shuffles, as ``tensorplay/kernels/reduce.py``
 does; they differ in the loads in flight per thread (``unroll``), in the
-indexing (``2d``: ``x[row, k]`` with runtime strides; ``flat``: a contiguous
-row's 1-D offset) and in the items per lane that size the block (``per_lane``).
+indexing (``2d``: ``x[row, k]``; ``flat``: a contiguous row's 1-D offset;
+``pairs``: 8-byte loads of the row seen as float64, split with libdevice) and
+in the items per lane that size the block (``per_lane``).
 Each is checked against NumPy in float64, then timed with CUDA events (median
 of 20 after warm-up) and printed in GB/s beside torch in the same run. A last
 row per shape times tensorplay's own ``x.sum(dim=-1)``, one call and ten in a
@@ -28,15 +29,16 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != "0":
     sys.exit("reduction_variants.py times the real GPU: unset NUMBA_ENABLE_CUDASIM")
 
 from numba import cuda, float32  # noqa: E402
+from numba.cuda import libdevice  # noqa: E402
 
 SHAPES = [(16384, 4096), (262144, 256), (2048, 32768)]
 
 _TEMPLATE = """
-def rows(x, flat, out):
+def rows(x, flat, pairs, out):
     lane = cuda.threadIdx.x
     lanes = cuda.blockDim.x
     m_count = x.shape[0]
-    k_count = u64(x.shape[1])
+    k_count = u64({k_source}.shape[1])
     first = cuda.blockIdx.x * cuda.blockDim.y
     while first < m_count:
         row = first + cuda.threadIdx.y
@@ -77,17 +79,27 @@ def rows(x, flat, out):
 """
 
 
+@cuda.jit(device=True, inline=True)
+def pair_sum(v):
+    """The two float32 held in the bits of float64 ``v``, added."""
+    return libdevice.int_as_float(libdevice.double2loint(v)) + libdevice.int_as_float(libdevice.double2hiint(v))
+
+
 @functools.cache
 def make_kernel(unroll: int, indexing: str):
+    k_source = "pairs" if indexing == "pairs" else "x"
     if indexing == "2d":
         setup, load = "pass", "x[row, {i}]"
-    else:  # a contiguous row: one 1-D base, unit stride
+    elif indexing == "flat":  # a contiguous row: one 1-D base, unit stride
         setup, load = "base = u64(row) * k_count", "flat[base + {i}]"
+    else:  # 8-byte loads: the row seen as float64, two float32 per load
+        setup, load = "pass", "pair_sum(pairs[row, {i}])"
     body = "\n".join(
         f"                a{j} += " + load.format(i=f"k + step * u64({j})" if j else "k") for j in range(unroll)
     )
     accs = " = ".join(f"a{j}" for j in range(unroll))
     src = _TEMPLATE.format(
+        k_source=k_source,
         setup=setup,
         accs=accs,
         unroll=unroll,
@@ -96,7 +108,7 @@ def make_kernel(unroll: int, indexing: str):
         load_k=load.format(i="k"),
         total=" + ".join(f"a{j}" for j in range(unroll)),
     )
-    scope = {"cuda": cuda, "float32": float32, "u64": np.uint64}
+    scope = {"cuda": cuda, "float32": float32, "u64": np.uint64, "pair_sum": pair_sum}
     exec(compile(src, f"<rows {unroll} {indexing}>", "exec"), scope)
     return cuda.jit(scope["rows"])
 
@@ -156,16 +168,17 @@ def main() -> None:
         ref = host.astype(np.float64).sum(axis=1)
         x = cuda.to_device(host)
         flat = x.reshape(m * k)
+        pairs = x.view(np.float64)  # (m, k / 2): k is even in SHAPES
         out = cuda.device_array(m, np.float32)
         gbytes = m * k * 4 / 1e9
         torch_gbs = None
         if torch is not None:
             tx = torch.as_tensor(host, device="cuda")
             torch_gbs = gbytes / (time_ms(tx.sum, -1) / 1e3)
-        for unroll, indexing, per_lane in itertools.product((4, 8), ("2d", "flat"), (4, 8, 16)):
+        for unroll, indexing, per_lane in itertools.product((4, 8), ("2d", "flat", "pairs"), (4, 8, 16)):
             kernel = make_kernel(unroll, indexing)
             grid, block = launch_shape(m, k, per_lane, sm_threads)
-            ms = time_ms(kernel[grid, block], x, flat, out)
+            ms = time_ms(kernel[grid, block], x, flat, pairs, out)
             err = float(np.max(np.abs(out.copy_to_host() - ref) / np.maximum(np.abs(ref), 1)))
             torch_cell = f"{torch_gbs:.0f}" if torch_gbs else "-"
             gbs = gbytes / (ms / 1e3)
