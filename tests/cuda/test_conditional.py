@@ -150,6 +150,27 @@ def test_misuse():
         _no_capture_left()
 
 
+@pytest.mark.parametrize("misuse", ["readback", "synchronize"])
+def test_a_host_wait_inside_a_nested_body_is_refused_and_the_runtime_stays_usable(misuse):
+    # Refused before it reaches the driver, so the capture can still be ended
+    # (an invalidated one with an open body could not be).
+    x, outer, inner = tp.ones(4), tp.tensor([True]), tp.tensor([True])
+    g = tp.cuda.CUDAGraph()
+    with pytest.raises(tp.cuda.CaptureError, match="capturing"):
+        with tp.cuda.graph(g):
+            with g.while_(outer):
+                with g.if_(inner):
+                    x.add_(1.0)
+                    x.numpy() if misuse == "readback" else tp.cuda.synchronize()
+    _no_capture_left()
+    g2 = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g2):
+        with g2.if_(inner):
+            x.add_(1.0)
+    g2.replay()
+    assert x.tolist() == [2.0] * 4
+
+
 def test_unclosed_node_at_capture_end_discards_the_capture():
     x, stop = tp.ones(4), tp.tensor([False])
     g = tp.cuda.CUDAGraph()
