@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -253,6 +256,31 @@ def test_a_kernel_first_used_inside_a_body_compiles_without_breaking_the_capture
             tp.lt(x, 50.0, out=flag)
     g.replay()
     assert x.item() == 81.0
+
+
+_INVALIDATE_IN_A_BODY = """
+import os
+import tensorplay as tp
+from tensorplay.cuda.backend import get
+flag, x = tp.tensor([True]), tp.ones(4)
+g = tp.cuda.CUDAGraph()
+try:
+    with tp.cuda.graph(g):
+        with g.while_(flag):
+            x.add_(1.0)
+            get().synchronize()  # past the host-wait pre-check, straight to the driver
+except tp.cuda.CaptureError as e:
+    print("CaptureError:", e, flush=True)
+os._exit(0)  # a GPU process is left unable to synchronize: skip the teardown
+"""
+
+
+def test_an_invalidation_inside_a_body_does_not_crash_the_process():
+    # On the H200 ending such a capture crashed the interpreter; in a child
+    # process, so that the GPU one left behind does not matter.
+    proc = subprocess.run([sys.executable, "-c", _INVALIDATE_IN_A_BODY], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "CaptureError: the capture on stream" in proc.stdout and "restart Python" in proc.stdout, proc.stdout
 
 
 @pytest.mark.skipif(tp.cuda.backend() != "sim", reason="leaves the GPU process unable to synchronize")
