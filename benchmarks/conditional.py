@@ -26,6 +26,18 @@ def _timed(fn, sync) -> float:
     return time.perf_counter() - t0
 
 
+def _per_iteration_us(graph, n, count: int, repeats: int = 3) -> float:
+    """µs per pass of ``graph`` whose loop runs ``count`` times from ``n = count``
+    (best of ``repeats`` replays after one warm-up)."""
+
+    def go():
+        n.fill_(count)
+        graph.replay()
+
+    go()
+    return min(_timed(go, tp.cuda.synchronize) for _ in range(repeats)) / count * 1e6
+
+
 @tp.jit
 def count_down(n, flag):
     """The whole loop body in one kernel: n -= 1; flag = n > 0."""
@@ -172,12 +184,7 @@ def while_overhead(rows: list, progress) -> None:
             count_down[1, 32](n, flag)
 
     def run(graph, count):
-        def go():
-            n.fill_(count)
-            graph.replay()
-
-        go()
-        return min(_timed(go, tp.cuda.synchronize) for _ in range(5)) / count * 1e6
+        return _per_iteration_us(graph, n, count, repeats=5)
 
     unrolled = run(flat, 100)
     for name, graph in [("flag + setter kernel", g), ("kernel sets the condition", fused)]:
@@ -216,15 +223,7 @@ def while_body_sizes(rows: list, progress) -> None:
                 x.mul_(0.5).add_(0.5)
                 count_down[1, 32](n, flag)
 
-        def per_iteration(graph, count):
-            def go():
-                n.fill_(count)
-                graph.replay()
-
-            go()
-            return min(_timed(go, tp.cuda.synchronize) for _ in range(3)) / count * 1e6
-
-        looped, unrolled = per_iteration(loop, iters), per_iteration(flat, unroll)
+        looped, unrolled = _per_iteration_us(loop, n, iters), _per_iteration_us(flat, n, unroll)
         rows.append(
             {
                 "name": f"while node, body of 2 elementwise kernels on {size} float32 + a counter, us/iter "
