@@ -165,17 +165,21 @@ def _fast_binary(op: str, a, b, pattern: str) -> Tensor:
     plan = _FAST_PLANS.get(key) or _fast_plan(key, a, b)
     out_dtype, launcher, pack = plan
     out = Tensor._empty((a if pattern[0] == "a" else b).shape, out_dtype)
-    isz = out_dtype.itemsize
+    if pattern == "aa":
+        return _launch_into_new(launcher, out, a._kflat + b._kflat)
+    if pattern == "as":
+        return _launch_into_new(launcher, out, a._kflat + pack(b))
+    return _launch_into_new(launcher, out, pack(a) + b._kflat)
+
+
+def _launch_into_new(launcher, out: Tensor, operand_params: bytes) -> Tensor:
+    """Launch a flat kernel writing the freshly allocated ``out``, its parameters
+    packed once here, the operands' already packed."""
+    isz = out.dtype.itemsize
     n = out._storage.nbytes // isz
     if n:
         out._kf = _PACK_FLAT(0, 0, n, isz, out._ptr, n, isz)
-        if pattern == "aa":
-            params = out._kf + a._kflat + b._kflat
-        elif pattern == "as":
-            params = out._kf + a._kflat + pack(b)
-        else:
-            params = out._kf + pack(a) + b._kflat
-        launcher.launch_packed(*grid_1d(n), launch_stream(launcher.name)._h, params)
+        launcher.launch_packed(*grid_1d(n), launch_stream(launcher.name)._h, out._kf + operand_params)
     return out
 
 
@@ -192,7 +196,16 @@ def _fast_plan(key: tuple, a, b) -> tuple:
     return plan
 
 
+_UNARY_PLANS: dict[tuple, tuple] = {}  # (op, dtype) -> (output dtype, flat launcher)
+
+
 def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
+    fast = out is None and x._contig
+    if fast:
+        plan = _UNARY_PLANS.get((op, x.dtype))
+        if plan is not None:
+            return _launch_into_new(plan[1], Tensor._empty(x.shape, plan[0]), x._kflat)
+    key = (op, x.dtype)
     if op in _FLOAT_UNARY:
         out_dtype = x.dtype if x.dtype.kind == "f" else dt.DEFAULT_FLOAT
     elif op in ("invert", "logical_not"):
@@ -205,6 +218,9 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
     else:
         out_dtype = x.dtype
     cast, _ = _cast_for(out_dtype if op in _FLOAT_UNARY else x.dtype)
+    if fast:  # checked once: later calls take the plan above
+        keys = [(out_dtype.name, 1, True), (x.dtype.name, 1, True)]
+        _UNARY_PLANS[key] = (out_dtype, resolve(ew.kernel(op, "a", "flat", cast), keys))
     out = Tensor._empty(x.shape, out_dtype) if out is None else out
     return elementwise(op, out, [x], cast)
 
