@@ -6,6 +6,7 @@ Nothing here synchronises the host; every kernel goes on the current stream.
 from __future__ import annotations
 
 import functools
+import struct
 
 import numpy as np
 
@@ -48,6 +49,23 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
     if out._contig and all(not isinstance(o, Tensor) or (o.shape == shape and o._contig) for o in operands):
         _flat_launch(op, pattern, cast, out, operands, n)
         return out
+    key = (op, pattern, cast, out.dtype, shape, out._strides)
+    key += tuple((o.dtype, o.shape, o._strides) if isinstance(o, Tensor) else type(o) for o in operands)
+    launcher, grid, block, packers = _ND_PLANS.get(key) or _nd_plan(key, out, operands, n)
+    packed = b"".join([pack(o) for pack, o in zip(packers, (out, *operands), strict=True)])
+    launcher.launch_packed(grid, block, launch_stream(launcher.name)._h, packed)
+    return out
+
+
+_ND_PLANS: dict[tuple, tuple] = {}  # (op, pattern, cast, layouts...) -> launcher, grid, block, packers
+_PACK_PTR = struct.Struct("<q").pack
+
+
+def _nd_plan(key: tuple, out: Tensor, operands, n: int) -> tuple:
+    """The launch of a broadcast or strided elementwise op, for one layout of its
+    operands: the 6-D kernel, its launch shape, and per parameter a packer that
+    only has to add the data pointer (kept for up to 4096 layouts)."""
+    op, pattern, cast, shape = key[0], key[1], key[2], out.shape
     tensors = [out] + [o for o in operands if isinstance(o, Tensor)]
     strides = [out._strides] + [broadcast_strides(t.shape, t._strides, shape) for t in tensors[1:]]
     cshape, cstrides = coalesce(shape, strides)
@@ -58,8 +76,21 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
         )
     nd = iter(_nd_arg(t, cshape, s) for t, s in zip(tensors, cstrides, strict=False))
     args = [next(nd)] + [next(nd) if isinstance(o, Tensor) else o for o in operands]
-    launch(ew.kernel(op, pattern, "nd", cast), *grid_1d(n), args)
-    return out
+    keys = [a._kkey if isinstance(a, ArrayArg) else type(a) for a in args]
+    launcher = resolve(ew.kernel(op, pattern, "nd", cast), keys)
+    packers = [_array_packer(a) if isinstance(a, ArrayArg) else scalar_struct(type(a)).pack for a in args]
+    plan = (launcher, *grid_1d(n), packers)
+    if len(_ND_PLANS) < 4096:
+        _ND_PLANS[key] = plan
+    return plan
+
+
+def _array_packer(arg: ArrayArg):
+    """Packs a tensor as ``arg`` with the tensor's own data pointer: the slots
+    before and after the pointer are fixed by the layout."""
+    k = arg._karray
+    before, after = struct.pack("<4q", *k[:4]), struct.pack(f"<{len(k) - 5}q", *k[5:])
+    return lambda t: before + _PACK_PTR(t._ptr) + after
 
 
 _FLAT_LAUNCHERS: dict[tuple, tuple] = {}

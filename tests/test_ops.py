@@ -599,3 +599,17 @@ def test_logical_ops_reject_floats(op):
         fn(tp.ones(2, dtype=tp.int32), 1.5)
     with pytest.raises(TypeError, match="'~' needs a bool or integer tensor, got tensorplay.float16"):
         ~tp.ones(2, dtype=tp.float16)
+
+
+def test_strided_ops_reuse_a_layout_with_other_pointers_and_scalars():
+    # Plans are kept per layout (shapes, strides, dtypes): the data pointers
+    # and the scalars still come from each call.
+    x, a = random_tensor((5, 4), tp.float32, seed=60)
+    r, b = random_tensor((4,), tp.float32, seed=61)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    for _ in range(2):
+        assert_close(x[1:] + r, a64[1:] + b64)  # the same layout twice ...
+        assert_close(x[:-1] + r, a64[:-1] + b64)  # ... at another offset
+        for k in (2.0, 3.0):
+            assert_close(x.t() * k, a64.T * k)
+        assert_close(x.t().contiguous(), a64.T)
