@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from . import _dtype as dt
 from ._shape import broadcast_shapes
-from ._tensor import Tensor
+from ._tensor import Tensor, contiguous_strides
 from .kernels import matmul as mk
-from .kernels.launch import launch
+from .kernels.launch import launch_stream, layout_packer, resolve
 
 __all__ = ["matmul"]
 
@@ -34,6 +34,14 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     >>> (a @ tp.tensor([1.0, 1.0])).tolist()
     [3.0, 7.0]
     """
+    if type(a) is Tensor and type(b) is Tensor:
+        plan = _PLANS.get((a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides))
+        if plan is not None:
+            launcher, grid, block, packers, shape3, final_shape, final_strides = plan
+            out = Tensor._empty(shape3, a.dtype)
+            params = b"".join([pack(t) for pack, t in zip(packers, (a, b, out), strict=True)])
+            launcher.launch_packed(grid, block, launch_stream(launcher.name)._h, params)
+            return out._view(final_shape, final_strides)
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(f"matmul expects two tensors, got {type(a).__name__} and {type(b).__name__}")
     if a.ndim == 0 or b.ndim == 0:
@@ -50,16 +58,30 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         raise TypeError("matmul is not defined for bool tensors")
     a3, b3 = _as3d(a2, batch, dtype), _as3d(b2, batch, dtype)
     out = Tensor._empty((a3.shape[0], m, n), dtype)
-    if k == 0:
-        out.zero_()
-    elif out.numel():
-        grid, block = mk.matmul_launch_shape(a3.shape[0], m, n)
-        launch(
-            mk.matmul_tiled, tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block)), [a3, b3, out]
-        )
     shape = tuple(batch) + (m, n)
     if a.ndim == 1:
         shape = shape[:-2] + (n,)
     if b.ndim == 1:
         shape = shape[:-1]
+    if k == 0:
+        out.zero_()
+    elif out.numel():
+        grid, block = mk.matmul_launch_shape(a3.shape[0], m, n)
+        grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
+        launcher = resolve(mk.matmul_tiled, [a3._kkey, b3._kkey, out._kkey])
+        launcher(grid, block, launch_stream(launcher.name)._h, [a3, b3, out])
+        if _views_in_place(a3, a) and _views_in_place(b3, b) and len(_PLANS) < 4096:
+            packers = [layout_packer(t) for t in (a3, b3, out)]
+            key = (a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides)
+            _PLANS[key] = (launcher, grid, block, packers, out.shape, shape, contiguous_strides(shape))
     return out.view(shape)
+
+
+_PLANS: dict[tuple, tuple] = {}  # the operands' layouts -> launcher, launch shape, packers, shapes
+
+
+def _views_in_place(t3: Tensor, t: Tensor) -> bool:
+    """Whether ``t3`` (the 3-D operand) is a view of ``t`` at its own pointer: then
+    the same layout of ``t`` always gives the same ``t3``, and a plan can skip
+    ``_as3d``."""
+    return t3._storage is t._storage and t3._ptr == t._ptr

@@ -6,7 +6,6 @@ Nothing here synchronises the host; every kernel goes on the current stream.
 from __future__ import annotations
 
 import functools
-import struct
 
 import numpy as np
 
@@ -17,7 +16,7 @@ from .cuda.backend import get as get_backend
 from .cuda.backend.params import scalar_struct
 from .kernels import elementwise as ew
 from .kernels import reduce as rk
-from .kernels.launch import ArrayArg, grid_1d, launch, launch_stream, resolve
+from .kernels.launch import ArrayArg, grid_1d, launch, launch_stream, layout_packer, resolve
 
 __all__ = ["binary", "elementwise", "reduce", "unary"]
 
@@ -58,7 +57,6 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
 
 
 _ND_PLANS: dict[tuple, tuple] = {}  # (op, pattern, cast, layouts...) -> launcher, grid, block, packers
-_PACK_PTR = struct.Struct("<q").pack
 
 
 def _nd_plan(key: tuple, out: Tensor, operands, n: int) -> tuple:
@@ -78,19 +76,11 @@ def _nd_plan(key: tuple, out: Tensor, operands, n: int) -> tuple:
     args = [next(nd)] + [next(nd) if isinstance(o, Tensor) else o for o in operands]
     keys = [a._kkey if isinstance(a, ArrayArg) else type(a) for a in args]
     launcher = resolve(ew.kernel(op, pattern, "nd", cast), keys)
-    packers = [_array_packer(a) if isinstance(a, ArrayArg) else scalar_struct(type(a)).pack for a in args]
+    packers = [layout_packer(a) if isinstance(a, ArrayArg) else scalar_struct(type(a)).pack for a in args]
     plan = (launcher, *grid_1d(n), packers)
     if len(_ND_PLANS) < 4096:
         _ND_PLANS[key] = plan
     return plan
-
-
-def _array_packer(arg: ArrayArg):
-    """Packs a tensor as ``arg`` with the tensor's own data pointer: the slots
-    before and after the pointer are fixed by the layout."""
-    k = arg._karray
-    before, after = struct.pack("<4q", *k[:4]), struct.pack(f"<{len(k) - 5}q", *k[5:])
-    return lambda t: before + _PACK_PTR(t._ptr) + after
 
 
 _FLAT_LAUNCHERS: dict[tuple, tuple] = {}

@@ -73,3 +73,19 @@ def test_matmul_errors():
         tp.ones(2, 2, dtype=tp.bool) @ tp.ones(2, 2, dtype=tp.bool)
     with pytest.raises(TypeError, match="matmul expects two tensors, got Tensor and list"):
         tp.matmul(tp.ones(2), [1.0, 2.0])
+
+
+def test_repeated_products_of_one_layout_use_each_calls_data():
+    # A plan is kept per operand layout when the operands are used in place;
+    # each call still reads its own operands and writes a new output.
+    for seed in (70, 71):
+        a, a_np = random_tensor((3, 5), tp.float32, seed=seed)
+        b, b_np = random_tensor((5, 4), tp.float32, seed=seed + 10)
+        v, v_np = random_tensor((5,), tp.float32, seed=seed + 20)
+        a64, b64, v64 = (t.astype(np.float64) for t in (a_np, b_np, v_np))
+        for _ in range(2):
+            assert_close(a @ b, a64 @ b64, atol=1e-5)
+            assert_close(a @ v, a64 @ v64, atol=1e-5)
+            assert_close(v @ b, v64 @ b64, atol=1e-5)
+            assert_close(b.t() @ a.t(), (a64 @ b64).T, atol=1e-5)  # copies: no plan
+            assert_close(a[1:] @ b, a64[1:] @ b64, atol=1e-5)  # a view at an offset

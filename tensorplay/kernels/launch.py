@@ -8,6 +8,8 @@ only pack values and call the driver.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from ..cuda.backend import CaptureError
@@ -15,7 +17,7 @@ from ..cuda.backend import get as get_backend
 from ..cuda.backend.params import array_struct
 from ..cuda.streams import capture_state, current_stream
 
-__all__ = ["ArrayArg", "KernelArray", "grid_1d", "launch", "numba_type"]
+__all__ = ["ArrayArg", "KernelArray", "grid_1d", "launch", "layout_packer", "numba_type"]
 
 _launchers: dict[tuple, object] = {}
 
@@ -34,6 +36,17 @@ class KernelArray:
     def _kbytes(self) -> bytes:
         k = self._karray
         return array_struct((len(k) - 5) // 2).pack(*k)
+
+
+_PACK_PTR = struct.Struct("<q").pack
+
+
+def layout_packer(arg: KernelArray):
+    """A function packing any array laid out as ``arg`` (same dtype, shape and
+    strides) from its own data pointer: the slots around the pointer are fixed."""
+    k = arg._karray
+    before, after = struct.pack("<4q", *k[:4]), struct.pack(f"<{len(k) - 5}q", *k[5:])
+    return lambda t: before + _PACK_PTR(t._ptr) + after
 
 
 class ArrayArg(KernelArray):
