@@ -11,12 +11,12 @@ import numpy as np
 
 from . import _dtype as dt
 from ._shape import broadcast_shapes, broadcast_strides, coalesce, view_strides
-from ._tensor import _PACK_FLAT, Tensor, contiguous_strides
+from ._tensor import _PACK_FLAT, Tensor, _is_contiguous, contiguous_strides
 from .cuda.backend import get as get_backend
 from .cuda.backend.params import scalar_struct
 from .kernels import elementwise as ew
 from .kernels import reduce as rk
-from .kernels.launch import ArrayArg, grid_1d, launch, launch_stream, layout_packer, resolve
+from .kernels.launch import ArrayArg, grid_1d, launch_stream, layout_packer, resolve
 
 __all__ = ["binary", "elementwise", "reduce", "unary"]
 
@@ -341,16 +341,17 @@ def reduce(op: str, x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """``sum``, ``mean``, ``max`` or ``min`` over ``dim`` (all dimensions if None)."""
     key = (op, x.dtype, x.shape, x._strides, dim if dim is None or isinstance(dim, int) else tuple(dim), keepdim)
     plan = _REDUCE_PLANS.get(key) or _reduce_plan(key, x)
-    out_dtype, acc, m, k, order, rows_strides, final_shape, final_strides = plan
+    out_dtype, m, k, order, rows_strides, steps, final_shape, final_strides = plan
     out = Tensor._empty((m,), out_dtype)
-    if m and k == 0:
-        fill(out, np.nan if op == "mean" else 0)
-    elif m:
+    if steps is None:  # nothing to reduce: empty rows or no rows
+        if m:
+            fill(out, np.nan if op == "mean" else 0)
+    else:
         if rows_strides is not None:  # the rows are a view of x
             rows = x._view((m, k), rows_strides)
         else:
             rows = x.permute(order).reshape(m, k)
-        _reduce_rows(op, rows, out, acc, 1.0 / k)
+        _run_reduction(steps, rows, out)
     return out._view(final_shape, final_strides)
 
 
@@ -368,22 +369,57 @@ def _reduce_plan(key: tuple, x: Tensor) -> tuple:
         raise ValueError(f"{op}() of an empty dimension has no identity; shape {x.shape}, dim {dim}")
     order = keep + list(dims)
     rows_strides = view_strides(tuple(x.shape[d] for d in order), tuple(x._strides[d] for d in order), (m, k))
+    steps = None
+    if m and k:
+        isz = x.dtype.itemsize
+        strides = (k, 1) if rows_strides is None else tuple(rows_strides)  # the copy, or a view of x
+        contig = _is_contiguous((m, k), strides)
+        rows = ArrayArg(0, (m, k), [s * isz for s in strides], x.dtype.name, isz, contig)
+        steps = _reduction_steps(op, acc, out_dtype, rows)
     final_shape = tuple(1 if d in dims else x.shape[d] for d in range(x.ndim)) if keepdim else out_shape
-    plan = (out_dtype, acc, m, k, order, rows_strides, final_shape, contiguous_strides(final_shape))
+    plan = (out_dtype, m, k, order, rows_strides, steps, final_shape, contiguous_strides(final_shape))
     if len(_REDUCE_PLANS) < 4096:
         _REDUCE_PLANS[key] = plan
     return plan
 
 
-def _reduce_rows(op: str, rows: Tensor, out: Tensor, acc: np.dtype, scale: float) -> None:
-    m, k = rows.shape
+def _contiguous_arg(shape: tuple, dtype: dt.DType) -> ArrayArg:
+    """The layout of a new contiguous tensor (no data: for launch keys and packers)."""
+    isz = dtype.itemsize
+    return ArrayArg(0, shape, [s * isz for s in contiguous_strides(shape)], dtype.name, isz, True)
+
+
+def _reduction_steps(op: str, acc: np.dtype, out_dtype: dt.DType, rows: ArrayArg) -> tuple:
+    """(chunk step or None, final step): the launchers, launch shapes and packers
+    that reduce (m, k) rows laid out as ``rows`` into an (m,) output."""
+    m, k = rows._karray[5:7]
     init = rk.identity_value(op, acc)
+    init_bytes = scalar_struct(type(init)).pack(init)
     chunks, block, rows_grid, rows_block = _rows_launch_shape(m, k)
+    chunk_step, source = None, rows
     if chunks > 1:  # few long rows: reduce chunks in parallel first
-        partial = Tensor._empty((m, chunks), dt.from_numpy_dtype(acc))
-        launch(rk.chunks_kernel(op, acc.name), (chunks, m, 1), (block, 1, 1), [rows, partial, init])
-        rows = partial
-    launch(rk.rows_kernel(op, acc.name), rows_grid, rows_block, [rows, out, init, np.float64(scale)])
+        partial_dtype = dt.from_numpy_dtype(acc)
+        partial = _contiguous_arg((m, chunks), partial_dtype)
+        launcher = resolve(rk.chunks_kernel(op, acc.name), [rows._kkey, partial._kkey, type(init)])
+        packers = (layout_packer(rows), layout_packer(partial))
+        chunk_step = (launcher, (chunks, m, 1), (block, 1, 1), packers, (m, chunks), partial_dtype, init_bytes)
+        source = partial
+    out = _contiguous_arg((m,), out_dtype)
+    launcher = resolve(rk.rows_kernel(op, acc.name), [source._kkey, out._kkey, type(init), np.float64])
+    tail = init_bytes + scalar_struct(np.float64).pack(1.0 / k)  # the mean's scale
+    return chunk_step, (launcher, rows_grid, rows_block, (layout_packer(source), layout_packer(out)), tail)
+
+
+def _run_reduction(steps: tuple, rows: Tensor, out: Tensor) -> None:
+    chunk_step, (launcher, grid, block, (pack_source, pack_out), tail) = steps
+    source = rows
+    if chunk_step is not None:
+        chunk_launcher, chunk_grid, chunk_block, (pack_rows, pack_partial), shape, dtype, init_bytes = chunk_step
+        source = Tensor._empty(shape, dtype)
+        params = pack_rows(rows) + pack_partial(source) + init_bytes
+        chunk_launcher.launch_packed(chunk_grid, chunk_block, launch_stream(chunk_launcher.name)._h, params)
+    params = pack_source(source) + pack_out(out) + tail
+    launcher.launch_packed(grid, block, launch_stream(launcher.name)._h, params)
 
 
 @functools.lru_cache(maxsize=4096)

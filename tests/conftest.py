@@ -20,15 +20,15 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def launched(monkeypatch):
-    """The kernels ``_ops`` launches during the test, in order."""
+    """The kernels launched on the simulator during the test, in order."""
     kernels = []
-    from tensorplay import _ops
+    from tensorplay.cuda.backend.sim import SimLauncher
 
-    real = _ops.launch
+    real = SimLauncher.__call__
 
-    def spy(kernel, *args, **kwargs):
-        kernels.append(kernel)
-        return real(kernel, *args, **kwargs)
+    def spy(self, *args, **kwargs):
+        kernels.append(self._dispatcher)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(_ops, "launch", spy)
+    monkeypatch.setattr(SimLauncher, "__call__", spy)
     return kernels
