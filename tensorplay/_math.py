@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import importlib
+
 from . import _dtype as dt
+from .cuda.backend import get as get_backend
+from .cuda.streams import current_stream
 
 
-class _LazyOps:
-    """``_ops`` imports ``Tensor``; bind it on first use, then it is a plain global."""
+class _Lazy:
+    """A module that imports ``Tensor`` (so not at import time here): bound on
+    first use, then a plain global."""
 
-    def __getattr__(self, name: str):
-        from . import _ops
+    def __init__(self, module: str, name: str) -> None:
+        self._module, self._name = module, name
 
-        globals()["OPS"] = _ops
-        return getattr(_ops, name)
+    def __getattr__(self, attr: str):
+        module = importlib.import_module(self._module, __package__)
+        globals()[self._name] = module
+        return getattr(module, attr)
 
 
-OPS = _LazyOps()
+OPS = _Lazy("._ops", "OPS")
+MATMUL = _Lazy("._matmul", "MATMUL")
 
 
 def _binary(op: str, reflected: bool = False):
@@ -97,14 +105,10 @@ class TensorMath:
     amax, amin = max, min  # noqa: A003
 
     def __matmul__(self, other):
-        from ._matmul import matmul
-
-        return matmul(self, other)
+        return MATMUL.matmul(self, other)
 
     def __rmatmul__(self, other):
-        from ._matmul import matmul
-
-        return matmul(other, self)
+        return MATMUL.matmul(other, self)
 
     matmul = __matmul__
 
@@ -121,13 +125,8 @@ class TensorMath:
     # -- copies and fills ---------------------------------------------------------
     def copy_(self, src):
         """Copy ``src`` (a tensor, broadcast and cast, or host data) into this tensor."""
-        from ._tensor import Tensor
-
-        if isinstance(src, Tensor):
+        if isinstance(src, type(self)):
             if src.dtype is self.dtype and src.shape == self.shape and src._contig and self._contig:
-                from .cuda.backend import get as get_backend
-                from .cuda.streams import current_stream
-
                 if self.numel():
                     nbytes = self.numel() * self.dtype.itemsize
                     get_backend().copy_dtod(self._ptr, src._ptr, nbytes, current_stream()._h)
@@ -142,31 +141,24 @@ class TensorMath:
 
     def zero_(self):
         if self._contig and self.numel():
-            from .cuda.backend import get as get_backend
-            from .cuda.streams import current_stream
-
             get_backend().memset(self._ptr, 0, self.numel() * self.dtype.itemsize, current_stream()._h)
             return self
         return self.fill_(0)
 
     def clone(self):
-        from ._tensor import Tensor
-
-        return Tensor._empty(self.shape, self.dtype).copy_(self)
+        return type(self)._empty(self.shape, self.dtype).copy_(self)
 
     def contiguous(self):
         return self if self._contig else self.clone()
 
     def to(self, dtype, copy: bool = False):
         """This tensor as ``dtype`` (itself when already of that type, unless ``copy``)."""
-        from ._tensor import Tensor
-
         if isinstance(dtype, str) and dtype in ("cuda", "cuda:0"):
             return self.clone() if copy else self
         dtype = dt.as_dtype(dtype)
         if dtype is self.dtype and not copy:
             return self
-        return OPS.copy(Tensor._empty(self.shape, dtype), self)
+        return OPS.copy(type(self)._empty(self.shape, dtype), self)
 
     def float(self):
         return self.to(dt.float32)
