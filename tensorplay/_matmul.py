@@ -6,7 +6,7 @@ from . import _dtype as dt
 from ._shape import broadcast_shapes
 from ._tensor import Tensor, contiguous_strides
 from .kernels import matmul as mk
-from .kernels.launch import launch_stream, layout_packer, resolve
+from .kernels.launch import launch_packed, launch_with, layout_packer, resolve
 
 __all__ = ["matmul"]
 
@@ -40,7 +40,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
             launcher, grid, block, packers, shape3, final_shape, final_strides = plan
             out = Tensor._empty(shape3, a.dtype)
             params = b"".join([pack(t) for pack, t in zip(packers, (a, b, out), strict=True)])
-            launcher.launch_packed(grid, block, launch_stream(launcher.name)._h, params)
+            launch_packed(launcher, grid, block, params)
             return out._view(final_shape, final_strides)
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(f"matmul expects two tensors, got {type(a).__name__} and {type(b).__name__}")
@@ -69,7 +69,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         grid, block = mk.matmul_launch_shape(a3.shape[0], m, n)
         grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
         launcher = resolve(mk.matmul_tiled, [a3._kkey, b3._kkey, out._kkey])
-        launcher(grid, block, launch_stream(launcher.name)._h, [a3, b3, out])
+        launch_with(launcher, grid, block, [a3, b3, out])
         if _views_in_place(a3, a) and _views_in_place(b3, b) and len(_PLANS) < 4096:
             packers = [layout_packer(t) for t in (a3, b3, out)]
             key = (a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides)

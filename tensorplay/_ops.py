@@ -16,7 +16,7 @@ from .cuda.backend import get as get_backend
 from .cuda.backend.params import scalar_struct
 from .kernels import elementwise as ew
 from .kernels import reduce as rk
-from .kernels.launch import ArrayArg, grid_1d, launch_stream, layout_packer, resolve
+from .kernels.launch import ArrayArg, grid_1d, launch_packed, layout_packer, resolve
 
 __all__ = ["binary", "elementwise", "reduce", "unary"]
 
@@ -52,7 +52,7 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
     key += tuple((o.dtype, o.shape, o._strides) if isinstance(o, Tensor) else type(o) for o in operands)
     launcher, grid, block, packers = _ND_PLANS.get(key) or _nd_plan(key, out, operands, n)
     packed = b"".join([pack(o) for pack, o in zip(packers, (out, *operands), strict=True)])
-    launcher.launch_packed(grid, block, launch_stream(launcher.name)._h, packed)
+    launch_packed(launcher, grid, block, packed)
     return out
 
 
@@ -99,7 +99,7 @@ def _flat_launch(op: str, pattern: str, cast: str, out: Tensor, operands, n: int
     packed = out._kflat + b"".join(
         [o._kflat if pack is None else pack(o) for pack, o in zip(packers, operands, strict=True)]
     )
-    launcher.launch_packed(*grid_1d(n), launch_stream(launcher.name)._h, packed)
+    launch_packed(launcher, *grid_1d(n), packed)
 
 
 def _cast_for(compute: dt.DType) -> tuple[str, type]:
@@ -200,7 +200,7 @@ def _launch_into_new(launcher, out: Tensor, operand_params: bytes) -> Tensor:
     n = out._storage.nbytes // isz
     if n:
         out._kf = _PACK_FLAT(0, 0, n, isz, out._ptr, n, isz)
-        launcher.launch_packed(*grid_1d(n), launch_stream(launcher.name)._h, out._kf + operand_params)
+        launch_packed(launcher, *grid_1d(n), out._kf + operand_params)
     return out
 
 
@@ -239,9 +239,10 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
     else:
         out_dtype = x.dtype
     cast, _ = _cast_for(out_dtype if op in _FLOAT_UNARY else x.dtype)
-    if fast:  # checked once: later calls take the plan above
+    if fast:  # checked once: this and later calls launch from the plan
         keys = [(out_dtype.name, 1, True), (x.dtype.name, 1, True)]
-        _UNARY_PLANS[key] = (out_dtype, resolve(ew.kernel(op, "a", "flat", cast), keys))
+        plan = _UNARY_PLANS[key] = (out_dtype, resolve(ew.kernel(op, "a", "flat", cast), keys))
+        return _launch_into_new(plan[1], Tensor._empty(x.shape, out_dtype), x._kflat)
     out = Tensor._empty(x.shape, out_dtype) if out is None else out
     return elementwise(op, out, [x], cast)
 
@@ -417,9 +418,9 @@ def _run_reduction(steps: tuple, rows: Tensor, out: Tensor) -> None:
         chunk_launcher, chunk_grid, chunk_block, (pack_rows, pack_partial), shape, dtype, init_bytes = chunk_step
         source = Tensor._empty(shape, dtype)
         params = pack_rows(rows) + pack_partial(source) + init_bytes
-        chunk_launcher.launch_packed(chunk_grid, chunk_block, launch_stream(chunk_launcher.name)._h, params)
+        launch_packed(chunk_launcher, chunk_grid, chunk_block, params)
     params = pack_source(source) + pack_out(out) + tail
-    launcher.launch_packed(grid, block, launch_stream(launcher.name)._h, params)
+    launch_packed(launcher, grid, block, params)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -17,7 +17,7 @@ from ..cuda.backend import get as get_backend
 from ..cuda.backend.params import array_struct
 from ..cuda.streams import capture_state, current_stream
 
-__all__ = ["ArrayArg", "KernelArray", "grid_1d", "launch", "layout_packer", "numba_type"]
+__all__ = ["ArrayArg", "KernelArray", "grid_1d", "launch", "launch_packed", "layout_packer", "numba_type"]
 
 _launchers: dict[tuple, object] = {}
 
@@ -107,6 +107,12 @@ def launch(kernel, grid, block, args, stream=None, shared_bytes: int = 0) -> Non
 def launch_with(launcher, grid, block, args, stream=None, shared_bytes: int = 0) -> None:
     """Launch through a launcher from ``resolve`` (arguments must match its keys)."""
     launcher(grid, block, launch_stream(launcher.name, stream)._h, args, shared_bytes)
+
+
+def launch_packed(launcher, grid, block, params: bytes) -> None:
+    """Launch on the current stream with every parameter already packed (the ops'
+    plans), refusing the legacy default stream during a capture."""
+    launcher.launch_packed(grid, block, launch_stream(launcher.name)._h, params)
 
 
 def launch_stream(kernel_name: str, stream=None):
