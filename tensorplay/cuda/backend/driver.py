@@ -50,6 +50,15 @@ def fail(function: str, err) -> CudaError:
     return cls.from_result(function, name, desc)
 
 
+def _done(function: str, err) -> bool:
+    """A query's answer: True when the work is done, False while it is not ready."""
+    if err == R.CUDA_ERROR_NOT_READY:
+        return False
+    if err:
+        raise fail(function, err)
+    return True
+
+
 def check(function: str, result):
     """Raise ``CudaError`` unless ``result`` (a driver call's tuple) succeeded."""
     err = result[0]
@@ -262,12 +271,7 @@ class DriverBackend:
         check("cuStreamSynchronize", drv.cuStreamSynchronize(stream))
 
     def stream_query(self, stream) -> bool:
-        (err,) = drv.cuStreamQuery(stream)
-        if err == R.CUDA_ERROR_NOT_READY:
-            return False
-        if err:
-            raise fail("cuStreamQuery", err)
-        return True
+        return _done("cuStreamQuery", drv.cuStreamQuery(stream)[0])
 
     def stream_wait_event(self, stream, event) -> None:
         check("cuStreamWaitEvent", drv.cuStreamWaitEvent(stream, event, 0))
@@ -286,12 +290,7 @@ class DriverBackend:
         check("cuEventSynchronize", drv.cuEventSynchronize(event))
 
     def event_query(self, event) -> bool:
-        (err,) = drv.cuEventQuery(event)
-        if err == R.CUDA_ERROR_NOT_READY:
-            return False
-        if err:
-            raise fail("cuEventQuery", err)
-        return True
+        return _done("cuEventQuery", drv.cuEventQuery(event)[0])
 
     def event_elapsed_ms(self, start, end) -> float:
         return check("cuEventElapsedTime", drv.cuEventElapsedTime(start, end))
