@@ -54,6 +54,39 @@ def count_down_and_set(n, handle):
         tp.cuda.set_conditional(handle, np.uint32(1 if n[0] > 0 else 0))
 
 
+def _raw_while(x, n):
+    """The fused loop below (``x.add_(1.0)``, then ``count_down_and_set``) built by
+    raw ``cuda.bindings`` calls, tensorplay only issuing the two kernels: a capture,
+    a while node added with ``cuGraphAddNode``, its body captured with
+    ``cuStreamBeginCaptureToGraph``. Returns a function that replays it."""
+    from cuda.bindings import driver as drv
+
+    from benchmarks.graph_ops import _ok
+
+    mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    s, body_stream = tp.cuda.Stream(), tp.cuda.Stream()
+    ctx = _ok(drv.cuCtxGetCurrent())
+    _ok(drv.cuStreamBeginCapture(s._h, mode))
+    _, _, graph, deps, edges, ndeps = _ok(drv.cuStreamGetCaptureInfo(s._h))
+    handle = _ok(drv.cuGraphConditionalHandleCreate(graph, ctx, 1, drv.CU_GRAPH_COND_ASSIGN_DEFAULT))
+    p = drv.CUgraphNodeParams()
+    p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+    p.conditional.handle = handle
+    p.conditional.type = drv.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_WHILE
+    p.conditional.size = 1
+    p.conditional.ctx = ctx
+    node = _ok(drv.cuGraphAddNode(graph, deps, edges, ndeps, p))
+    flags = drv.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES
+    _ok(drv.cuStreamUpdateCaptureDependencies(s._h, [node], None, 1, flags))
+    _ok(drv.cuStreamBeginCaptureToGraph(body_stream._h, p.conditional.phGraph_out[0], None, None, 0, mode))
+    with tp.cuda.stream(body_stream):
+        x.add_(1.0)
+        count_down_and_set[1, 32](n, np.uint64(int(handle)))
+    _ok(drv.cuStreamEndCapture(body_stream._h))
+    exec_ = _ok(drv.cuGraphInstantiate(_ok(drv.cuStreamEndCapture(s._h)), 0))
+    return lambda: _ok(drv.cuGraphLaunch(exec_, s._h))
+
+
 def while_loop(rows: list, progress) -> None:
     big = tp.cuda.backend() == "cuda"
     iters, unroll = (2000, 100) if big else (20, 5)
@@ -119,16 +152,38 @@ def while_loop(rows: list, progress) -> None:
     run_fused()
     run_flat_fused()
     per_fused = min(_timed(run_fused, sync) for _ in range(5)) / iters * 1e6
+    per_flat_fused = min(_timed(run_flat_fused, sync) for _ in range(5)) / unroll * 1e6
     rows.append(
         {
             "name": "while node, 2-kernel body whose kernel sets the condition, us/iter (driver: unrolled)",
             "unit": "us",
             "lower_is_better": True,
             "tensorplay": per_fused,
-            "driver": min(_timed(run_flat_fused, sync) for _ in range(5)) / unroll * 1e6,
+            "driver": per_flat_fused,
             "target": f"<= 1.1x unrolled; host loop {per_host / per_fused:.1f}x slower",
         }
     )
+    if big:  # the same while node built by raw driver calls: the driver's own cost per pass
+        replay_raw = _raw_while(x, n)
+
+        def run_raw():
+            n.fill_(iters)
+            replay_raw()
+
+        run_raw()
+        per_raw = min(_timed(run_raw, sync) for _ in range(5)) / iters * 1e6
+        rows.append(
+            {
+                "name": "while node, 2-kernel body whose kernel sets the condition, us/iter "
+                "(driver: the same node built by raw driver calls)",
+                "unit": "us",
+                "lower_is_better": True,
+                "tensorplay": per_fused,
+                "driver": per_raw,
+                "target": "= driver: a pass costs beyond its body what the driver's node costs "
+                f"({per_raw / per_flat_fused:.2f}x unrolled)",
+            }
+        )
     row = {
         "name": "while node, us per iteration (driver column: same body unrolled in a graph)",
         "unit": "us",

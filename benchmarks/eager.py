@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 import tensorplay as tp
-from benchmarks.common import cupy_events, device_ms, host_us, optional, torch_events, tp_events
+from benchmarks.common import cupy_events, device_ms, host_us, on_gpu, optional, peer, reps, torch_events, tp_events
 
 
 def raw_launch_us(n: int = 1024) -> float:
@@ -99,6 +99,48 @@ def bandwidth(rows: list, progress, mib: int = 1024) -> None:
     tp.cuda.empty_cache()
 
 
+def broadcast_bandwidth(rows: list, progress, mib: int = 1024) -> None:
+    """GB/s of ``x + b`` on a float32 matrix of ``mib`` MiB, ``b`` a row (one value
+    per column) or a column (one per row): x read, the result written."""
+    torch, cp = peer("torch"), peer("cupy")
+    _broadcast_rows(rows, progress, mib, torch, cp)
+    if torch is not None:
+        torch.cuda.empty_cache()
+    if cp is not None:
+        cp.get_default_memory_pool().free_all_blocks()
+    tp.cuda.empty_cache()
+
+
+def _broadcast_rows(rows: list, progress, mib: int, torch, cp) -> None:
+    cols = 4096 if on_gpu() else 64
+    nrows = max(1, int(mib * (1 << 20)) // 4 // cols)
+    x = tp.rand(nrows, cols)
+    xh = x.numpy()
+    xt = torch.from_numpy(xh).cuda() if torch is not None else None
+    xc = cp.asarray(xh) if cp is not None else None
+
+    def gbps(fn, events, sync) -> float:
+        return 2 * nrows * cols * 4 / 1e9 / (device_ms(fn, *events, sync, **reps()) / 1e3)
+
+    for what, shape in (("row", (cols,)), ("column", (nrows, 1))):
+        b = tp.rand(*shape)
+        bh = b.numpy()
+        if not np.allclose((x + b)[:64].numpy(), xh[:64] + (bh[:64] if what == "column" else bh)):
+            raise AssertionError(f"x + {what}: tensorplay's result differs from NumPy's")
+        row = {"name": f"broadcast x + {what}, ({nrows}, {cols}) float32, GB/s", "unit": "GB/s"}
+        row["lower_is_better"] = False
+        row["tensorplay"] = gbps(lambda b=b: x + b, tp_events(), tp.cuda.synchronize)
+        if xt is not None:
+            bt = torch.from_numpy(bh).cuda()
+            row["torch"] = gbps(lambda bt=bt: xt + bt, torch_events(torch), torch.cuda.synchronize)
+        if xc is not None:
+            bc = cp.asarray(bh)
+            row["cupy"] = gbps(lambda bc=bc: xc + bc, cupy_events(cp), cp.cuda.Device().synchronize)
+        row["target"] = ">= 90% of torch (issue 5)"
+        rows.append(row)
+        progress.step(f"broadcast {what}")
+
+
 def bandwidth_launch_shapes(rows: list, progress, mib: int = 1024) -> None:
     """The same ``x + y`` with larger grids than the default (the grid-stride
     kernels allow any): a measurement for choosing ``grid_1d``'s limit."""
@@ -130,4 +172,4 @@ def bandwidth_launch_shapes(rows: list, progress, mib: int = 1024) -> None:
     tp.cuda.empty_cache()
 
 
-SECTIONS = [(eager_host, 4), (bandwidth, 3), (bandwidth_launch_shapes, 1)]
+SECTIONS = [(eager_host, 4), (bandwidth, 3), (broadcast_bandwidth, 2), (bandwidth_launch_shapes, 1)]

@@ -16,7 +16,7 @@ from .cuda.backend import get as get_backend
 from .cuda.backend.params import scalar_struct
 from .kernels import elementwise as ew
 from .kernels import reduce as rk
-from .kernels.launch import ArrayArg, grid_1d, launch_packed, layout_packer, resolve
+from .kernels.launch import ArrayArg, grid_1d, grid_rows, launch_packed, layout_packer, resolve
 
 __all__ = ["binary", "elementwise", "reduce", "unary"]
 
@@ -32,10 +32,7 @@ _SYMBOL = {
 
 def _nd_arg(t: Tensor, shape, strides) -> ArrayArg:
     isz = t.dtype.itemsize
-    pad = ew.MAXDIM - len(shape)
-    return ArrayArg(
-        t._ptr, (1,) * pad + tuple(shape), (0,) * pad + tuple(s * isz for s in strides), t.dtype.name, isz, False
-    )
+    return ArrayArg(t._ptr, shape, tuple(s * isz for s in strides), t.dtype.name, isz, False)
 
 
 def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
@@ -61,8 +58,10 @@ _ND_PLANS: dict[tuple, tuple] = {}  # (op, pattern, cast, layouts...) -> launche
 
 def _nd_plan(key: tuple, out: Tensor, operands, n: int) -> tuple:
     """The launch of a broadcast or strided elementwise op, for one layout of its
-    operands: the 6-D kernel, its launch shape, and per parameter a packer that
-    only has to add the data pointer (kept for up to 4096 layouts)."""
+    operands: the kernel for its coalesced dimensions, its launch shape, and per
+    parameter a packer that only has to add the data pointer (kept for up to
+    4096 layouts). Rows of 32 or more items go to the rows kernel, which does
+    no division per element."""
     op, pattern, cast, shape = key[0], key[1], key[2], out.shape
     tensors = [out] + [o for o in operands if isinstance(o, Tensor)]
     strides = [out._strides] + [broadcast_strides(t.shape, t._strides, shape) for t in tensors[1:]]
@@ -75,9 +74,16 @@ def _nd_plan(key: tuple, out: Tensor, operands, n: int) -> tuple:
     nd = iter(_nd_arg(t, cshape, s) for t, s in zip(tensors, cstrides, strict=False))
     args = [next(nd)] + [next(nd) if isinstance(o, Tensor) else o for o in operands]
     keys = [a._kkey if isinstance(a, ArrayArg) else type(a) for a in args]
-    launcher = resolve(ew.kernel(op, pattern, "nd", cast), keys)
+    ndim, inner = len(cshape), cshape[-1]
+    if ndim == 1:
+        layout, launch_shape = "flat", grid_1d(n)
+    elif inner >= 32:
+        layout, launch_shape = f"rows{ndim}", grid_rows(n // inner, inner)
+    else:
+        layout, launch_shape = f"nd{ndim}", grid_1d(n)
+    launcher = resolve(ew.kernel(op, pattern, layout, cast), keys)
     packers = [layout_packer(a) if isinstance(a, ArrayArg) else scalar_struct(type(a)).pack for a in args]
-    plan = (launcher, *grid_1d(n), packers)
+    plan = (launcher, *launch_shape, packers)
     if len(_ND_PLANS) < 4096:
         _ND_PLANS[key] = plan
     return plan

@@ -329,10 +329,10 @@ class Tensor(TensorMath, KernelArray):
         """A host copy (waits for the current stream; not allowed during capture)."""
         refuse_during_capture("reading a tensor back to the host (numpy/item/tolist/bool)")
         src = self if self._contig else self.contiguous()
-        host = np.empty(self.shape, self.dtype.np)
-        if host.nbytes:
-            get_backend().copy_dtoh(host, src._ptr, current_stream()._h)
-        return host
+        nbytes = self.numel() * self.dtype.itemsize
+        if not nbytes:
+            return np.empty(self.shape, self.dtype.np)
+        return get_backend().read(src._ptr, nbytes, current_stream()._h).view(self.dtype.np).reshape(self.shape)
 
     def item(self):
         """The value of a one-element tensor as a Python number."""

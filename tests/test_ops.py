@@ -81,6 +81,72 @@ def test_broadcasting(op, shape_a, shape_b):
     assert_close(fn(y, x), reference(np_fn, b, a), dtype=tp.float32)
 
 
+def _permuted(shape, order, seed):
+    """A tensor of ``shape`` whose memory is laid out in ``order`` (no two
+    dimensions mergeable), with its NumPy twin."""
+    stored = tuple(shape[d] for d in order)
+    a = random_array(stored, tp.float32, seed=seed)
+    back = tuple(int(i) for i in np.argsort(order))
+    return tp.tensor(a).permute(*back), a.transpose(back)
+
+
+@pytest.mark.parametrize(
+    "shape_a, shape_b, layout",
+    [
+        ((5, 40), (40,), "rows2"),  # a bias row; rows of 40 (two warps, four rows per block)
+        ((70, 33), (70, 1), "rows2"),  # a column; more rows than the simulator's grid
+        ((3, 4, 37), (4, 1), "rows3"),
+        ((2, 3, 2, 64), (3, 1, 64), "rows4"),
+        ((2, 3, 2, 1, 2, 32), (3, 1, 2, 1, 1), "rows5"),
+        ((6, 5), (5,), "nd2"),  # rows too short for a warp
+        ((3, 2, 5), (3, 1, 5), "nd3"),
+    ],
+    ids=str,
+)
+def test_broadcast_layouts(shape_a, shape_b, layout):
+    """Each kernel layout of a broadcast op (rows of >= 32 items; per-element
+    index below), both operand orders."""
+    from tensorplay._ops import _ND_PLANS
+
+    _ND_PLANS.clear()  # a cache: the plans made below name their kernels
+    (x, a), (y, b) = random_tensor(shape_a, tp.float32, seed=1), random_tensor(shape_b, tp.float32, seed=2)
+    assert_close(x * y, reference(np.multiply, a, b), dtype=tp.float32)
+    assert_close(y - x, reference(np.subtract, b, a), dtype=tp.float32)
+    assert {plan[0].name.rsplit("_", 1)[1] for plan in _ND_PLANS.values()} == {layout}
+
+
+@pytest.mark.parametrize(
+    "shape, order",
+    [((33, 40), (1, 0)), ((2, 3, 4, 5, 6, 32), (5, 4, 3, 2, 1, 0)), ((2, 3, 4, 5, 6, 3), (5, 4, 3, 2, 1, 0))],
+    ids=str,
+)
+def test_elementwise_on_permuted_layouts(shape, order):
+    """Operands whose dimensions cannot be merged, up to six of them (rows and per-element kernels)."""
+    x, a = _permuted(shape, order, seed=3)
+    y, b = _permuted(shape, tuple(reversed(order)), seed=4)
+    assert_close(x + y, reference(np.add, a, b), dtype=tp.float32)
+    assert_close(x.exp(), reference(np.exp, a), dtype=tp.float32)
+
+
+def test_elementwise_writes_strided_outputs_and_one_dimensional_strides():
+    z = tp.zeros(8, 64)
+    z[:, ::2].add_(tp.ones(32))  # rows of a strided output
+    expected = np.zeros((8, 64))
+    expected[:, ::2] += 1
+    assert_close(z, expected, dtype=tp.float32)
+    x, a = random_tensor((90,), tp.float32, seed=5)
+    assert_close(x[::3] * 2.0 + x[1::3], reference(lambda p, q: p * 2.0 + q, a[::3], a[1::3]), dtype=tp.float32)
+    zt = tp.zeros(40, 33)
+    zt.t().copy_(tp.ones(33, 40) * 3.0)  # rows read contiguously, written across the output's memory
+    assert_close(zt, np.full((40, 33), 3.0), dtype=tp.float32)
+
+
+def test_seven_unmergeable_dimensions_are_refused_with_advice():
+    x = tp.zeros(*([2] * 7)).permute(6, 5, 4, 3, 2, 1, 0)
+    with pytest.raises(ValueError, match="up to 6 non-mergeable dimensions.*contiguous"):
+        x + x.contiguous()
+
+
 @pytest.mark.parametrize("op", ["+", "-", "*", "/", "//", "%"])
 @pytest.mark.parametrize(
     "dtype, scalar, want",

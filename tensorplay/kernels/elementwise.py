@@ -1,15 +1,18 @@
 """Elementwise kernels: one generated kernel per (op, operand pattern, layout).
 
 An op is a Numba device function ``f``; a pattern says which operands are
-arrays (``a``) and which are scalars (``s``). Two layouts exist:
+arrays (``a``) and which are scalars (``s``). The layouts:
 
-- ``flat``: every array is 1-D and C-contiguous with the output's size;
-- ``nd``: every array is a 6-D strided view (broadcast dimensions have stride 0,
-  missing leading dimensions have size 1), so one kernel serves any broadcast
-  or slice of up to six (coalesced) dimensions.
+- ``flat``: every array is 1-D with the output's size (C-contiguous, or strided:
+  Numba compiles the same loop for either), a grid-stride loop over elements;
+- ``rowsK``: K-D strided arrays (K >= 2 coalesced dimensions; broadcast
+  dimensions have stride 0), walked as rows of the last dimension: a block row
+  of threads takes a row, finds its outer indices once, then strides along it
+  with no division per element;
+- ``ndK``: the same arrays, an index decomposed per element: for last dimensions
+  too short to fill a warp.
 
-Both use a grid-stride loop, so any launch shape covers the whole output. The
-kernels are built once per key by ``kernel(op, pattern, layout, cast)``.
+The kernels are built once per key by ``kernel(op, pattern, layout, cast)``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from numba import cuda
 
 __all__ = ["BINARY", "UNARY", "MAXDIM", "kernel"]
 
-MAXDIM = 6
+MAXDIM = 6  # coalesced dimensions of a strided or broadcast operand
 
 
 def _device(fn):
@@ -122,27 +125,83 @@ def {name}(out, {params}):
         i += step
 """
 
+# One row per block row (threadIdx.y): outer indices found once per row, then
+# four elements per pass along it, loads before stores as in _FLAT.
+_ROWS = """
+def {name}(out, {params}):
+    inner = u64(out.shape[{last}]){shapes}
+    nrows = u64(out.size) // inner
+    step = u64(cuda.blockDim.x)
+    row = u64(cuda.blockIdx.x) * u64(cuda.blockDim.y) + u64(cuda.threadIdx.y)
+    rstep = u64(cuda.gridDim.x) * u64(cuda.blockDim.y)
+    while row < nrows:
+{outer}
+        i = u64(cuda.threadIdx.x)
+        j1 = i + step
+        j2 = j1 + step
+        j3 = j2 + step
+        while j3 < inner:
+            v0 = f({loads_i})
+            v1 = f({loads_j1})
+            v2 = f({loads_j2})
+            v3 = f({loads_j3})
+            out[{at_i}] = v0
+            out[{at_j1}] = v1
+            out[{at_j2}] = v2
+            out[{at_j3}] = v3
+            i = j3 + step
+            j1 = i + step
+            j2 = j1 + step
+            j3 = j2 + step
+        while i < inner:
+            out[{at_i}] = f({loads_i})
+            i += step
+        row += rstep
+"""
+
 _ND = """
 def {name}(out, {params}):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    n = out.size
-    s1, s2, s3, s4, s5 = out.shape[1], out.shape[2], out.shape[3], out.shape[4], out.shape[5]
+    i = u64(cuda.grid(1))
+    step = u64(cuda.gridsize(1))
+    n = u64(out.size){shapes}
     while i < n:
-        r = i
-        i5 = r % s5
-        r //= s5
-        i4 = r % s4
-        r //= s4
-        i3 = r % s3
-        r //= s3
-        i2 = r % s2
-        r //= s2
-        i1 = r % s1
-        i0 = r // s1
-        out[i0, i1, i2, i3, i4, i5] = f({loads})
+{indices}
+        out[{at}] = f({loads})
         i += step
 """
+
+
+def _split(var: str, dims: range, indent: str) -> str:
+    """Code setting ``k{d}`` for ``d`` in ``dims`` from the flat index ``var`` over
+    those dimensions (the first takes what is left, so needs no size)."""
+    dims = list(dims)
+    if len(dims) == 1:
+        return f"{indent}k{dims[0]} = {var}"
+    lines = [f"{indent}r = {var}"]
+    for d in reversed(dims[1:]):
+        lines += [f"{indent}k{d} = r % s{d}", f"{indent}r //= s{d}"]
+    return "\n".join([*lines, f"{indent}k{dims[0]} = r"])
+
+
+def _source(name: str, layout: str, params: list[str], loads) -> str:
+    """The kernel's Python source for ``layout``; ``loads(index)`` gives the op's arguments."""
+    if layout == "flat":
+        indices = {f"loads_{j}": loads(j) for j in ("i", "j1", "j2", "j3")}
+        return _FLAT.format(name=name, params=", ".join(params), **indices)
+    ndim = int(layout[-1])
+    outer = ", ".join(f"k{d}" for d in range(ndim - 1))
+    if layout.startswith("rows"):
+        shapes = "".join(f"\n    s{d} = u64(out.shape[{d}])" for d in range(1, ndim - 1))
+        at = {j: f"{outer}, {j}" for j in ("i", "j1", "j2", "j3")}
+        return _ROWS.format(
+            name=name, params=", ".join(params), last=ndim - 1, shapes=shapes,
+            outer=_split("row", range(ndim - 1), " " * 8),
+            **{f"loads_{j}": loads(a) for j, a in at.items()}, **{f"at_{j}": a for j, a in at.items()},
+        )  # fmt: skip
+    at = ", ".join(f"k{d}" for d in range(ndim))
+    shapes = "".join(f"\n    s{d} = u64(out.shape[{d}])" for d in range(1, ndim))
+    indices = _split("i", range(ndim), " " * 8)
+    return _ND.format(name=name, params=", ".join(params), shapes=shapes, indices=indices, at=at, loads=loads(at))
 
 
 def _op(name: str):
@@ -160,7 +219,7 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
     ----------
     op : a key of UNARY, BINARY, TERNARY or FILL.
     pattern : one letter per operand, ``a`` for an array, ``s`` for a scalar.
-    layout : ``"flat"`` or ``"nd"``.
+    layout : ``"flat"``, or ``"rowsK"`` / ``"ndK"`` for K-D arrays (2 <= K <= MAXDIM).
     cast : ``"none"``, ``"float32"`` (float16 math is done in float32) or ``"int64"``
         (arithmetic on bools counts them).
     """
@@ -170,11 +229,7 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
         return ", ".join(f"c({p}[{index}])" if kind == "a" else p for p, kind in zip(params, pattern, strict=True))
 
     name = f"{op}_{pattern}_{layout}"
-    if layout == "flat":
-        indices = {f"loads_{j}": loads(j) for j in ("i", "j1", "j2", "j3")}
-        source = _FLAT.format(name=name, params=", ".join(params), **indices)
-    else:
-        source = _ND.format(name=name, params=", ".join(params), loads=loads("i0, i1, i2, i3, i4, i5"))
+    source = _source(name, layout, params, loads)
     namespace = {"cuda": cuda, "f": _op(op), "c": CASTS[cast], "u64": np.uint64}
     filename = f"<tensorplay.kernels.elementwise.{name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

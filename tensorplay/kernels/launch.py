@@ -17,7 +17,9 @@ from ..cuda.backend import get as get_backend
 from ..cuda.backend.params import array_struct
 from ..cuda.streams import capture_state, current_stream
 
-__all__ = ["ArrayArg", "KernelArray", "grid_1d", "launch", "launch_packed", "layout_packer", "numba_type"]
+__all__ = [
+    "ArrayArg", "KernelArray", "grid_1d", "grid_rows", "launch", "launch_packed", "layout_packer", "numba_type",
+]  # fmt: skip
 
 _launchers: dict[tuple, object] = {}
 
@@ -135,6 +137,23 @@ _limits: list = []  # (max_block, max_threads_per_launch, max_grid_threads), rea
 _grids: dict[tuple[int, int], tuple] = {}  # (n, block) -> launch shape
 
 
+def _read_limits() -> None:
+    if not _limits:
+        dev = get_backend()
+        _limits.extend((dev.max_block, dev.max_threads_per_launch, dev.max_grid_threads))
+
+
+def grid_rows(nrows: int, inner: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """Grid and block for kernels walking ``nrows`` rows of ``inner`` items: a
+    block row of whole warps per row (at most 256 threads), rows of a block side
+    by side, a block row per row up to the launch limit (then they loop)."""
+    _read_limits()
+    bx = min(256, _limits[0], -(-inner // 32) * 32)
+    by = max(1, min(256, _limits[0]) // bx)
+    blocks = max(1, min(-(-nrows // by), _limits[2] // (bx * by)))
+    return (blocks, 1, 1), (bx, by, 1)
+
+
 def grid_1d(n: int, block: int = 256) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """Grid and block for a grid-stride loop over ``n`` items.
 
@@ -144,9 +163,7 @@ def grid_1d(n: int, block: int = 256) -> tuple[tuple[int, int, int], tuple[int, 
     """
     shape = _grids.get((n, block))
     if shape is None:
-        if not _limits:
-            dev = get_backend()
-            _limits.extend((dev.max_block, dev.max_threads_per_launch, dev.max_grid_threads))
+        _read_limits()
         threads = min(block, _limits[0], max(32, -(-n // 32) * 32))  # small n: one small block
         cap = min(max(_limits[1], -(-n // 4)), _limits[2])
         blocks = max(1, min(-(-n // threads), cap // threads))

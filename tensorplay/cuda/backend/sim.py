@@ -247,9 +247,9 @@ class SimBackend:
         self._refuse_host_copy("cuMemcpyHtoDAsync", stream)
         self._bytes(dst, host.nbytes)[:] = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
 
-    def copy_dtoh(self, host: np.ndarray, src: int, stream) -> None:
+    def read(self, src: int, nbytes: int, stream) -> np.ndarray:
         self._refuse_host_copy("cuMemcpyDtoHAsync", stream)
-        host.reshape(-1).view(np.uint8)[:] = self._bytes(src, host.nbytes)
+        return self._bytes(src, nbytes).copy()
 
     def copy_dtod(self, dst: int, src: int, nbytes: int, stream) -> None:
         d, s = self._bytes(dst, nbytes), self._bytes(src, nbytes)

@@ -1,0 +1,112 @@
+"""Where the host microseconds of an eager op and of a readback go, on the GPU.
+
+Times, in one process, tensorplay's ``x + y`` and ``flag.item()`` next to
+PyTorch's, and the driver calls underneath them one by one: ``cuLaunchKernel``
+through ``cuda.bindings`` (with handle objects and with plain integers) and
+through ctypes straight into libcuda, ``cuStreamIsCapturing``,
+``cuStreamSynchronize``, and a one-element device-to-host copy into pageable
+and into pinned memory.
+
+    python3 benchmarks/host_breakdown.py          (needs a GPU)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+import tensorplay as tp  # noqa: E402
+from benchmarks.common import host_us, peer  # noqa: E402
+
+
+def _raw_add(n: int):
+    """tensorplay's compiled add kernel, its parameters packed once: (function, grid, block, parameter table)."""
+    from tensorplay.kernels import elementwise as ew
+    from tensorplay.kernels.launch import _launchers, grid_1d
+
+    x, y = tp.rand(n), tp.rand(n)
+    z = x + y
+    key = next(k for k in _launchers if k[0] is ew.kernel("add", "aa", "flat", "none"))
+    launcher = _launchers[key]
+    grid, block = grid_1d(n)
+    launcher(grid, block, tp.cuda.current_stream()._h, [z, x, y])
+    return launcher._func, grid, block, launcher._buffers()[2], (x, y, z)
+
+
+def main() -> None:
+    if tp.cuda.backend() != "cuda":
+        sys.exit("host_breakdown.py measures driver calls: run it on a GPU (TENSORPLAY_BACKEND=cuda)")
+    from cuda.bindings import driver as drv
+
+    sync = tp.cuda.synchronize
+    rows: list[tuple[str, float, str]] = []
+
+    def row(name: str, us: float, note: str = "") -> None:
+        rows.append((name, us, note))
+        print(f"{name:58} {us:7.2f} us  {note}", flush=True)
+
+    x, y = tp.rand(1024), tp.rand(1024)
+    row("tensorplay x + y (1K float32)", host_us(lambda: x + y, sync))
+    func, grid, block, params, _keep = _raw_add(1024)
+    stream = tp.cuda.current_stream()._h
+    row(
+        "cuLaunchKernel, cuda.bindings, handle objects",
+        host_us(lambda: drv.cuLaunchKernel(func, grid[0], 1, 1, block[0], 1, 1, 0, stream, params, 0), sync),
+    )
+    ifunc, istream = int(func), int(stream)
+    row(
+        "cuLaunchKernel, cuda.bindings, integer handles",
+        host_us(lambda: drv.cuLaunchKernel(ifunc, grid[0], 1, 1, block[0], 1, 1, 0, istream, params, 0), sync),
+    )
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    launch = libcuda.cuLaunchKernel
+    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    launch.restype = ctypes.c_int
+    row(
+        "cuLaunchKernel, ctypes into libcuda",
+        host_us(lambda: launch(ifunc, grid[0], 1, 1, block[0], 1, 1, 0, istream, params, None), sync),
+    )
+    row("cuStreamIsCapturing", host_us(lambda: drv.cuStreamIsCapturing(stream), sync))
+    row("cuStreamSynchronize (idle stream)", host_us(lambda: drv.cuStreamSynchronize(stream), sync))
+
+    flag = tp.ones(1, dtype=tp.bool)
+    row("tensorplay flag.item() (1 bool)", host_us(flag.item, sync, n=500))
+    pageable = np.empty(1, np.bool_)
+    row(
+        "cuMemcpyDtoHAsync 1 byte to pageable + cuStreamSynchronize",
+        host_us(
+            lambda: (
+                drv.cuMemcpyDtoHAsync(pageable.ctypes.data, flag._ptr, 1, stream),
+                drv.cuStreamSynchronize(stream),
+            ),
+            sync,
+            n=500,
+        ),  # fmt: skip
+    )
+    pinned_ptr = drv.cuMemHostAlloc(64, 0)[1]
+    row(
+        "cuMemcpyDtoHAsync 1 byte to pinned + cuStreamSynchronize",
+        host_us(
+            lambda: (drv.cuMemcpyDtoHAsync(pinned_ptr, flag._ptr, 1, stream), drv.cuStreamSynchronize(stream)),
+            sync,
+            n=500,
+        ),  # fmt: skip
+    )
+    row("np.empty(1, bool)", host_us(lambda: np.empty(1, np.bool_), sync))
+
+    torch = peer("torch")
+    if torch is not None:
+        a, b = torch.rand(1024, device="cuda"), torch.rand(1024, device="cuda")
+        row("torch a + b (1K float32)", host_us(lambda: a + b, torch.cuda.synchronize))
+        t = torch.ones(1, dtype=torch.bool, device="cuda")
+        row("torch t.item() (1 bool)", host_us(t.item, torch.cuda.synchronize, n=500))
+    drv.cuMemFreeHost(pinned_ptr)
+
+
+if __name__ == "__main__":
+    main()
