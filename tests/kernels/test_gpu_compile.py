@@ -42,15 +42,18 @@ def _launch_a_bit_of_everything() -> None:
     """Each op family on each dtype, flat and strided, with tensors and numbers."""
     for dtype in ALL_DTYPES:
         x = tp.ones((2, 3), dtype=dtype)
-        xt = x.t()  # a strided view: the nd layout
+        xt = x.t()  # a strided view with short rows: the per-element nd layout
+        wide = tp.ones((33, 40), dtype=dtype).t()  # rows of 33: the rows layout
         for op in UNARY:
             _attempt(op, x)
             _attempt(op, xt)
+            _attempt(op, wide)
         for op in BINARY + COMPARE:
             _attempt(op, x, x)
             _attempt(op, x, 2)
             _attempt(op, 2.5, x)
             _attempt(op, xt, x.t())
+            _attempt(op, wide, 2)
         _attempt(tp.where, x > 0, x, x)
         _attempt(x.clamp, 0, 1)
         _attempt(xt.contiguous)
@@ -67,6 +70,9 @@ def _launch_a_bit_of_everything() -> None:
         tp.ones((2, 3), dtype=dtype) @ tp.ones((3, 2), dtype=dtype)
         tp.ones((2, 2, 3), dtype=dtype) @ tp.ones((2, 3, 2), dtype=dtype)
     tp.logical_not(tp.ones(2, dtype=tp.bool))
+    tp.ones((2, 3, 40)) + tp.ones((2, 1, 40))  # three unmergeable dimensions, rows of 40
+    tp.ones((2, 3, 4)) + tp.ones((2, 1, 4))  # the same with short rows
+    tp.ones(9)[::3] * 2.0  # one strided dimension: the flat kernel on a strided array
 
 
 def _check(found: list) -> subprocess.CompletedProcess:
