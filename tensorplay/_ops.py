@@ -143,6 +143,12 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
                 return _fast_binary(op, a, b, "as")
         elif type(a) in _PYTHON_NUMBERS and type(b) is Tensor and b._contig:
             return _fast_binary(op, a, b, "sa")
+    elif out is a and type(a) is Tensor and a._contig:  # in place: x.add_(y), x.mul_(2.0)
+        if type(b) is Tensor:
+            if b._contig and a.shape == b.shape and _fast_in_place(op, a, b, "aa"):
+                return a
+        elif type(b) in _PYTHON_NUMBERS and _fast_in_place(op, a, b, "as"):
+            return a
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb:
         compute_in = dt.promote(a.dtype, b.dtype)
@@ -197,6 +203,20 @@ def _fast_binary(op: str, a, b, pattern: str) -> Tensor:
     if pattern == "as":
         return _launch_into_new(launcher, out, a._kflat + pack(b))
     return _launch_into_new(launcher, out, pack(a) + b._kflat)
+
+
+def _fast_in_place(op: str, a, b, pattern: str) -> bool:
+    """``a <op>= b`` through the plan of ``a <op> b`` when its result has ``a``'s
+    dtype (True when launched; otherwise the general path says what is wrong)."""
+    key = (op, pattern, a.dtype, b.dtype if pattern == "aa" else type(b))
+    out_dtype, launcher, pack = _FAST_PLANS.get(key) or _fast_plan(key, a, b)
+    if out_dtype is not a.dtype:
+        return False
+    n = a.numel()
+    if n:
+        kf = a._kflat
+        launch_packed(launcher, *grid_1d(n), kf + kf + (b._kflat if pattern == "aa" else pack(b)))
+    return True
 
 
 def _launch_into_new(launcher, out: Tensor, operand_params: bytes) -> Tensor:

@@ -327,18 +327,23 @@ class Tensor(TensorMath, KernelArray):
     # -- host readback -----------------------------------------------------------------
     def numpy(self) -> np.ndarray:
         """A host copy (waits for the current stream; not allowed during capture)."""
-        refuse_during_capture("reading a tensor back to the host (numpy/item/tolist/bool)")
-        src = self if self._contig else self.contiguous()
-        nbytes = self.numel() * self.dtype.itemsize
-        if not nbytes:
-            return np.empty(self.shape, self.dtype.np)
-        return get_backend().read(src._ptr, nbytes, current_stream()._h).view(self.dtype.np).reshape(self.shape)
+        return self._read().reshape(self.shape)
 
     def item(self):
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise ValueError(f"only one-element tensors can be converted to Python numbers, got shape {self.shape}")
-        return self.numpy().reshape(()).item()
+        return self._read()[0].item()
+
+    def _read(self) -> np.ndarray:
+        """The elements, in order, as a new flat host array."""
+        s = current_stream()
+        refuse_during_capture("reading a tensor back to the host (numpy/item/tolist/bool)", s)
+        nbytes = self.numel() * self.dtype.itemsize
+        if not nbytes:
+            return np.empty(0, self.dtype.np)
+        src = self if self._contig else self.contiguous()
+        return get_backend().read(src._ptr, nbytes, s._h).view(self.dtype.np)
 
     def tolist(self):
         return self.numpy().tolist()

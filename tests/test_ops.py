@@ -383,6 +383,27 @@ def test_inplace_ops_with_mixed_dtypes():
     assert_close(n, [6, 0, 8], dtype=tp.int32)
 
 
+@pytest.mark.parametrize("dtype", [tp.float32, tp.float16, tp.int32], ids=str)
+def test_inplace_ops_on_operands_of_one_shape(dtype):
+    """The in-place fast path (contiguous, one shape, or a number), its own
+    operand included, and operands of another dtype that it hands on."""
+    x, a = random_tensor((2, 5), dtype, seed=18)
+    a = a.astype(np.float64)
+    y, b = random_tensor((2, 5), dtype, seed=19)
+    x.add_(y)
+    a += b
+    x.mul_(x)  # reads and writes the same elements
+    a *= a
+    x.sub_(3)
+    a -= 3
+    other = tp.ones((2, 5), dtype=tp.float64 if dtype is tp.float16 else tp.int64)
+    if dtype is not tp.int32:
+        x.add_(other)  # computed in the wider dtype, stored in x's
+        a += 1
+    assert x.dtype == dtype
+    assert_close(x, a, atol={tp.float16: 0.1}.get(dtype), rtol={tp.float16: 1e-2}.get(dtype))
+
+
 def test_inplace_errors():
     x = tp.zeros(3, 1)
     with pytest.raises(ValueError, match=re.escape("in-place '+' cannot write shape (3, 4) into shape (3, 1)")):

@@ -59,13 +59,44 @@ def _size_class(nbytes: int) -> int:
 class Block:
     """One device allocation of ``size`` bytes at ``ptr``."""
 
-    __slots__ = ("ptr", "size", "pool", "stream_key", "requested", "other_streams", "capture")
+    __slots__ = ("ptr", "size", "pool", "stream_key", "free_list", "requested", "other_streams", "capture")
 
     def __init__(self, ptr: int, size: int, pool, stream_key: int) -> None:
         self.ptr, self.size, self.pool, self.stream_key = ptr, size, pool, stream_key
+        self.free_list = (pool, stream_key, size)  # its key in the allocator's free lists
         self.requested = 0
         self.other_streams: set | None = None
         self.capture = None  # the token of the capture that allocated it, while live
+
+
+class Counts:
+    """The allocator's counters, plain attributes on the allocation path;
+    ``as_stats()`` gives them under the names of ``memory_stats()``."""
+
+    __slots__ = (
+        "allocated", "allocated_peak", "reserved", "reserved_peak", "requested",
+        "allocs", "frees", "device_allocs", "device_frees", "alloc_retries",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+    def as_stats(self) -> dict[str, int]:
+        return {
+            "allocated_bytes.current": self.allocated,
+            "allocated_bytes.peak": self.allocated_peak,
+            "reserved_bytes.current": self.reserved,
+            "reserved_bytes.peak": self.reserved_peak,
+            "requested_bytes.current": self.requested,
+            "active_blocks.current": self.allocs - self.frees,
+            "num_allocs": self.allocs,
+            "num_frees": self.frees,
+            "num_device_allocs": self.device_allocs,
+            "num_device_frees": self.device_frees,
+            "num_alloc_retries": self.alloc_retries,
+            "num_cache_hits": self.allocs - self.device_allocs,  # every miss allocates on the device
+        }
 
 
 class CachingAllocator:
@@ -78,16 +109,7 @@ class CachingAllocator:
         self._live_by_capture: dict[object, set] = {}  # capture token -> live blocks
         self._pool_users: dict[object, int] = defaultdict(int)  # pool -> captures and graphs
         self._pool_ids = itertools.count(1)
-        self.stats = dict.fromkeys(
-            (
-                "allocated_bytes.current", "allocated_bytes.peak",
-                "reserved_bytes.current", "reserved_bytes.peak",
-                "requested_bytes.current", "active_blocks.current",
-                "num_allocs", "num_frees", "num_device_allocs", "num_device_frees",
-                "num_alloc_retries", "num_cache_hits",
-            ),
-            0,
-        )  # fmt: skip
+        self.counts = Counts()
         self._reserved: dict[object, int] = defaultdict(int)  # pool -> bytes
 
     # -- pools -----------------------------------------------------------------
@@ -153,10 +175,8 @@ class CachingAllocator:
         if not free and self._pending and not capture_state.active:
             self._collect_pending()
             free = self._free.get(key)
-        st = self.stats
         try:  # list.pop is atomic, so two threads never get one block
             block = free.pop()
-            st["num_cache_hits"] += 1
         except (AttributeError, IndexError):  # nothing cached for this key
             block = Block(self._device_alloc(size, pool), size, pool, key[1])
         block.requested = nbytes
@@ -165,20 +185,19 @@ class CachingAllocator:
             if token is not None:
                 block.capture = token
                 self._live_by_capture[token].add(block)
-        st["num_allocs"] += 1
-        st["active_blocks.current"] += 1
-        st["requested_bytes.current"] += nbytes
-        cur = st["allocated_bytes.current"] = st["allocated_bytes.current"] + size
-        if cur > st["allocated_bytes.peak"]:
-            st["allocated_bytes.peak"] = cur
+        c = self.counts
+        c.allocs += 1
+        c.requested += nbytes
+        cur = c.allocated = c.allocated + size
+        if cur > c.allocated_peak:
+            c.allocated_peak = cur
         return block
 
     def free(self, block: Block) -> None:
-        st = self.stats
-        st["num_frees"] += 1
-        st["active_blocks.current"] -= 1
-        st["requested_bytes.current"] -= block.requested
-        st["allocated_bytes.current"] -= block.size
+        c = self.counts
+        c.frees += 1
+        c.requested -= block.requested
+        c.allocated -= block.size
         if block.capture is not None:
             live = self._live_by_capture.get(block.capture)
             if live is not None:
@@ -192,7 +211,7 @@ class CachingAllocator:
             else:
                 self._wait_for_other_streams(block)
             return
-        self._free[(block.pool, block.stream_key, block.size)].append(block)
+        self._free[block.free_list].append(block)
 
     def _wait_for_other_streams(self, block: Block) -> None:
         """Hold ``block`` back until the work queued on its other streams is done."""
@@ -215,7 +234,7 @@ class CachingAllocator:
         still = []
         for block, events in self._pending:
             if all(e.query() for e in events):
-                self._free[(block.pool, block.stream_key, block.size)].append(block)
+                self._free[block.free_list].append(block)
             else:
                 still.append((block, events))
         self._pending = still
@@ -227,7 +246,7 @@ class CachingAllocator:
         except CudaError as e:
             if e.code != "CUDA_ERROR_OUT_OF_MEMORY":
                 raise
-            self.stats["num_alloc_retries"] += 1
+            self.counts.alloc_retries += 1
             if not capture_state.active:  # cuMemFree would break the capture
                 self.release_cached(DEFAULT_POOL)
             try:
@@ -235,18 +254,17 @@ class CachingAllocator:
             except CudaError as e2:
                 raise CudaError(
                     f"out of memory: could not allocate {size} bytes "
-                    f"({self.stats['allocated_bytes.current']} allocated, "
-                    f"{self.stats['reserved_bytes.current']} reserved by tensorplay); "
+                    f"({self.counts.allocated} allocated, {self.counts.reserved} reserved by tensorplay); "
                     "free tensors you no longer need",
                     e2.function,
                     e2.code,
                 ) from None
-        st = self.stats
-        st["num_device_allocs"] += 1
+        c = self.counts
+        c.device_allocs += 1
         self._reserved[pool] += size
-        cur = st["reserved_bytes.current"] = st["reserved_bytes.current"] + size
-        if cur > st["reserved_bytes.peak"]:
-            st["reserved_bytes.peak"] = cur
+        cur = c.reserved = c.reserved + size
+        if cur > c.reserved_peak:
+            c.reserved_peak = cur
         return ptr
 
     # -- giving memory back --------------------------------------------------------
@@ -261,8 +279,8 @@ class CachingAllocator:
                 dev.mem_free(block.ptr)
                 released += block.size
                 self._reserved[block.pool] -= block.size
-                self.stats["num_device_frees"] += 1
-        self.stats["reserved_bytes.current"] -= released
+                self.counts.device_frees += 1
+        self.counts.reserved -= released
         return released
 
     def empty_cache(self) -> None:
@@ -280,29 +298,28 @@ allocator = CachingAllocator()
 
 def memory_allocated() -> int:
     """Bytes held by live tensors (rounded to block sizes)."""
-    return allocator.stats["allocated_bytes.current"]
+    return allocator.counts.allocated
 
 
 def max_memory_allocated() -> int:
     """The peak of ``memory_allocated()`` since start or the last reset."""
-    return allocator.stats["allocated_bytes.peak"]
+    return allocator.counts.allocated_peak
 
 
 def memory_reserved() -> int:
     """Bytes the allocator holds from the device, cached blocks included."""
-    return allocator.stats["reserved_bytes.current"]
+    return allocator.counts.reserved
 
 
 def reset_peak_memory_stats() -> None:
     """Reset the peaks to the current values."""
-    st = allocator.stats
-    st["allocated_bytes.peak"] = st["allocated_bytes.current"]
-    st["reserved_bytes.peak"] = st["reserved_bytes.current"]
+    c = allocator.counts
+    c.allocated_peak, c.reserved_peak = c.allocated, c.reserved
 
 
 def memory_stats() -> dict[str, int]:
     """A copy of the allocator's counters (bytes and counts)."""
-    return dict(allocator.stats)
+    return allocator.counts.as_stats()
 
 
 def empty_cache() -> None:

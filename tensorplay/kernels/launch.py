@@ -114,7 +114,10 @@ def launch_with(launcher, grid, block, args, stream=None, shared_bytes: int = 0)
 def launch_packed(launcher, grid, block, params: bytes) -> None:
     """Launch on the current stream with every parameter already packed (the ops'
     plans), refusing the legacy default stream during a capture."""
-    launcher.launch_packed(grid, block, launch_stream(launcher.name)._h, params)
+    s = current_stream()
+    if capture_state.active and not s._key:
+        _refuse_legacy(launcher.name)
+    launcher.launch_packed(grid, block, s._h, params)
 
 
 def launch_stream(kernel_name: str, stream=None):

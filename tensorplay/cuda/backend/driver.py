@@ -190,7 +190,7 @@ class DriverBackend:
         self._relaxed = _CAPTURE_MODES["relaxed"]
         self._conditional_support: str | None | bool = False  # not yet checked
         self._setter = None
-        self._staging: np.ndarray | None = None  # pinned, for small reads (made on first use)
+        self._staging: tuple[np.ndarray, int] | None = None  # pinned, for small reads: (bytes, address)
         self._staging_lock = threading.Lock()
 
     # -- device ------------------------------------------------------------
@@ -253,8 +253,8 @@ class DriverBackend:
         on the H200 (readbacks in host-driven loops)."""
         if nbytes <= _STAGING_BYTES and self._staging_lock.acquire(blocking=False):
             try:
-                staging = self._staging if self._staging is not None else self._make_staging()
-                self._copy_dtoh(staging.ctypes.data, src, nbytes, stream)
+                staging, addr = self._staging or self._make_staging()
+                self._copy_dtoh(addr, src, nbytes, stream)
                 return staging[:nbytes].copy()
             finally:
                 self._staging_lock.release()
@@ -266,9 +266,9 @@ class DriverBackend:
         check("cuMemcpyDtoHAsync", drv.cuMemcpyDtoHAsync(dst, src, nbytes, stream))
         self.stream_synchronize(stream)
 
-    def _make_staging(self) -> np.ndarray:
-        addr = check("cuMemHostAlloc", drv.cuMemHostAlloc(_STAGING_BYTES, 0))  # kept for the process
-        self._staging = np.ctypeslib.as_array((ctypes.c_uint8 * _STAGING_BYTES).from_address(int(addr)))
+    def _make_staging(self) -> tuple[np.ndarray, int]:
+        addr = int(check("cuMemHostAlloc", drv.cuMemHostAlloc(_STAGING_BYTES, 0)))  # kept for the process
+        self._staging = (np.ctypeslib.as_array((ctypes.c_uint8 * _STAGING_BYTES).from_address(addr)), addr)
         return self._staging
 
     def copy_dtod(self, dst: int, src: int, nbytes: int, stream) -> None:
