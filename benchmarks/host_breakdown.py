@@ -38,6 +38,21 @@ def _raw_add(n: int):
     return launcher._func, grid, block, launcher._buffers()[2], (x, y, z)
 
 
+@tp.jit
+def _empty_kernel():
+    pass
+
+
+def _no_param_launch(drv, stream):
+    """A launch of a kernel without parameters: what the binding costs when it converts no table."""
+    from tensorplay.kernels.launch import resolve
+
+    launcher = resolve(_empty_kernel.dispatcher, [])
+    launcher((1, 1, 1), (32, 1, 1), stream, [])
+    func = launcher._func
+    return lambda: drv.cuLaunchKernel(func, 1, 1, 1, 32, 1, 1, 0, stream, 0, 0)
+
+
 def main() -> None:
     if tp.cuda.backend() != "cuda":
         sys.exit("host_breakdown.py measures driver calls: run it on a GPU (TENSORPLAY_BACKEND=cuda)")
@@ -63,6 +78,16 @@ def main() -> None:
         "cuLaunchKernel, cuda.bindings, integer handles",
         host_us(lambda: drv.cuLaunchKernel(ifunc, grid[0], 1, 1, block[0], 1, 1, 0, istream, params, 0), sync),
     )
+    try:  # a launch configuration built once: fewer arguments to convert per call
+        cfg = drv.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block
+        cfg.sharedMemBytes, cfg.hStream, cfg.numAttrs = 0, stream, 0
+        row("cuLaunchKernelEx, cuda.bindings, configuration built once",
+            host_us(lambda: drv.cuLaunchKernelEx(cfg, func, params, 0), sync))  # fmt: skip
+    except Exception as e:  # report, go on with the other rows
+        print(f"cuLaunchKernelEx: {type(e).__name__}: {e}")
+    row("cuLaunchKernel, no parameters (kernelParams=0)", host_us(_no_param_launch(drv, stream), sync))
     libcuda = ctypes.CDLL("libcuda.so.1")
     launch = libcuda.cuLaunchKernel
     launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
