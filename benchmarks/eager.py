@@ -103,7 +103,10 @@ def broadcast_bandwidth(rows: list, progress, mib: int = 1024) -> None:
     """GB/s of ``x + b`` on a float32 matrix of ``mib`` MiB, ``b`` a row (one value
     per column) or a column (one per row): x read, the result written."""
     torch, cp = peer("torch"), peer("cupy")
-    _broadcast_rows(rows, progress, mib, torch, cp)
+    n = int(mib * (1 << 20)) // 4
+    cols = 4096 if on_gpu() else 64
+    _broadcast_rows(rows, progress, torch, cp, max(1, n // cols), cols, ("row", "column"))
+    _broadcast_rows(rows, progress, torch, cp, 64, max(1, n // 64), ("column",))  # few long rows
     if torch is not None:
         torch.cuda.empty_cache()
     if cp is not None:
@@ -111,9 +114,7 @@ def broadcast_bandwidth(rows: list, progress, mib: int = 1024) -> None:
     tp.cuda.empty_cache()
 
 
-def _broadcast_rows(rows: list, progress, mib: int, torch, cp) -> None:
-    cols = 4096 if on_gpu() else 64
-    nrows = max(1, int(mib * (1 << 20)) // 4 // cols)
+def _broadcast_rows(rows: list, progress, torch, cp, nrows: int, cols: int, cases) -> None:
     x = tp.rand(nrows, cols)
     xh = x.numpy()
     xt = torch.from_numpy(xh).cuda() if torch is not None else None
@@ -122,8 +123,8 @@ def _broadcast_rows(rows: list, progress, mib: int, torch, cp) -> None:
     def gbps(fn, events, sync) -> float:
         return 2 * nrows * cols * 4 / 1e9 / (device_ms(fn, *events, sync, **reps()) / 1e3)
 
-    for what, shape in (("row", (cols,)), ("column", (nrows, 1))):
-        b = tp.rand(*shape)
+    for what in cases:
+        b = tp.rand(cols) if what == "row" else tp.rand(nrows, 1)
         bh = b.numpy()
         if not np.allclose((x + b)[:64].numpy(), xh[:64] + (bh[:64] if what == "column" else bh)):
             raise AssertionError(f"x + {what}: tensorplay's result differs from NumPy's")
@@ -172,4 +173,4 @@ def bandwidth_launch_shapes(rows: list, progress, mib: int = 1024) -> None:
     tp.cuda.empty_cache()
 
 
-SECTIONS = [(eager_host, 4), (bandwidth, 3), (broadcast_bandwidth, 2), (bandwidth_launch_shapes, 1)]
+SECTIONS = [(eager_host, 4), (bandwidth, 3), (broadcast_bandwidth, 3), (bandwidth_launch_shapes, 1)]

@@ -115,6 +115,23 @@ def test_broadcast_layouts(shape_a, shape_b, layout):
     assert {plan[0].name.rsplit("_", 1)[1] for plan in _ND_PLANS.values()} == {layout}
 
 
+def test_few_long_rows_are_shared_between_blocks(monkeypatch):
+    """With a launch limit of a few blocks' worth of threads (a GPU's wave, made
+    small), two long rows are each walked by several blocks (gridDim.y)."""
+    from tensorplay._ops import _ND_PLANS
+    from tensorplay.kernels import launch
+
+    launch.grid_1d(1)  # reads the backend's limits
+    monkeypatch.setattr(launch, "_limits", [256, 256 * 8, 1 << 30])
+    assert launch.grid_rows(2, 2100) == ((2, 3, 1), (256, 1, 1))
+    _ND_PLANS.clear()  # plans keep their launch shapes
+    try:
+        (x, a), (c, b) = random_tensor((2, 2100), tp.float32, seed=6), random_tensor((2, 1), tp.float32, seed=7)
+        assert_close(x * c, reference(np.multiply, a, b), dtype=tp.float32)
+    finally:
+        _ND_PLANS.clear()
+
+
 @pytest.mark.parametrize(
     "shape, order",
     [((33, 40), (1, 0)), ((2, 3, 4, 5, 6, 32), (5, 4, 3, 2, 1, 0)), ((2, 3, 4, 5, 6, 3), (5, 4, 3, 2, 1, 0))],

@@ -125,18 +125,20 @@ def {name}(out, {params}):
         i += step
 """
 
-# One row per block row (threadIdx.y): outer indices found once per row, then
-# four elements per pass along it, loads before stores as in _FLAT.
+# One row per block row (threadIdx.y), shared by gridDim.y blocks when rows are
+# few and long: outer indices found once per row, then four elements per pass
+# along it, loads before stores as in _FLAT.
 _ROWS = """
 def {name}(out, {params}):
     inner = u64(out.shape[{last}]){shapes}
     nrows = u64(out.size) // inner
-    step = u64(cuda.blockDim.x)
+    step = u64(cuda.blockDim.x) * u64(cuda.gridDim.y)
+    start = u64(cuda.blockIdx.y) * u64(cuda.blockDim.x) + u64(cuda.threadIdx.x)
     row = u64(cuda.blockIdx.x) * u64(cuda.blockDim.y) + u64(cuda.threadIdx.y)
     rstep = u64(cuda.gridDim.x) * u64(cuda.blockDim.y)
     while row < nrows:
 {outer}
-        i = u64(cuda.threadIdx.x)
+        i = start
         j1 = i + step
         j2 = j1 + step
         j3 = j2 + step

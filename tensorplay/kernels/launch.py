@@ -149,12 +149,15 @@ def _read_limits() -> None:
 def grid_rows(nrows: int, inner: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """Grid and block for kernels walking ``nrows`` rows of ``inner`` items: a
     block row of whole warps per row (at most 256 threads), rows of a block side
-    by side, a block row per row up to the launch limit (then they loop)."""
+    by side, a block row per row up to the launch limit (then they loop). When
+    that is less than a wave of blocks, ``gridDim.y`` blocks share each row."""
     _read_limits()
     bx = min(256, _limits[0], -(-inner // 32) * 32)
     by = max(1, min(256, _limits[0]) // bx)
     blocks = max(1, min(-(-nrows // by), _limits[2] // (bx * by)))
-    return (blocks, 1, 1), (bx, by, 1)
+    wave = max(1, _limits[1] // (bx * by))
+    share = max(1, min(-(-inner // (4 * bx)), -(-wave // blocks), 65535))  # four items per thread at least
+    return (blocks, share, 1), (bx, by, 1)
 
 
 def grid_1d(n: int, block: int = 256) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
