@@ -142,6 +142,37 @@ def _broadcast_rows(rows: list, progress, torch, cp, nrows: int, cols: int, case
         progress.step(f"broadcast {what}")
 
 
+def transpose_bandwidth(rows: list, progress) -> None:
+    """GB/s of ``x.t().contiguous()`` on a square float32 matrix (read + write)."""
+    side = 8192 if on_gpu() else 48
+    x = tp.rand(side, side)
+    xh = x.numpy()
+    if not np.array_equal(x.t().contiguous().numpy(), xh.T):
+        raise AssertionError("x.t().contiguous(): tensorplay's result differs from NumPy's")
+
+    def gbps(fn, events, sync) -> float:
+        return 2 * side * side * 4 / 1e9 / (device_ms(fn, *events, sync, **reps()) / 1e3)
+
+    row = {"name": f"transposed copy x.t().contiguous(), ({side}, {side}) float32, GB/s", "unit": "GB/s"}
+    row["lower_is_better"] = False
+    row["tensorplay"] = gbps(lambda: x.t().contiguous(), tp_events(), tp.cuda.synchronize)
+    torch, cp = peer("torch"), peer("cupy")
+    if torch is not None:
+        xt = torch.from_numpy(xh).cuda()
+        row["torch"] = gbps(lambda: xt.t().contiguous(), torch_events(torch), torch.cuda.synchronize)
+        del xt
+        torch.cuda.empty_cache()
+    if cp is not None:
+        xc = cp.asarray(xh)
+        row["cupy"] = gbps(lambda: cp.ascontiguousarray(xc.T), cupy_events(cp), cp.cuda.Device().synchronize)
+        del xc
+        cp.get_default_memory_pool().free_all_blocks()
+    row["target"] = ">= 90% of torch (issue 5)"
+    rows.append(row)
+    progress.step("transpose")
+    tp.cuda.empty_cache()
+
+
 def bandwidth_launch_shapes(rows: list, progress, mib: int = 1024) -> None:
     """The same ``x + y`` with larger grids than the default (the grid-stride
     kernels allow any): a measurement for choosing ``grid_1d``'s limit."""
@@ -173,4 +204,6 @@ def bandwidth_launch_shapes(rows: list, progress, mib: int = 1024) -> None:
     tp.cuda.empty_cache()
 
 
-SECTIONS = [(eager_host, 4), (bandwidth, 3), (broadcast_bandwidth, 3), (bandwidth_launch_shapes, 1)]
+SECTIONS = [
+    (eager_host, 4), (bandwidth, 3), (broadcast_bandwidth, 3), (transpose_bandwidth, 1), (bandwidth_launch_shapes, 1),
+]  # fmt: skip
