@@ -16,7 +16,7 @@ from .cuda.backend import get as get_backend
 from .cuda.backend.params import scalar_struct
 from .kernels import elementwise as ew
 from .kernels import reduce as rk
-from .kernels.launch import ArrayArg, grid_1d, grid_rows, launch_packed, layout_packer, resolve
+from .kernels.launch import ArrayArg, grid_1d, grid_rows, grid_tiles, launch_packed, layout_packer, resolve
 
 __all__ = ["binary", "elementwise", "reduce", "unary"]
 
@@ -77,6 +77,8 @@ def _nd_plan(key: tuple, out: Tensor, operands, n: int) -> tuple:
     ndim, inner = len(cshape), cshape[-1]
     if ndim == 1:
         layout, launch_shape = "flat", grid_1d(n)
+    elif _is_transpose(pattern, cshape, cstrides):
+        layout, launch_shape = f"transpose_{tensors[1].dtype.name}", grid_tiles(*cshape)
     elif inner >= 32:
         layout, launch_shape = f"rows{ndim}", grid_rows(n // inner, inner)
     else:
@@ -87,6 +89,14 @@ def _nd_plan(key: tuple, out: Tensor, operands, n: int) -> tuple:
     if len(_ND_PLANS) < 4096:
         _ND_PLANS[key] = plan
     return plan
+
+
+def _is_transpose(pattern: str, shape, strides) -> bool:
+    """One operand, 2-D, stored column-major, written row-major: both at least a tile wide."""
+    return (
+        pattern == "a" and len(shape) == 2 and min(shape) >= 32
+        and strides[0] == (shape[1], 1) and strides[1][0] == 1 and strides[1][1] > 1
+    )  # fmt: skip
 
 
 _FLAT_LAUNCHERS: dict[tuple, tuple] = {}

@@ -158,6 +158,22 @@ def test_elementwise_writes_strided_outputs_and_one_dimensional_strides():
     assert_close(zt, np.full((40, 33), 3.0), dtype=tp.float32)
 
 
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_transposed_copies_and_unary_ops_go_through_tiles(dtype):
+    """2-D operands stored column-major into row-major outputs: whole and partial
+    32 x 32 tiles, a slice of a transpose, a conversion and a unary op."""
+    from tensorplay._ops import _ND_PLANS
+
+    _ND_PLANS.clear()
+    x, a = random_tensor((70, 45), dtype, seed=8)
+    assert_close(x.t().contiguous(), a.T, dtype=dtype)
+    assert_close(x.t()[3:40, 5:60].contiguous(), a.T[3:40, 5:60], dtype=dtype)
+    assert_close(x.t().to(tp.float64), a.T.astype(np.float64), dtype=tp.float64)
+    if dtype.is_floating_point:
+        assert_close(x.t().exp(), reference(np.exp, a.T), dtype=dtype)
+    assert {plan[0].name.split("_")[-2] for plan in _ND_PLANS.values()} == {"transpose"}
+
+
 def test_seven_unmergeable_dimensions_are_refused_with_advice():
     x = tp.zeros(*([2] * 7)).permute(6, 5, 4, 3, 2, 1, 0)
     with pytest.raises(ValueError, match="up to 6 non-mergeable dimensions.*contiguous"):

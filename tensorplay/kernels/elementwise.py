@@ -10,7 +10,9 @@ arrays (``a``) and which are scalars (``s``). The layouts:
   of threads takes a row, finds its outer indices once, then strides along it
   with no division per element;
 - ``ndK``: the same arrays, an index decomposed per element: for last dimensions
-  too short to fill a warp.
+  too short to fill a warp;
+- ``transpose_<dtype>``: a unary op on one 2-D operand stored column-major into a
+  row-major output, through shared-memory tiles.
 
 The kernels are built once per key by ``kernel(op, pattern, layout, cast)``.
 """
@@ -173,6 +175,35 @@ def {name}(out, {params}):
 """
 
 
+# A 2-D operand stored column-major written to a row-major output (a transpose):
+# 32 x 32 tiles through shared memory, read down the operand's columns and
+# written along the output's rows, so both sides are coalesced. A row of 33
+# keeps the column reads free of bank conflicts.
+_TRANSPOSE = """
+def {name}(out, x0):
+    tile = cuda.shared.array((32, 33), tile_type)
+    nr, nc = u64(out.shape[0]), u64(out.shape[1])
+    tx, ty = u64(cuda.threadIdx.x), u64(cuda.threadIdx.y)
+    tr = u64(cuda.blockIdx.y)
+    while tr * 32 < nr:
+        tc = u64(cuda.blockIdx.x)
+        while tc * 32 < nc:
+            r0, c0 = tr * 32, tc * 32
+            for k in range(0, 32, 8):
+                r, col = r0 + tx, c0 + ty + k
+                if r < nr and col < nc:
+                    tile[ty + k, tx] = x0[r, col]
+            cuda.syncthreads()
+            for k in range(0, 32, 8):
+                r, col = r0 + ty + k, c0 + tx
+                if r < nr and col < nc:
+                    out[r, col] = f(c(tile[tx, ty + k]))
+            cuda.syncthreads()
+            tc += u64(cuda.gridDim.x)
+        tr += u64(cuda.gridDim.y)
+"""
+
+
 def _split(var: str, dims: range, indent: str) -> str:
     """Code setting ``k{d}`` for ``d`` in ``dims`` from the flat index ``var`` over
     those dimensions (the first takes what is left, so needs no size)."""
@@ -190,6 +221,8 @@ def _source(name: str, layout: str, params: list[str], loads) -> str:
     if layout == "flat":
         indices = {f"loads_{j}": loads(j) for j in ("i", "j1", "j2", "j3")}
         return _FLAT.format(name=name, params=", ".join(params), **indices)
+    if layout.startswith("transpose"):
+        return _TRANSPOSE.format(name=name)
     ndim = int(layout[-1])
     outer = ", ".join(f"k{d}" for d in range(ndim - 1))
     if layout.startswith("rows"):
@@ -221,7 +254,8 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
     ----------
     op : a key of UNARY, BINARY, TERNARY or FILL.
     pattern : one letter per operand, ``a`` for an array, ``s`` for a scalar.
-    layout : ``"flat"``, or ``"rowsK"`` / ``"ndK"`` for K-D arrays (2 <= K <= MAXDIM).
+    layout : ``"flat"``, or ``"rowsK"`` / ``"ndK"`` for K-D arrays (2 <= K <= MAXDIM),
+        or ``"transpose_<dtype>"`` for one 2-D operand of that dtype stored column-major.
     cast : ``"none"``, ``"float32"`` (float16 math is done in float32) or ``"int64"``
         (arithmetic on bools counts them).
     """
@@ -233,6 +267,10 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
     name = f"{op}_{pattern}_{layout}"
     source = _source(name, layout, params, loads)
     namespace = {"cuda": cuda, "f": _op(op), "c": CASTS[cast], "u64": np.uint64}
+    if layout.startswith("transpose"):
+        from numba.cuda.np.numpy_support import from_dtype
+
+        namespace["tile_type"] = from_dtype(np.dtype(layout.split("_", 1)[1]))
     filename = f"<tensorplay.kernels.elementwise.{name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)

@@ -18,7 +18,8 @@ from ..cuda.backend.params import array_struct
 from ..cuda.streams import capture_state, current_stream
 
 __all__ = [
-    "ArrayArg", "KernelArray", "grid_1d", "grid_rows", "launch", "launch_packed", "layout_packer", "numba_type",
+    "ArrayArg", "KernelArray", "grid_1d", "grid_rows", "grid_tiles",
+    "launch", "launch_packed", "layout_packer", "numba_type",
 ]  # fmt: skip
 
 _launchers: dict[tuple, object] = {}
@@ -158,6 +159,17 @@ def grid_rows(nrows: int, inner: int) -> tuple[tuple[int, int, int], tuple[int, 
     wave = max(1, _limits[1] // (bx * by))
     share = max(1, min(-(-inner // (4 * bx)), -(-wave // blocks), 65535))  # four items per thread at least
     return (blocks, share, 1), (bx, by, 1)
+
+
+def grid_tiles(nrows: int, ncols: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """Grid and block for 32 x 32 tiles of an ``nrows`` x ``ncols`` output: a
+    block of 32 x 8 threads per tile, up to the launch limit (then they loop)."""
+    _read_limits()
+    cap = max(1, _limits[2] // 256)
+    tiles_c, tiles_r = -(-ncols // 32), -(-nrows // 32)
+    gx = max(1, min(tiles_c, cap, 65535))
+    gy = max(1, min(tiles_r, cap // gx, 65535))
+    return (gx, gy, 1), (32, 8, 1)
 
 
 def grid_1d(n: int, block: int = 256) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
