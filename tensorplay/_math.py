@@ -126,7 +126,10 @@ class TensorMath:
     def copy_(self, src):
         """Copy ``src`` (a tensor, broadcast and cast, or host data) into this tensor."""
         if isinstance(src, type(self)):
-            if src.dtype is self.dtype and src.shape == self.shape and src._contig and self._contig:
+            if (
+                src.dtype is self.dtype and src.shape == self.shape and src._contig and self._contig
+                and (src._storage is not self._storage or src._ptr == self._ptr)  # overlap: copied first
+            ):  # fmt: skip
                 if self.numel():
                     nbytes = self.numel() * self.dtype.itemsize
                     get_backend().copy_dtod(self._ptr, src._ptr, nbytes, current_stream()._h)

@@ -6,6 +6,7 @@ Nothing here synchronises the host; every kernel goes on the current stream.
 from __future__ import annotations
 
 import functools
+import struct
 
 import numpy as np
 
@@ -40,6 +41,8 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
     n = out.numel()
     if n == 0:
         return out
+    if any(isinstance(o, Tensor) and o._storage is out._storage for o in operands):
+        operands = [_unaliased(o, out) if isinstance(o, Tensor) else o for o in operands]
     pattern = "".join("a" if isinstance(o, Tensor) else "s" for o in operands)
     shape = out.shape
     if out._contig and all(not isinstance(o, Tensor) or (o.shape == shape and o._contig) for o in operands):
@@ -51,6 +54,22 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
     packed = b"".join([pack(o) for pack, o in zip(packers, (out, *operands), strict=True)])
     launch_packed(launcher, grid, block, packed)
     return out
+
+
+def _unaliased(x: Tensor, out: Tensor) -> Tensor:
+    """``x``, or a copy of it when ``out`` would overwrite elements of ``x`` that
+    other threads still read (``x[:, 1:] += x[:, :-1]``): results as in NumPy.
+    The same view is safe, each element being read before it is written."""
+    if x._storage is not out._storage or (x._ptr == out._ptr and x._strides == out._strides and x.shape == out.shape):
+        return x
+    if _byte_range(x)[0] < _byte_range(out)[1] and _byte_range(out)[0] < _byte_range(x)[1]:
+        return x.clone()
+    return x
+
+
+def _byte_range(t: Tensor) -> tuple[int, int]:
+    last = sum((d - 1) * s for d, s in zip(t.shape, t._strides, strict=True))  # strides are never negative
+    return t._ptr, t._ptr + (last + 1) * t.dtype.itemsize
 
 
 _ND_PLANS: dict[tuple, tuple] = {}  # (op, pattern, cast, layouts...) -> launcher, grid, block, packers
@@ -218,6 +237,8 @@ def _fast_binary(op: str, a, b, pattern: str) -> Tensor:
 def _fast_in_place(op: str, a, b, pattern: str) -> bool:
     """``a <op>= b`` through the plan of ``a <op> b`` when its result has ``a``'s
     dtype (True when launched; otherwise the general path says what is wrong)."""
+    if pattern == "aa" and b._storage is a._storage and b._ptr != a._ptr:
+        return False  # overlapping views: the general path copies b first
     key = (op, pattern, a.dtype, b.dtype if pattern == "aa" else type(b))
     out_dtype, launcher, pack = _FAST_PLANS.get(key) or _fast_plan(key, a, b)
     if out_dtype is not a.dtype:
@@ -249,8 +270,22 @@ def _fast_plan(key: tuple, a, b) -> tuple:
     out_dtype, cast, scalar_type = _binary_types(op, compute_in)
     keys = [(x.dtype.name, 1, True) if pattern[i] == "a" else scalar_type for i, x in enumerate((a, b))]
     launcher = resolve(ew.kernel(op, pattern, "flat", cast), [(out_dtype.name, 1, True), *keys])
-    plan = _FAST_PLANS[key] = (out_dtype, launcher, scalar_struct(scalar_type).pack)
+    plan = _FAST_PLANS[key] = (out_dtype, launcher, _number_packer(scalar_type))
     return plan
+
+
+def _number_packer(scalar_type: type):
+    """Packs a Python number as ``scalar_type``; one out of its range is converted
+    as NumPy converts it on the general path (inf for floats, OverflowError for ints)."""
+    pack = scalar_struct(scalar_type).pack
+
+    def pack_number(x) -> bytes:
+        try:
+            return pack(x)
+        except (OverflowError, struct.error):
+            return pack(scalar_type(x))
+
+    return pack_number
 
 
 _UNARY_PLANS: dict[tuple, tuple] = {}  # (op, dtype) -> (output dtype, flat launcher)

@@ -437,6 +437,44 @@ def test_inplace_ops_on_operands_of_one_shape(dtype):
     assert_close(x, a, atol={tp.float16: 0.1}.get(dtype), rtol={tp.float16: 1e-2}.get(dtype))
 
 
+def test_numbers_out_of_a_dtypes_range_behave_as_on_the_general_path():
+    """Contiguous operands take a fast path: it converts numbers as the general
+    path (a strided view) does."""
+    with np.errstate(over="ignore"):
+        for x in (tp.ones(3), tp.ones(3, dtype=tp.float16)):
+            assert np.isinf((x * 1e40).numpy()).all()
+            assert np.isinf(x.clone().mul_(1e40).numpy()).all()
+            assert np.isinf(x.clone()[::2].mul_(1e40).numpy()).all()
+    for x in (tp.ones(3, dtype=tp.int32), tp.ones(4, dtype=tp.int32)[::2]):
+        with pytest.raises(OverflowError, match="out of bounds for int32"):
+            x.add_(2**31)
+        with pytest.raises(OverflowError, match="out of bounds for int32"):
+            x + 2**31
+
+
+def test_writes_into_overlapping_views_read_the_old_values():
+    """An op whose output overlaps an input it still reads gives NumPy's result
+    (the input is copied first): shifted in-place adds, a broadcast column of the
+    output itself, copies between overlapping views."""
+    x, a = random_tensor((4, 40), tp.float32, seed=9)
+    a = a.astype(np.float64)
+    x[:, 1:] += x[:, :-1]
+    a[:, 1:] += a[:, :-1].copy()
+    x -= x[:, :1]
+    a -= a[:, :1].copy()
+    assert_close(x, a, dtype=tp.float32)
+    y, b = random_tensor((100,), tp.float32, seed=10)
+    b = b.astype(np.float64)
+    y[1:].add_(y[:-1])  # contiguous, one shape: the fast path hands it on
+    b[1:] += b[:-1].copy()
+    y[2:].copy_(y[:-2])
+    b[2:] = b[:-2].copy()
+    assert_close(y, b, dtype=tp.float32)
+    s, c = random_tensor((40, 40), tp.float32, seed=11)
+    s.copy_(s.t())
+    assert_close(s, c.T, dtype=tp.float32)
+
+
 def test_inplace_errors():
     x = tp.zeros(3, 1)
     with pytest.raises(ValueError, match=re.escape("in-place '+' cannot write shape (3, 4) into shape (3, 1)")):
