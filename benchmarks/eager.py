@@ -6,6 +6,8 @@ measured in the same process.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 import tensorplay as tp
@@ -99,6 +101,11 @@ def bandwidth(rows: list, progress, mib: int = 1024) -> None:
     tp.cuda.empty_cache()
 
 
+def _gbps(nbytes: int, fn, events, sync) -> float:
+    """GB/s of ``fn`` moving ``nbytes``, from its median device time."""
+    return nbytes / 1e9 / (device_ms(fn, *events, sync, **reps()) / 1e3)
+
+
 def broadcast_bandwidth(rows: list, progress, mib: int = 1024) -> None:
     """GB/s of ``x + b`` on a float32 matrix of ``mib`` MiB, ``b`` a row (one value
     per column) or a column (one per row): x read, the result written."""
@@ -119,10 +126,7 @@ def _broadcast_rows(rows: list, progress, torch, cp, nrows: int, cols: int, case
     xh = x.numpy()
     xt = torch.from_numpy(xh).cuda() if torch is not None else None
     xc = cp.asarray(xh) if cp is not None else None
-
-    def gbps(fn, events, sync) -> float:
-        return 2 * nrows * cols * 4 / 1e9 / (device_ms(fn, *events, sync, **reps()) / 1e3)
-
+    gbps = functools.partial(_gbps, 2 * nrows * cols * 4)
     for what in cases:
         b = tp.rand(cols) if what == "row" else tp.rand(nrows, 1)
         bh = b.numpy()
@@ -149,10 +153,7 @@ def transpose_bandwidth(rows: list, progress) -> None:
     xh = x.numpy()
     if not np.array_equal(x.t().contiguous().numpy(), xh.T):
         raise AssertionError("x.t().contiguous(): tensorplay's result differs from NumPy's")
-
-    def gbps(fn, events, sync) -> float:
-        return 2 * side * side * 4 / 1e9 / (device_ms(fn, *events, sync, **reps()) / 1e3)
-
+    gbps = functools.partial(_gbps, 2 * side * side * 4)
     row = {"name": f"transposed copy x.t().contiguous(), ({side}, {side}) float32, GB/s", "unit": "GB/s"}
     row["lower_is_better"] = False
     row["tensorplay"] = gbps(lambda: x.t().contiguous(), tp_events(), tp.cuda.synchronize)
