@@ -158,16 +158,17 @@ def test_elementwise_writes_strided_outputs_and_one_dimensional_strides():
     assert_close(zt, np.full((40, 33), 3.0), dtype=tp.float32)
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", [tp.float32, tp.float16, tp.int64, tp.bool], ids=str)
 def test_transposed_copies_and_unary_ops_go_through_tiles(dtype):
     """2-D operands stored column-major into row-major outputs: whole and partial
-    32 x 32 tiles, a slice of a transpose, a conversion and a unary op."""
+    32 x 32 tiles, a slice of a transpose, a conversion and a unary op (small:
+    each tile costs the simulator two barriers of 256 Python threads)."""
     from tensorplay._ops import _ND_PLANS
 
     _ND_PLANS.clear()
-    x, a = random_tensor((70, 45), dtype, seed=8)
+    x, a = random_tensor((40, 33), dtype, seed=8)
     assert_close(x.t().contiguous(), a.T, dtype=dtype)
-    assert_close(x.t()[3:40, 5:60].contiguous(), a.T[3:40, 5:60], dtype=dtype)
+    assert_close(x.t()[1:33, 2:36].contiguous(), a.T[1:33, 2:36], dtype=dtype)
     assert_close(x.t().to(tp.float64), a.T.astype(np.float64), dtype=tp.float64)
     if dtype.is_floating_point:
         assert_close(x.t().exp(), reference(np.exp, a.T), dtype=dtype)

@@ -43,17 +43,19 @@ def _launch_a_bit_of_everything() -> None:
     for dtype in ALL_DTYPES:
         x = tp.ones((2, 3), dtype=dtype)
         xt = x.t()  # a strided view with short rows: the per-element nd layout
-        wide = tp.ones((33, 40), dtype=dtype).t()  # rows of 33: the rows layout
+        rows = tp.ones((2, 96), dtype=dtype)[:, :64:2]  # rows of 32 that do not merge: the rows layout
+        tiles = tp.ones((32, 32), dtype=dtype).t()  # column-major: one transpose tile
         for op in UNARY:
             _attempt(op, x)
             _attempt(op, xt)
-            _attempt(op, wide)
+            _attempt(op, rows)
+            _attempt(op, tiles)
         for op in BINARY + COMPARE:
             _attempt(op, x, x)
             _attempt(op, x, 2)
             _attempt(op, 2.5, x)
             _attempt(op, xt, x.t())
-            _attempt(op, wide, 2)
+            _attempt(op, rows, 2)
         _attempt(tp.where, x > 0, x, x)
         _attempt(x.clamp, 0, 1)
         _attempt(xt.contiguous)
