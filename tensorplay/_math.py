@@ -128,7 +128,7 @@ class TensorMath:
         if isinstance(src, type(self)):
             if (
                 src.dtype is self.dtype and src.shape == self.shape and src._contig and self._contig
-                and (src._storage is not self._storage or src._ptr == self._ptr)  # overlap: copied first
+                and (src._storage is not self._storage or not OPS.overlaps(src, self))  # else copied first
             ):  # fmt: skip
                 if self.numel():
                     nbytes = self.numel() * self.dtype.itemsize

@@ -57,14 +57,18 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
 
 
 def _unaliased(x: Tensor, out: Tensor) -> Tensor:
-    """``x``, or a copy of it when ``out`` would overwrite elements of ``x`` that
-    other threads still read (``x[:, 1:] += x[:, :-1]``): results as in NumPy.
-    The same view is safe, each element being read before it is written."""
+    """``x``, or a copy of it when writing ``out`` would overwrite elements of ``x``
+    that other threads still read (``x[:, 1:] += x[:, :-1]``): results as in NumPy."""
+    return x.clone() if overlaps(x, out) else x
+
+
+def overlaps(x: Tensor, out: Tensor) -> bool:
+    """True when ``out`` and ``x`` are different views whose memory overlaps. The
+    same view is safe elementwise: each element is read before it is written."""
     if x._storage is not out._storage or (x._ptr == out._ptr and x._strides == out._strides and x.shape == out.shape):
-        return x
-    if _byte_range(x)[0] < _byte_range(out)[1] and _byte_range(out)[0] < _byte_range(x)[1]:
-        return x.clone()
-    return x
+        return False
+    (x_lo, x_hi), (out_lo, out_hi) = _byte_range(x), _byte_range(out)
+    return x_lo < out_hi and out_lo < x_hi
 
 
 def _byte_range(t: Tensor) -> tuple[int, int]:
@@ -237,8 +241,8 @@ def _fast_binary(op: str, a, b, pattern: str) -> Tensor:
 def _fast_in_place(op: str, a, b, pattern: str) -> bool:
     """``a <op>= b`` through the plan of ``a <op> b`` when its result has ``a``'s
     dtype (True when launched; otherwise the general path says what is wrong)."""
-    if pattern == "aa" and b._storage is a._storage and b._ptr != a._ptr:
-        return False  # overlapping views: the general path copies b first
+    if pattern == "aa" and b._storage is a._storage and overlaps(b, a):
+        return False  # the general path copies b first
     key = (op, pattern, a.dtype, b.dtype if pattern == "aa" else type(b))
     out_dtype, launcher, pack = _FAST_PLANS.get(key) or _fast_plan(key, a, b)
     if out_dtype is not a.dtype:

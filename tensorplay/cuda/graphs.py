@@ -155,8 +155,7 @@ class CUDAGraph:
         try:
             graph = get_backend().end_capture(s._h)
         except BaseException:
-            allocator.end_capture(s, self._pool, keep=False)
-            self._pool = None
+            self._discard_pool(s)
             raise
         allocator.end_capture(s, self._pool, keep=True)
         self._graph = graph
@@ -186,8 +185,7 @@ class CUDAGraph:
             get_backend().graph_destroy(graph)
         except Exception:
             pass  # an invalidated capture still ends; its partial graph is gone
-        allocator.end_capture(s, self._pool, keep=False)
-        self._pool = None
+        self._discard_pool(s)
 
     def _abandon_capture(self, s: Stream) -> None:
         """Leave unfinished a capture invalidated inside a conditional body: on the
@@ -199,8 +197,7 @@ class CUDAGraph:
         self._stream = None
         capture_state.end(s)
         retire_capture_stream(s)
-        allocator.end_capture(s, self._pool, keep=False)
-        self._pool = None
+        self._discard_pool(s)
         raise CaptureError(
             f"the capture on stream {s.handle:#x} was invalidated inside the body of a conditional node, "
             "and the CUDA driver crashes when such a capture is ended, so it was left unfinished. "
@@ -208,6 +205,11 @@ class CUDAGraph:
             "save what you need and restart Python (the kernel, in Jupyter). Inside conditional bodies, "
             "avoid host waits and other libraries' allocations, which invalidate a capture"
         )
+
+    def _discard_pool(self, s: Stream) -> None:
+        """The capture on ``s`` made no graph: its pool goes back unless shared."""
+        allocator.end_capture(s, self._pool, keep=False)
+        self._pool = None
 
     # -- conditional nodes ---------------------------------------------------------
     def begin_capture_to_if_node(self, pred) -> None:
