@@ -7,7 +7,10 @@ Without a GPU everything runs on a CPU simulator with the same rules.
 
 from __future__ import annotations
 
-from . import cuda  # chooses the backend before anything imports numba.cuda
+from . import (
+    autograd,
+    cuda,  # chooses the backend before anything imports numba.cuda
+)
 from ._dtype import DType, bool, float16, float32, float64, int32, int64  # noqa: A004
 from ._factories import (
     arange,
@@ -27,6 +30,8 @@ from ._factories import (
 )
 from ._functions import (
     add,
+    cat,
+    clamp,
     div,
     eq,
     exp,
@@ -45,14 +50,16 @@ from ._functions import (
     relu,
     sigmoid,
     sqrt,
+    stack,
     sub,
     tanh,
+    where,
 )
 from ._interop import as_tensor, from_dlpack
 from ._jit import jit
 from ._matmul import matmul
-from ._ops import cat, clamp, stack, where
 from ._tensor import Tensor
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 
 __version__ = "0.1.0"
 
@@ -68,7 +75,8 @@ def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 
 
 __all__ = [
-    "DType", "Tensor", "add", "arange", "div", "eq", "ge", "gt", "le", "logical_and", "logical_not",
+    "DType", "Tensor", "add", "arange", "autograd", "div", "enable_grad", "eq", "ge", "gt", "is_grad_enabled",
+    "le", "logical_and", "logical_not", "no_grad", "set_grad_enabled",
     "logical_or", "lt", "mul", "ne", "sub", "as_tensor", "bool", "cat", "clamp", "cuda", "dtype", "empty",
     "empty_like", "exp", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full",
     "full_like", "int32", "int64", "jit", "log", "manual_seed", "matmul", "maximum", "mean",

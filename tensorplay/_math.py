@@ -24,24 +24,39 @@ class _Lazy:
 
 OPS = _Lazy("._ops", "OPS")
 MATMUL = _Lazy("._matmul", "MATMUL")
+AG = _Lazy(".autograd._derivatives", "AG")  # ops on tensors that require grad
+
+
+def _tracked(x) -> bool:
+    """Whether ``x`` is a tensor with autograd state (then the op goes through ``AG``)."""
+    return getattr(x, "_ag", None) is not None
 
 
 def _binary(op: str, reflected: bool = False):
     if reflected:
 
         def method(self, other):
-            return OPS.binary(op, other, self)
+            if self._ag is None:
+                return OPS.binary(op, other, self)
+            return AG.binary(op, other, self)
     else:
 
         def method(self, other):
-            return OPS.binary(op, self, other)
+            if self._ag is None and (other.__class__ in _NUMBERS or getattr(other, "_ag", None) is None):
+                return OPS.binary(op, self, other)
+            return AG.binary(op, self, other)
 
     method.__name__ = f"__{'r' if reflected else ''}{op}__"
     return method
 
 
+_NUMBERS = {int, float, bool}
+
+
 def _inplace(op: str):
     def method(self, other):
+        if self._ag is not None or _tracked(other):
+            AG.refuse_in_place(f"{op}_()", self, other)
         return OPS.binary(op, self, other, out=self)
 
     method.__name__ = f"{op}_"
@@ -50,7 +65,9 @@ def _inplace(op: str):
 
 def _unary(op: str):
     def method(self):
-        return OPS.unary(op, self)
+        if self._ag is None:
+            return OPS.unary(op, self)
+        return AG.unary(op, self)
 
     method.__name__ = op
     return method
@@ -58,7 +75,9 @@ def _unary(op: str):
 
 def _reduction(op: str):
     def method(self, dim=None, keepdim: bool = False):
-        return OPS.reduce(op, self, dim, keepdim)
+        if self._ag is None:
+            return OPS.reduce(op, self, dim, keepdim)
+        return AG.reduce(op, self, dim, keepdim)
 
     method.__name__ = op
     method.__doc__ = f"The {op} over ``dim`` (all dimensions if None)."
@@ -105,26 +124,36 @@ class TensorMath:
     amax, amin = max, min  # noqa: A003
 
     def __matmul__(self, other):
-        return MATMUL.matmul(self, other)
+        if self._ag is None and not _tracked(other):
+            return MATMUL.matmul(self, other)
+        return AG.matmul(self, other)
 
     def __rmatmul__(self, other):
-        return MATMUL.matmul(other, self)
+        if self._ag is None:
+            return MATMUL.matmul(other, self)
+        return AG.matmul(other, self)
 
     matmul = __matmul__
 
     def clamp(self, min=None, max=None):  # noqa: A002 (PyTorch's names)
         """Limit every element to ``[min, max]`` (either bound may be None)."""
-        return OPS.clamp(self, min, max)
+        if self._ag is None and not _tracked(min) and not _tracked(max):
+            return OPS.clamp(self, min, max)
+        return AG.clamp(self, min, max)
 
     clip = clamp
 
     def where(self, condition, other):
         """``self`` where ``condition`` holds, ``other`` elsewhere."""
-        return OPS.where(condition, self, other)
+        if self._ag is None and not _tracked(other):
+            return OPS.where(condition, self, other)
+        return AG.where(condition, self, other)
 
     # -- copies and fills ---------------------------------------------------------
     def copy_(self, src):
         """Copy ``src`` (a tensor, broadcast and cast, or host data) into this tensor."""
+        if self._ag is not None or _tracked(src):
+            AG.refuse_in_place("copy_()", self, src)
         if isinstance(src, type(self)):
             if (
                 src.dtype is self.dtype and src.shape == self.shape and src._contig and self._contig
@@ -140,15 +169,21 @@ class TensorMath:
         return upload(self, src)
 
     def fill_(self, value):
+        if self._ag is not None:
+            AG.refuse_in_place("fill_()", self)
         return OPS.fill(self, value)
 
     def zero_(self):
+        if self._ag is not None:
+            AG.refuse_in_place("zero_()", self)
         if self._contig and self.numel():
             get_backend().memset(self._ptr, 0, self.numel() * self.dtype.itemsize, current_stream()._h)
             return self
         return self.fill_(0)
 
     def clone(self):
+        if self._ag is not None:
+            return AG.copy(self)
         return type(self)._empty(self.shape, self.dtype).copy_(self)
 
     def contiguous(self):
@@ -161,6 +196,8 @@ class TensorMath:
         dtype = dt.as_dtype(dtype)
         if dtype is self.dtype and not copy:
             return self
+        if self._ag is not None:
+            return AG.copy(self, dtype)
         return OPS.copy(type(self)._empty(self.shape, dtype), self)
 
     def float(self):

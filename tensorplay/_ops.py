@@ -546,9 +546,14 @@ def cat(tensors, dim: int = 0) -> Tensor:
 
 def stack(tensors, dim: int = 0) -> Tensor:
     """Join tensors of equal shape along a new dimension."""
+    return cat(stack_views(tensors, dim), dim)
+
+
+def stack_views(tensors, dim: int) -> list:
+    """The tensors of a ``stack``, checked, each with the new dimension added."""
     tensors = list(tensors)
     if not tensors or not all(isinstance(t, Tensor) for t in tensors):
         raise TypeError("stack() expects a non-empty sequence of tensors")
     if any(t.shape != tensors[0].shape for t in tensors):
         raise ValueError(f"stack() needs tensors of equal shape, got {[t.shape for t in tensors]}")
-    return cat([t.unsqueeze(dim) for t in tensors], dim)
+    return [t.unsqueeze(dim) for t in tensors]

@@ -6,6 +6,8 @@ holds the object, its views and indexing, and host readback.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import _dtype as dt
@@ -87,6 +89,24 @@ class Device:
 DEVICE = Device()
 
 
+def _differentiable_view(kind: str):
+    """Record a view method for autograd when its tensor requires grad (see
+    ``autograd/_derivatives.view``); plain tensors pay one attribute test."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def tracked(self, *args, **kwargs):
+            if self._ag is None:
+                return method(self, *args, **kwargs)
+            from .autograd import _derivatives
+
+            return _derivatives.view(kind, method, self, args, kwargs)
+
+        return tracked
+
+    return wrap
+
+
 class Tensor(TensorMath, KernelArray):
     """An n-dimensional array on the device.
 
@@ -100,7 +120,7 @@ class Tensor(TensorMath, KernelArray):
     [2.0, 4.0]
     """
 
-    __slots__ = ("_storage", "_ptr", "shape", "_strides", "dtype", "_contig", "_k", "_kb", "_kf", "__weakref__")
+    __slots__ = ("_storage", "_ptr", "shape", "_strides", "dtype", "_contig", "_k", "_kb", "_kf", "_ag", "__weakref__")
     __array_priority__ = 1000  # NumPy scalars on the left defer to our operators
 
     def __init__(self, *args, **kwargs) -> None:
@@ -111,7 +131,7 @@ class Tensor(TensorMath, KernelArray):
         t = object.__new__(cls)
         t._storage, t._ptr, t.shape, t._strides, t.dtype = storage, ptr, shape, strides, dtype
         t._contig = _is_contiguous(shape, strides)
-        t._k = t._kb = t._kf = None
+        t._k = t._kb = t._kf = t._ag = None
         return t
 
     @classmethod
@@ -122,7 +142,7 @@ class Tensor(TensorMath, KernelArray):
         t = object.__new__(cls)
         t._storage, t._ptr, t.shape, t.dtype = storage, storage.ptr, shape, dtype
         t._strides, t._contig = contiguous_strides(shape), True
-        t._k = t._kb = t._kf = None
+        t._k = t._kb = t._kf = t._ag = None
         return t
 
     def _view(self, shape, strides, offset_elems: int = 0) -> Tensor:
@@ -229,6 +249,7 @@ class Tensor(TensorMath, KernelArray):
             raise IndexError(f"dimension {d} is out of range for a tensor of {self.ndim} dimensions")
         return d % max(n, 1)
 
+    @_differentiable_view("reshape")
     def view(self, *shape) -> Tensor:
         """The same memory seen with another shape (no copy); see ``reshape``."""
         from ._shape import infer_shape, view_strides
@@ -242,6 +263,7 @@ class Tensor(TensorMath, KernelArray):
             )
         return self._view(shape, strides)
 
+    @_differentiable_view("reshape")
     def reshape(self, *shape) -> Tensor:
         """``view`` when the memory allows it, otherwise a contiguous copy."""
         from ._shape import infer_shape, view_strides
@@ -255,6 +277,7 @@ class Tensor(TensorMath, KernelArray):
     def flatten(self) -> Tensor:
         return self.reshape(-1)
 
+    @_differentiable_view("permute")
     def permute(self, *dims) -> Tensor:
         dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
         dims = tuple(self._dim(d) for d in dims)
@@ -277,6 +300,7 @@ class Tensor(TensorMath, KernelArray):
     def T(self) -> Tensor:
         return self.permute(list(reversed(range(self.ndim))))
 
+    @_differentiable_view("reshape")
     def unsqueeze(self, dim: int) -> Tensor:
         dim = self._dim(dim, extra=1)
         shape, strides = list(self.shape), list(self._strides)
@@ -285,10 +309,12 @@ class Tensor(TensorMath, KernelArray):
         strides.insert(dim, stride)
         return self._view(shape, strides)
 
+    @_differentiable_view("reshape")
     def squeeze(self, dim: int | None = None) -> Tensor:
         keep = [i for i, d in enumerate(self.shape) if d != 1 or (dim is not None and i != self._dim(dim))]
         return self._view([self.shape[i] for i in keep], [self._strides[i] for i in keep])
 
+    @_differentiable_view("narrow")
     def narrow(self, dim: int, start: int, length: int) -> Tensor:
         dim = self._dim(dim)
         if start < 0:
@@ -299,6 +325,7 @@ class Tensor(TensorMath, KernelArray):
         shape[dim] = length
         return self._view(shape, self._strides, start * self._strides[dim])
 
+    @_differentiable_view("expand")
     def expand(self, *sizes) -> Tensor:
         from ._shape import broadcast_strides
 
@@ -309,6 +336,7 @@ class Tensor(TensorMath, KernelArray):
     def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(other.shape)
 
+    @_differentiable_view("index")
     def __getitem__(self, index) -> Tensor:
         from ._shape import basic_index
 
@@ -316,6 +344,10 @@ class Tensor(TensorMath, KernelArray):
         return self._view(shape, strides, offset)
 
     def __setitem__(self, index, value) -> None:
+        if self._ag is not None or getattr(value, "_ag", None) is not None:
+            from .autograd._derivatives import refuse_in_place
+
+            refuse_in_place("x[...] = value", self, value)
         target = self[index]
         if isinstance(value, Tensor):
             target.copy_(value)
@@ -378,7 +410,103 @@ class Tensor(TensorMath, KernelArray):
         suffix = "" if self.dtype in (dt.float32, dt.int64, dt.bool) else f", dtype={self.dtype}"
         if not self.numel() and self.shape != (0,):  # "[]" alone would hide the shape
             suffix = f", size={self.shape}{suffix}"
+        if self.grad_fn is not None:
+            suffix += f", grad_fn={self.grad_fn!r}"
+        elif self.requires_grad:
+            suffix += ", requires_grad=True"
         return f"tensor({body}{suffix})"
+
+    # -- autograd ------------------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        """Whether ops on this tensor are recorded so that ``backward`` reaches it."""
+        return self._ag is not None and self._ag.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Make this leaf tensor record the ops on it (gradients land in ``.grad``).
+
+        Examples
+        --------
+        >>> import tensorplay as tp
+        >>> w = tp.tensor([1.0, 2.0]).requires_grad_()
+        >>> (w * w).sum().backward()
+        >>> w.grad.tolist()
+        [2.0, 4.0]
+        """
+        from .autograd._graph import Meta
+
+        if self._ag is not None and self._ag.node is not None:
+            if requires_grad:
+                return self
+            raise RuntimeError(
+                "requires_grad can only be turned off on a leaf tensor; use .detach() for a tensor outside the graph"
+            )
+        if requires_grad and self.dtype.kind != "f":
+            raise TypeError(f"only floating point tensors can require gradients, got {self.dtype}")
+        if self._ag is None:
+            if requires_grad:
+                self._ag = Meta(True)
+        else:
+            self._ag.requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient accumulated by ``backward`` (None before the first)."""
+        return None if self._ag is None else self._ag.grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        from .autograd._graph import Meta
+
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"expected a Tensor or None as .grad, got {type(value).__name__}")
+            if value.shape != self.shape or value.dtype is not self.dtype:
+                raise ValueError(
+                    f"a gradient must match its tensor: got shape {value.shape} and {value.dtype} "
+                    f"for shape {self.shape} and {self.dtype}"
+                )
+        if self._ag is None:
+            if value is None:
+                return
+            self._ag = Meta(False)
+        self._ag.grad = value
+
+    @property
+    def grad_fn(self):
+        """The node of the op that made this tensor (None for a leaf)."""
+        return None if self._ag is None else self._ag.node
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._ag is None or self._ag.node is None
+
+    def retain_grad(self) -> None:
+        """Keep this non-leaf tensor's gradient in ``.grad`` during ``backward``."""
+        if not self.requires_grad:
+            raise RuntimeError("retain_grad() needs a tensor that requires grad")
+        self._ag.retains_grad = True
+
+    def detach(self) -> Tensor:
+        """The same memory, as a tensor outside the autograd graph."""
+        return Tensor._make(self._storage, self._ptr, self.shape, self._strides, self.dtype)
+
+    def detach_(self) -> Tensor:
+        """Take this tensor out of the autograd graph, in place."""
+        self._ag = None
+        return self
+
+    def backward(self, gradient: Tensor | None = None, retain_graph=None, create_graph: bool = False) -> None:
+        """Accumulate the gradient of this tensor into the leaves' ``.grad``
+        (``gradient`` is implied as 1 for a one-element tensor)."""
+        from .autograd import backward
+
+        backward(self, gradient, retain_graph, create_graph)
 
     # -- interop -------------------------------------------------------------------------
     @property

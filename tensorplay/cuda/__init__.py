@@ -69,6 +69,7 @@ def mem_get_info() -> tuple[int, int]:
 
 
 from . import graphs  # noqa: E402
+from .graphed import make_graphed_callables  # noqa: E402
 from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing  # noqa: E402
 
 
@@ -97,7 +98,7 @@ def launch(kernel, blocks, threads, *args, stream: Stream | None = None, shared_
 
 __all__ = [
     "CUDAGraph", "CaptureError", "CudaError", "Event", "Stream", "backend", "capture_stream",
-    "current_device", "graph", "graph_pool_handle", "graphs", "is_current_stream_capturing",
+    "current_device", "graph", "graph_pool_handle", "graphs", "is_current_stream_capturing", "make_graphed_callables",
     "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name",
     "grid", "gridsize", "is_available", "set_conditional", "launch", "max_memory_allocated", "memory_allocated",
     "mem_get_info", "memory_reserved", "memory_stats", "reset_peak_memory_stats", "set_stream", "stream",

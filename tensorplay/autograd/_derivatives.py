@@ -1,0 +1,260 @@
+"""The differentiable primitives: each op's forward next to its backward.
+
+Tensor methods come here only when an operand requires grad, so ops on plain
+tensors pay one attribute test. Each function runs the op with recording off,
+then records a node whose backward gives the gradient of every input that
+needs one; composite ops (``nn.functional``) are built from these, so they
+carry no gradient code of their own.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import _ops as ops
+from .._matmul import matmul as _matmul
+from .._shape import broadcast_shapes
+from ._graph import needs_grad, record
+from ._mode import no_grad
+
+__all__ = ["binary", "cat", "clamp", "copy", "matmul", "reduce", "refuse_in_place", "unary", "view", "where"]
+
+
+def _sum_to(g, shape):
+    """``g`` summed down to ``shape``: the gradient of broadcasting to ``g.shape``."""
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
+    return (g.sum(dims, keepdim=True) if dims else g).reshape(shape)
+
+
+def _grad_for(g, x):
+    """``g`` as the gradient of ``x``: summed to its shape, in its dtype; None for numbers."""
+    if not needs_grad(x):
+        return None
+    g = _sum_to(g, x.shape)
+    return g if g.dtype is x.dtype else g.to(x.dtype)
+
+
+# -- elementwise ------------------------------------------------------------------------
+
+_BINARY = {
+    "add": lambda g, a, b, out: (g, g),
+    "sub": lambda g, a, b, out: (g, -g),
+    "mul": lambda g, a, b, out: (g * b, g * a),
+    "truediv": lambda g, a, b, out: (g / b, -g * out / b),
+    "pow": lambda g, a, b, out: (
+        g * b * a ** (b - 1) if needs_grad(a) else None,
+        g * out * (a.log() if hasattr(a, "log") else math.log(a)) if needs_grad(b) else None,
+    ),
+    "maximum": lambda g, a, b, out: _pick(g, a, b, "gt"),
+    "minimum": lambda g, a, b, out: _pick(g, a, b, "lt"),
+}
+_NAMES = {"truediv": "DivBackward", "maximum": "MaximumBackward", "minimum": "MinimumBackward"}
+
+
+def _pick(g, a, b, wins: str):
+    """maximum/minimum: the gradient goes to the operand chosen, split evenly on ties."""
+    tie = (a == b) * 0.5
+    share = ops.binary(wins, a, b) + tie
+    return g * share, g * (1 - share)
+
+
+def binary(op: str, a, b):
+    with no_grad():
+        out = ops.binary(op, a, b)
+    backward = _BINARY.get(op)
+    if backward is None or out.dtype.kind != "f":  # comparisons, logic, //, %: no gradient
+        return out
+
+    def grads(gs):
+        ga, gb = backward(gs[0], a, b, out)
+        return _grad_for(ga, a) if ga is not None else None, _grad_for(gb, b) if gb is not None else None
+
+    return record(_NAMES.get(op, f"{op.capitalize()}Backward"), out, (a, b), grads)
+
+
+def _sign(x):
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+_UNARY = {
+    "neg": lambda g, x, out: -g,
+    "abs": lambda g, x, out: g * _sign(x),
+    "exp": lambda g, x, out: g * out,
+    "log": lambda g, x, out: g / x,
+    "sqrt": lambda g, x, out: g * 0.5 / out,
+    "tanh": lambda g, x, out: g * (1 - out * out),
+    "sigmoid": lambda g, x, out: g * out * (1 - out),
+    "relu": lambda g, x, out: g * (x > 0),
+    "sin": lambda g, x, out: g * x.cos(),
+    "cos": lambda g, x, out: -g * x.sin(),
+}
+
+
+def unary(op: str, x):
+    with no_grad():
+        out = ops.unary(op, x)
+    backward = _UNARY.get(op)
+    if backward is None or out.dtype.kind != "f":
+        return out
+    return record(f"{op.capitalize()}Backward", out, (x,), lambda gs: (_grad_for(backward(gs[0], x, out), x),))
+
+
+def clamp(x, lo, hi):
+    with no_grad():
+        out = ops.clamp(x, lo, hi)
+
+    def grads(gs):  # out = min(max(x, lo), hi): the gradient goes to whichever of x, lo, hi it is
+        g, raised = gs[0], x if lo is None else ops.binary("maximum", x, lo)
+        above = (raised > hi) if hi is not None else None
+        g_raised = g if above is None else g * ~above
+        below = (x < lo) if lo is not None else None
+        return (
+            _grad_for(g_raised if below is None else g_raised * ~below, x),
+            None if below is None else _grad_for(g_raised * below, lo),
+            None if above is None else _grad_for(g * above, hi),
+        )
+
+    return record("ClampBackward", out, (x, lo, hi), grads)
+
+
+def where(cond, a, b):
+    with no_grad():
+        out = ops.where(cond, a, b)
+    return record(
+        "WhereBackward",
+        out,
+        (a, b),
+        lambda gs: (_grad_for(where(cond, gs[0], 0.0), a), _grad_for(where(cond, 0.0, gs[0]), b)),
+    )
+
+
+def copy(x, dtype=None):
+    """``x.clone()`` (or ``x.to(dtype)``): the gradient passes back unchanged."""
+    from .._tensor import Tensor
+
+    with no_grad():
+        out = ops.copy(Tensor._empty(x.shape, x.dtype if dtype is None else dtype), x)
+    if out.dtype.kind != "f":
+        return out
+    return record("CloneBackward" if dtype is None else "ToCopyBackward", out, (x,), lambda gs: (_grad_for(gs[0], x),))
+
+
+# -- reductions and matmul -----------------------------------------------------------------
+
+
+def reduce(op: str, x, dim, keepdim: bool):
+    with no_grad():
+        out = ops.reduce(op, x, dim, keepdim)
+    dims = ops._reduce_dims(x, dim)
+    kept = tuple(1 if i in dims else d for i, d in enumerate(x.shape))
+
+    def grads(gs):
+        g = gs[0].reshape(kept)
+        if op == "sum":
+            return (g.expand(x.shape),)
+        if op == "mean":
+            count = max(x.numel(), 1) // max(out.numel(), 1)
+            return ((g / count).expand(x.shape),)
+        hit = (x == out.reshape(kept)).to(x.dtype)  # max/min: ties share the gradient
+        return (g * hit / hit.sum(dims, keepdim=True),)
+
+    return record(f"{op.capitalize()}Backward", out, (x,), grads)
+
+
+def matmul(a, b):
+    with no_grad():
+        out = _matmul(a, b)
+
+    def grads(gs):
+        a2 = a if a.ndim > 1 else a.unsqueeze(0)
+        b2 = b if b.ndim > 1 else b.unsqueeze(-1)
+        batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        g = gs[0].reshape(tuple(batch) + (a2.shape[-2], b2.shape[-1]))
+        ga = _sum_to(g @ b2.transpose(-1, -2), a2.shape).reshape(a.shape) if needs_grad(a) else None
+        gb = _sum_to(a2.transpose(-1, -2) @ g, b2.shape).reshape(b.shape) if needs_grad(b) else None
+        return _grad_for(ga, a) if ga is not None else None, _grad_for(gb, b) if gb is not None else None
+
+    return record("MmBackward", out, (a, b), grads)
+
+
+# -- joining ----------------------------------------------------------------------------------
+
+
+def cat(tensors, dim: int):
+    with no_grad():
+        out = ops.cat(tensors, dim)
+    dim = tensors[0]._dim(dim)
+
+    def grads(gs):
+        starts = [0]
+        for t in tensors:
+            starts.append(starts[-1] + t.shape[dim])
+        return tuple(_grad_for(gs[0].narrow(dim, s, t.shape[dim]), t) for s, t in zip(starts, tensors, strict=False))
+
+    return record("CatBackward", out, tuple(tensors), grads)
+
+
+# -- views ----------------------------------------------------------------------------------------
+
+
+def _index_of_narrow(x, dim, start, length):
+    dim = x._dim(dim)
+    start = start + x.shape[dim] if start < 0 else start
+    return (slice(None),) * dim + (slice(start, start + length),)
+
+
+def _scatter(g, shape, dtype, index):
+    """A zero tensor of ``shape`` with ``g`` written at ``index``: the gradient of
+    ``x[index]`` (itself differentiable, for gradients of gradients)."""
+    from .._factories import zeros
+
+    with no_grad():
+        out = zeros(shape, dtype=dtype)
+        out[index] = g
+    return record("IndexBackwardBackward", out, (g,), lambda gs: (gs[0][index],))
+
+
+def view(kind: str, method, x, args, kwargs):
+    """Run the view ``method`` and record how its gradient goes back to ``x``."""
+    with no_grad():
+        out = method(x, *args, **kwargs)
+    if kind == "reshape":
+        back = lambda g: g.reshape(x.shape)  # noqa: E731
+    elif kind == "permute":
+        dims = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+        order = [x._dim(d) for d in dims]
+        inverse = [order.index(i) for i in range(len(order))]
+        back = lambda g: g.permute(inverse)  # noqa: E731
+    elif kind == "expand":
+        back = lambda g: _sum_to(g, x.shape)  # noqa: E731
+    else:  # "index" or "narrow": the gradient lands in a zero tensor of x's shape
+        index = args[0] if kind == "index" else _index_of_narrow(x, *args, **kwargs)
+        back = lambda g: _scatter(g, x.shape, x.dtype, index)  # noqa: E731
+    name = {"reshape": "ViewBackward", "permute": "PermuteBackward", "expand": "ExpandBackward"}
+    return record(name.get(kind, "IndexBackward"), out, (x,), lambda gs: (back(gs[0]),))
+
+
+# -- in-place ops ------------------------------------------------------------------------------------
+
+
+def refuse_in_place(what: str, target, *sources) -> None:
+    """In-place ops are not recorded: refuse them where a gradient would be lost."""
+    from ._mode import is_grad_enabled
+
+    if not is_grad_enabled():
+        return
+    if needs_grad(target):
+        leaf = target._ag.node is None
+        raise RuntimeError(
+            f"{what} on a tensor that requires grad is not recorded by autograd"
+            + ("; update a leaf inside `with tp.no_grad():`" if leaf else "; write it out of place (y = y + x)")
+        )
+    if any(needs_grad(s) for s in sources):
+        raise RuntimeError(
+            f"{what} would write a tensor that requires grad into one that does not; "
+            "autograd does not record in-place ops: write it out of place (y = x * 1 ...) or detach() the source"
+        )

@@ -1,0 +1,85 @@
+"""``backward`` and ``grad``: check what is asked, then run the graph backwards."""
+
+from __future__ import annotations
+
+from ._graph import needs_grad, run_backward
+
+__all__ = ["backward", "grad"]
+
+
+def _as_list(x) -> list:
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def _roots(outputs, grad_outputs, what: str):
+    """The outputs' metas and their starting gradients (ones for one-element outputs)."""
+    from .._factories import ones
+
+    outputs = _as_list(outputs)
+    grads = _as_list(grad_outputs) if grad_outputs is not None else [None] * len(outputs)
+    if len(grads) != len(outputs):
+        raise ValueError(f"{what}: got {len(grads)} gradients for {len(outputs)} outputs")
+    metas, starts = [], []
+    for i, (out, g) in enumerate(zip(outputs, grads, strict=True)):
+        if not needs_grad(out):
+            raise RuntimeError(
+                f"{what}: output {i} does not require grad and has no grad_fn; "
+                "call requires_grad_() on an input before computing it (and not under tp.no_grad())"
+            )
+        if g is None:
+            if out.numel() != 1:
+                raise RuntimeError(
+                    f"{what}: a gradient can only be implied for a one-element output, got shape {out.shape}; "
+                    "pass the gradient of the output explicitly"
+                )
+            g = ones(out.shape, dtype=out.dtype)
+        elif g.shape != out.shape:
+            raise ValueError(f"{what}: gradient of shape {g.shape} given for an output of shape {out.shape}")
+        metas.append(out._ag)
+        starts.append(g)
+    return metas, starts
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False) -> None:
+    """Accumulate the gradients of ``tensors`` into the ``.grad`` of the leaves
+    they were computed from.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> x = tp.tensor([1.0, 2.0]).requires_grad_()
+    >>> (x * x).sum().backward()
+    >>> x.grad.tolist()
+    [2.0, 4.0]
+    """
+    metas, starts = _roots(tensors, grad_tensors, "backward()")
+    run_backward(metas, starts, bool(create_graph if retain_graph is None else retain_graph), create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False, allow_unused: bool = False):
+    """The gradients of ``outputs`` with respect to ``inputs``, returned as a
+    tuple (the inputs' ``.grad`` is left alone).
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> x = tp.tensor([3.0]).requires_grad_()
+    >>> (g,) = tp.autograd.grad((x * x).sum(), x, create_graph=True)
+    >>> g.tolist(), tp.autograd.grad(g.sum(), x)[0].tolist()
+    ([6.0], [2.0])
+    """
+    inputs = _as_list(inputs)
+    for i, x in enumerate(inputs):
+        if not needs_grad(x):
+            raise RuntimeError(f"grad(): input {i} does not require grad")
+    metas, starts = _roots(outputs, grad_outputs, "grad()")
+    found = run_backward(
+        metas, starts, bool(create_graph if retain_graph is None else retain_graph), create_graph,
+        targets=[x._ag for x in inputs],
+    )  # fmt: skip
+    for i, g in enumerate(found):
+        if g is None and not allow_unused:
+            raise RuntimeError(
+                f"grad(): input {i} was not used to compute the outputs; pass allow_unused=True to get None for it"
+            )
+    return tuple(found)

@@ -1,0 +1,162 @@
+"""The recorded graph: what each tensor that requires grad knows, and the engine
+that walks it backwards.
+
+A tensor that requires grad carries a ``Meta``: a leaf's holds its ``grad``; a
+result's points at the ``Node`` of the op that made it. A node keeps its
+backward function (the gradients of the op's inputs from those of its outputs)
+and the metas of the inputs it sends gradients to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ._mode import is_grad_enabled, no_grad
+
+__all__ = ["Meta", "Node", "record", "run_backward"]
+
+
+class Meta:
+    """Autograd state of one tensor."""
+
+    __slots__ = ("requires_grad", "grad", "node", "index", "retains_grad")
+
+    def __init__(self, requires_grad: bool, node: Node | None = None, index: int = 0) -> None:
+        self.requires_grad, self.node, self.index = requires_grad, node, index
+        self.grad = None
+        self.retains_grad = False
+
+
+class Node:
+    """One recorded op: ``backward(grads of outputs) -> grads of inputs``.
+
+    ``grad_fn`` of a result; its ``name`` reads like PyTorch's (``MulBackward``).
+    """
+
+    __slots__ = ("name", "backward", "inputs", "outputs")
+
+    def __init__(self, name: str, backward, inputs: tuple, outputs: tuple) -> None:
+        self.name, self.backward, self.inputs = name, backward, inputs
+        self.outputs = outputs  # (shape, dtype) of each output, for the zero gradient of an unused one
+
+    @property
+    def next_functions(self) -> tuple:
+        return tuple((m.node if m is not None else None) for m in self.inputs)
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+def needs_grad(t) -> bool:
+    """Whether an op on ``t`` must be recorded."""
+    ag = getattr(t, "_ag", None)
+    return ag is not None and ag.requires_grad
+
+
+def record(name: str, outputs, inputs, backward):
+    """Attach a node to ``outputs`` (a tensor or a tuple) if grad mode is on and
+    any of ``inputs`` requires grad; ``backward`` maps the output gradients (a
+    tuple) to one gradient (or None) per input. Returns ``outputs``."""
+    if not is_grad_enabled():
+        return outputs
+    metas = tuple(t._ag if needs_grad(t) else None for t in inputs)
+    if not any(metas):
+        return outputs
+    outs = outputs if isinstance(outputs, tuple) else (outputs,)
+    node = Node(name, backward, metas, tuple((o.shape, o.dtype) for o in outs))
+    for i, o in enumerate(outs):
+        if o.dtype.kind == "f":
+            o._ag = Meta(True, node, i)
+    return outputs
+
+
+def _first(g, seen: set, create_graph: bool):
+    """The first gradient a tensor keeps: ``g`` itself the first time its memory
+    is handed out, a copy after (two tensors must never share one ``.grad``:
+    ``+=`` on one would change the other), and always a dense tensor, never a
+    broadcast view."""
+    g = g if create_graph else g.detach()
+    key = id(g._storage)
+    if key in seen or not g.is_contiguous():
+        return g.contiguous() if key not in seen else g.clone()
+    seen.add(key)
+    return g
+
+
+def _order(roots) -> list:
+    """The nodes reachable from ``roots``, each after every node that feeds it."""
+    users: dict[Node, int] = {}
+    stack = [m.node for m in roots if m.node is not None]
+    seen = set(stack)
+    while stack:
+        node = stack.pop()
+        for m in node.inputs:
+            if m is not None and m.node is not None:
+                users[m.node] = users.get(m.node, 0) + 1
+                if m.node not in seen:
+                    seen.add(m.node)
+                    stack.append(m.node)
+    ready = [n for n in {m.node for m in roots if m.node is not None} if users.get(n, 0) == 0]
+    order = []
+    while ready:
+        node = ready.pop()
+        order.append(node)
+        for m in node.inputs:
+            if m is not None and m.node is not None:
+                users[m.node] -= 1
+                if users[m.node] == 0:
+                    ready.append(m.node)
+    return order
+
+
+def _add(a, b):
+    return b if a is None else a + b
+
+
+def run_backward(roots, grads, retain_graph: bool, create_graph: bool, targets=None):
+    """Send ``grads`` back from the ``roots`` (metas). Without ``targets`` the
+    gradients accumulate into the leaves' ``.grad``; with them (a list of metas)
+    they are returned instead, one per target (None where none arrived)."""
+    from .._factories import zeros
+
+    pending: dict[Node, list] = {}
+    found = {id(m): None for m in targets} if targets is not None else None
+    seen = {id(g._storage) for g in grads}
+
+    def arrive(meta: Meta, g) -> None:
+        if found is not None and id(meta) in found:
+            found[id(meta)] = _add(found[id(meta)], g)
+            if meta.node is None:
+                return
+        if meta.node is None:
+            if found is None and meta.requires_grad:
+                meta.grad = _first(g, seen, create_graph) if meta.grad is None else meta.grad + g
+            return
+        if meta.retains_grad and found is None:
+            meta.grad = _first(g, seen, create_graph) if meta.grad is None else meta.grad + g
+        slots = pending.setdefault(meta.node, [None] * len(meta.node.outputs))
+        slots[meta.index] = _add(slots[meta.index], g)
+
+    with no_grad() if not create_graph else contextlib.nullcontext():
+        for meta, g in zip(roots, grads, strict=True):
+            arrive(meta, g)
+        for node in _order(roots):
+            slots = pending.pop(node, None)
+            if slots is None:
+                continue
+            if node.backward is None:
+                raise RuntimeError(
+                    f"{node.name} was already run backward and its saved tensors freed; "
+                    "pass retain_graph=True to the first backward() to run it again"
+                )
+            outs = tuple(
+                g if g is not None else zeros(shape, dtype=dtype)
+                for g, (shape, dtype) in zip(slots, node.outputs, strict=True)
+            )
+            in_grads = node.backward(outs)
+            if not retain_graph:
+                node.backward = None
+            for meta, g in zip(node.inputs, in_grads, strict=True):
+                if meta is not None and g is not None:
+                    arrive(meta, g)
+    return None if targets is None else [found[id(m)] for m in targets]

@@ -1,0 +1,229 @@
+"""``make_graphed_callables``: a function or module whose forward and backward
+each replay as one CUDA graph.
+
+Each callable is warmed up, its forward is captured into one graph and its
+backward (``autograd.grad`` of the outputs with respect to the inputs and
+parameters that require grad) into another, sharing one private pool. The
+graphed callable is an ``autograd.Function``: its forward stages fresh inputs
+into the captured ones and replays the forward graph; its backward stages the
+output gradients and replays the backward graph. Outputs live in the graph's
+memory: the next call overwrites them (``.clone()`` keeps one).
+"""
+
+from __future__ import annotations
+
+from .graphs import CUDAGraph, graph, graph_pool_handle
+
+__all__ = ["make_graphed_callables"]
+
+
+def _tensors(args, what: str) -> tuple:
+    from .._tensor import Tensor
+
+    args = args if isinstance(args, tuple) else (args,)
+    for i, a in enumerate(args):
+        if not isinstance(a, Tensor):
+            raise TypeError(f"{what}: expected tensors as sample arguments, got {type(a).__name__} at position {i}")
+    return args
+
+
+def _outputs(out, name: str) -> tuple[tuple, bool]:
+    from .._tensor import Tensor
+
+    single = isinstance(out, Tensor)
+    outs = (out,) if single else out
+    if not isinstance(outs, (tuple, list)) or not all(isinstance(o, Tensor) for o in outs):
+        raise TypeError(f"{name} must return a tensor or a tuple of tensors to be graphed, got {type(out).__name__}")
+    return tuple(outs), single
+
+
+def _parameters(fn) -> tuple:
+    params = getattr(fn, "parameters", None)
+    return tuple(p for p in params() if p.requires_grad) if callable(params) else ()
+
+
+class _Captured:
+    """The two graphs of one callable and the tensors they read and write."""
+
+    def __init__(self, fn, args: tuple, pool, warmup: int, allow_unused: bool, mode: str) -> None:
+        from .. import autograd
+        from .._factories import empty_like, ones_like
+
+        self.name = getattr(fn, "__qualname__", type(fn).__name__)
+        self.fn, self.static_inputs = fn, args + _parameters(fn)
+        self.differentiable = [i for i, t in enumerate(self.static_inputs) if t.requires_grad]
+        self.allow_unused = allow_unused
+        for _ in range(warmup):  # compiles every kernel before the capture
+            outs, _single = _outputs(fn(*args), self.name)
+            self._grads(outs, [ones_like(o) for o in outs if o.requires_grad], autograd)
+        self.forward = CUDAGraph()
+        with graph(self.forward, pool=pool, capture_error_mode=mode):
+            outs, self.single = _outputs(fn(*args), self.name)
+        self.outputs = outs  # kept with their recorded nodes: the memory they save stays the graphs'
+        _refuse_hidden_leaves(outs, self.static_inputs, self.name)
+        self.grad_outputs = tuple(empty_like(o) if o.requires_grad else None for o in outs)
+        self.mode, self.pool = mode, pool
+
+    def capture_backward(self) -> None:
+        from .. import autograd
+
+        self.backward = CUDAGraph()
+        with graph(self.backward, pool=self.pool, capture_error_mode=self.mode):
+            self.grad_inputs = self._grads(self.outputs, [g for g in self.grad_outputs if g is not None], autograd)
+
+    def _grads(self, outs, grad_outs, autograd) -> list:
+        """Gradients of ``outs`` for every static input (None where it needs none)."""
+        wanted = [o for o in outs if o.requires_grad]
+        grads = [None] * len(self.static_inputs)
+        if not wanted or not self.differentiable:
+            return grads
+        found = autograd.grad(
+            wanted, [self.static_inputs[i] for i in self.differentiable], grad_outputs=grad_outs,
+            retain_graph=True, allow_unused=self.allow_unused,
+        )  # fmt: skip
+        for i, g in zip(self.differentiable, found, strict=True):
+            grads[i] = g
+        return grads
+
+
+def _refuse_hidden_leaves(outs, inputs, name: str) -> None:
+    """A tensor that requires grad reached through a closure would silently get
+    no gradient from the graphed backward: say so at capture time."""
+    known = {id(t._ag) for t in inputs if t.requires_grad}
+    stack = [o.grad_fn for o in outs if o.grad_fn is not None]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for meta in node.inputs:
+            if meta is None:
+                continue
+            if meta.node is not None:
+                stack.append(meta.node)
+            elif meta.requires_grad and id(meta) not in known:
+                raise ValueError(
+                    f"{name} uses a tensor that requires grad but is neither one of its arguments nor a parameter "
+                    "of the module; its gradient would be lost in the graphed backward: pass it as an argument"
+                )
+
+
+def _stage(static: tuple, fresh: tuple) -> None:
+    for s, f in zip(static, fresh, strict=True):
+        if f is not s and f.data_ptr() != s.data_ptr():
+            s.copy_(f.detach())
+
+
+def _function(c: _Captured):
+    """The ``autograd.Function`` that replays ``c``'s graphs."""
+    from ..autograd import Function
+
+    class Graphed(Function):
+        @staticmethod
+        def forward(ctx, *inputs):
+            _stage(c.static_inputs, inputs)
+            c.forward.replay()
+            return tuple(o.detach() for o in c.outputs)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            for static, g in zip(c.grad_outputs, grads, strict=True):
+                if static is not None:
+                    static.copy_(g)
+            c.backward.replay()
+            return tuple(None if g is None else g.clone() for g in c.grad_inputs)  # the next replay rewrites them
+
+    Graphed.__name__ = Graphed.__qualname__ = f"Graphed_{c.name}"
+    return Graphed
+
+
+def _graphed(c: _Captured):
+    fn = _function(c)
+    n_args = len(c.static_inputs) - len(_parameters(c.fn))
+
+    def graphed(*args):
+        if len(args) != n_args:
+            raise TypeError(f"graphed {c.name} takes {n_args} tensor arguments, as captured; got {len(args)}")
+        for a, s in zip(args, c.static_inputs, strict=False):
+            if getattr(a, "shape", None) != s.shape or getattr(a, "dtype", None) is not s.dtype:
+                raise ValueError(
+                    f"graphed {c.name} was captured for shape {s.shape} and {s.dtype}; "
+                    f"got {getattr(a, 'shape', type(a).__name__)} {getattr(a, 'dtype', '')}".rstrip()
+                )
+        outs = fn.apply(*args, *c.static_inputs[n_args:])
+        return outs[0] if c.single else outs
+
+    return graphed
+
+
+def make_graphed_callables(
+    callables, sample_args, num_warmup_iters: int = 3, allow_unused_input: bool = False, pool=None,
+    capture_error_mode: str = "global",
+):  # fmt: skip
+    """Graph the forward and backward of functions or modules.
+
+    Parameters
+    ----------
+    callables : a function or module, or a tuple of them
+        Each takes tensors and returns a tensor or a tuple of tensors. A module's
+        parameters that require grad get gradients as in eager mode.
+    sample_args : a tuple of tensors (a tuple of such tuples for several callables)
+        The arguments to capture with. They become the graphs' inputs: later calls
+        copy their arguments into them, so they must keep their shapes and dtypes.
+    num_warmup_iters : int
+        Eager runs (forward and backward) before the capture, which compile the kernels.
+    allow_unused_input : bool
+        Give None as the gradient of an input the outputs do not use, rather than raise.
+    pool : a pool id, optional
+        The private pool the graphs allocate from (a fresh one if None).
+
+    Returns the graphed callables in the same structure. A module comes back with
+    its ``forward`` graphed while it stays in the training mode it was captured
+    in; in the other mode it runs eagerly. Call the graphed callables in the order
+    they were captured, as with any graphs that share a pool.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> w = tp.tensor([1.0, 2.0]).requires_grad_()
+    >>> f = tp.cuda.make_graphed_callables(lambda x, w: (x * w).sum(), (tp.ones(2), w))
+    >>> f(tp.tensor([3.0, 4.0]), w).backward()
+    >>> w.grad.tolist()
+    [3.0, 4.0]
+    """
+    just_one = not isinstance(callables, tuple)
+    if just_one:
+        callables, sample_args = (callables,), (sample_args,)
+    if not isinstance(sample_args, tuple) or len(sample_args) != len(callables):
+        raise ValueError(
+            f"make_graphed_callables: expected one tuple of sample arguments per callable ({len(callables)}), "
+            f"got {len(sample_args) if isinstance(sample_args, tuple) else type(sample_args).__name__}"
+        )
+    for fn in callables:
+        if not callable(fn):
+            raise TypeError(f"make_graphed_callables: expected functions or modules, got {type(fn).__name__}")
+    args = [_tensors(a, "make_graphed_callables") for a in sample_args]
+    pool = pool if pool is not None else graph_pool_handle()
+    captured = [
+        _Captured(fn, a, pool, num_warmup_iters, allow_unused_input, capture_error_mode)
+        for fn, a in zip(callables, args, strict=True)
+    ]
+    for c in reversed(captured):  # backward graphs in the order a backward pass runs them
+        c.capture_backward()
+    results = tuple(_as_callable(c) for c in captured)
+    return results[0] if just_one else results
+
+
+def _as_callable(c: _Captured):
+    graphed = _graphed(c)
+    module = c.fn
+    if not all(hasattr(module, a) for a in ("parameters", "training", "forward")):
+        return graphed
+    eager, training = module.forward, module.training
+
+    def forward(*args):
+        return graphed(*args) if module.training == training else eager(*args)
+
+    module.forward = forward
+    return module

@@ -1,0 +1,150 @@
+"""make_graphed_callables: forward and backward replayed as graphs, checked
+against the same computation in NumPy float64."""
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+
+W = np.array([[0.5, -1.0], [2.0, 0.25], [-0.5, 1.5]])
+B = np.array([0.1, -0.2])
+
+
+def reference(x):
+    """y = tanh(x @ W + B).sum(); its gradients for x, W, B."""
+    z = x @ W + B
+    t = np.tanh(z)
+    dz = 1 - t * t
+    return t.sum(), dz @ W.T, x.T @ dz, dz.sum(0)
+
+
+class Layer:
+    """A minimal module: parameters(), training and forward, as nn.Module has."""
+
+    def __init__(self):
+        self.w = tp.tensor(W).float().requires_grad_()
+        self.b = tp.tensor(B).float().requires_grad_()
+        self.training = True
+
+    def parameters(self):
+        return [self.w, self.b]
+
+    def forward(self, x):
+        return (x @ self.w + self.b).tanh().sum()
+
+    def __call__(self, x):
+        return self.forward(x)
+
+
+def test_a_graphed_module_matches_eager_gradients_over_several_calls():
+    layer = Layer()
+    graphed = tp.cuda.make_graphed_callables(layer, (tp.zeros(4, 3).requires_grad_(),))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        layer.w.grad = layer.b.grad = None
+        xv = rng.uniform(-1, 1, (4, 3))
+        x = tp.tensor(xv).float().requires_grad_()
+        y = graphed(x)
+        y.backward()
+        value, gx, gw, gb = reference(xv)
+        np.testing.assert_allclose(y.item(), value, rtol=1e-5)
+        np.testing.assert_allclose(x.grad.numpy(), gx, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(layer.w.grad.numpy(), gw, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(layer.b.grad.numpy(), gb, rtol=1e-5, atol=1e-6)
+
+
+def test_parameter_gradients_accumulate_as_in_eager_mode():
+    layer = Layer()
+    graphed = tp.cuda.make_graphed_callables(layer, (tp.zeros(2, 3),))
+    xs = [np.full((2, 3), 0.5), np.full((2, 3), -0.25)]
+    for xv in xs:
+        graphed(tp.tensor(xv).float()).backward()
+    expected = sum(reference(xv)[2] for xv in xs)
+    np.testing.assert_allclose(layer.w.grad.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_module_in_the_other_training_mode_runs_eagerly():
+    layer = Layer()
+    graphed = tp.cuda.make_graphed_callables(layer, (tp.zeros(2, 3),))
+    layer.training = False
+    y = graphed(tp.ones(2, 3))
+    assert y.grad_fn.name == "SumBackward"  # recorded op by op, not the graphed Function
+    layer.training = True
+    assert graphed(tp.ones(2, 3)).grad_fn.name.startswith("Graphed_")
+
+
+def test_two_callables_chained_and_functions_with_several_outputs():
+    w = tp.tensor([1.0, -2.0, 0.5]).requires_grad_()
+
+    class First:
+        training = True
+
+        def parameters(self):
+            return [w]
+
+        def forward(self, x):
+            return x * w, x.exp()
+
+        def __call__(self, x):
+            return self.forward(x)
+
+    first = First()
+
+    def second(a, e):
+        return (a * e).sum()
+
+    f1, f2 = tp.cuda.make_graphed_callables(
+        (first, second), ((tp.zeros(3).requires_grad_(),), (tp.zeros(3).requires_grad_(), tp.zeros(3).requires_grad_()))
+    )
+    xv = np.array([0.2, -0.4, 1.0])
+    x = tp.tensor(xv).float().requires_grad_()
+    a, e = f1(x)
+    out = f2(a, e)
+    out.backward()
+    wv = np.array([1.0, -2.0, 0.5])
+    np.testing.assert_allclose(out.item(), (xv * wv * np.exp(xv)).sum(), rtol=1e-5)
+    np.testing.assert_allclose(w.grad.numpy(), xv * np.exp(xv), rtol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), wv * np.exp(xv) * (1 + xv), rtol=1e-5)
+
+
+def test_outputs_live_in_the_graph_and_the_next_call_rewrites_them():
+    f = tp.cuda.make_graphed_callables(lambda x: x * 2, (tp.zeros(2),))
+    first = f(tp.tensor([1.0, 2.0]))
+    kept = first.clone()
+    f(tp.tensor([5.0, 6.0]))
+    assert first.tolist() == [10.0, 12.0] and kept.tolist() == [2.0, 4.0]
+
+
+def test_unused_inputs_need_allow_unused_input():
+    def uses_one(x, y):
+        return (x * 2).sum()
+
+    args = (tp.zeros(2).requires_grad_(), tp.zeros(2).requires_grad_())
+    with pytest.raises(RuntimeError, match="input 1 was not used.*allow_unused=True"):
+        tp.cuda.make_graphed_callables(uses_one, args)
+    f = tp.cuda.make_graphed_callables(uses_one, args, allow_unused_input=True)
+    x, y = tp.ones(2).requires_grad_(), tp.ones(2).requires_grad_()
+    f(x, y).backward()
+    assert x.grad.tolist() == [2.0, 2.0] and y.grad is None
+
+
+def test_a_tensor_that_requires_grad_hidden_in_a_closure_is_refused():
+    w = tp.ones(2).requires_grad_()
+    with pytest.raises(ValueError, match="uses a tensor that requires grad but is neither one of its arguments"):
+        tp.cuda.make_graphed_callables(lambda x: (x * w).sum(), (tp.ones(2),))
+    assert (tp.ones(2) * 3).tolist() == [3.0, 3.0]
+
+
+def test_errors_say_what_was_expected():
+    with pytest.raises(TypeError, match="expected tensors as sample arguments, got float at position 0"):
+        tp.cuda.make_graphed_callables(lambda x: x, (1.0,))
+    with pytest.raises(ValueError, match=r"one tuple of sample arguments per callable \(2\), got 1"):
+        tp.cuda.make_graphed_callables((lambda x: x, lambda x: x), ((tp.ones(1),),))
+    with pytest.raises(TypeError, match="must return a tensor or a tuple of tensors to be graphed, got float"):
+        tp.cuda.make_graphed_callables(lambda x: 1.0, (tp.ones(1),))
+    f = tp.cuda.make_graphed_callables(lambda x: x + 1, (tp.ones(2),))
+    with pytest.raises(ValueError, match=r"captured for shape \(2,\) and tensorplay.float32; got \(3,\)"):
+        f(tp.ones(3))
+    with pytest.raises(TypeError, match="takes 1 tensor arguments, as captured; got 2"):
+        f(tp.ones(2), tp.ones(2))
+    assert f(tp.tensor([1.0, 2.0])).tolist() == [2.0, 3.0]  # still usable
