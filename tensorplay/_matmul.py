@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from . import _dtype as dt
 from ._shape import broadcast_shapes
-from ._tensor import Tensor, contiguous_strides
+from ._tensor import TENSOR_TYPES, Tensor, contiguous_strides
 from .kernels import matmul as mk
 from .kernels.launch import launch_packed, launch_with, layout_packer, resolve
 
@@ -34,7 +34,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     >>> (a @ tp.tensor([1.0, 1.0])).tolist()
     [3.0, 7.0]
     """
-    if type(a) is Tensor and type(b) is Tensor:
+    if type(a) in TENSOR_TYPES and type(b) in TENSOR_TYPES:
         plan = _PLANS.get((a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides))
         if plan is not None:
             launcher, grid, block, packers, shape3, final_shape, final_strides = plan

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _dtype as dt
 from ._shape import broadcast_shapes, broadcast_strides, coalesce, view_strides
-from ._tensor import _PACK_FLAT, Tensor, _is_contiguous, contiguous_strides
+from ._tensor import _PACK_FLAT, TENSOR_TYPES, Tensor, _is_contiguous, contiguous_strides
 from .cuda.backend import get as get_backend
 from .cuda.backend.params import scalar_struct
 from .kernels import elementwise as ew
@@ -168,16 +168,16 @@ def _result_dtype(op: str, a_dtype: dt.DType, b_dtype: dt.DType | None) -> tuple
 def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
     """``a <op> b`` with broadcasting and promotion; ``a`` or ``b`` may be a number."""
     if out is None:
-        if type(a) is Tensor and a._contig:
-            if type(b) is Tensor:
+        if type(a) in TENSOR_TYPES and a._contig:
+            if type(b) in TENSOR_TYPES:
                 if b._contig and a.shape == b.shape:
                     return _fast_binary(op, a, b, "aa")
             elif type(b) in _PYTHON_NUMBERS:
                 return _fast_binary(op, a, b, "as")
-        elif type(a) in _PYTHON_NUMBERS and type(b) is Tensor and b._contig:
+        elif type(a) in _PYTHON_NUMBERS and type(b) in TENSOR_TYPES and b._contig:
             return _fast_binary(op, a, b, "sa")
-    elif out is a and type(a) is Tensor and a._contig:  # in place: x.add_(y), x.mul_(2.0)
-        if type(b) is Tensor:
+    elif out is a and type(a) in TENSOR_TYPES and a._contig:  # in place: x.add_(y), x.mul_(2.0)
+        if type(b) in TENSOR_TYPES:
             if b._contig and a.shape == b.shape and _fast_in_place(op, a, b, "aa"):
                 return a
         elif type(b) in _PYTHON_NUMBERS and _fast_in_place(op, a, b, "as"):

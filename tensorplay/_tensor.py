@@ -21,7 +21,7 @@ from .kernels.launch import ArrayArg, KernelArray
 _allocate = _memory.allocator.allocate
 _PACK_FLAT = array_struct(1).pack  # a 1-D array: meminfo, parent, nitems, itemsize, data, shape, stride
 
-__all__ = ["Storage", "Tensor", "contiguous_strides"]
+__all__ = ["TENSOR_TYPES", "Storage", "Tensor", "contiguous_strides"]
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -87,6 +87,7 @@ class Device:
 
 
 DEVICE = Device()
+TENSOR_TYPES: set = set()  # Tensor and its subclasses: ``type(x) in TENSOR_TYPES`` is the fast paths' test
 
 
 def _differentiable_view(kind: str):
@@ -125,6 +126,10 @@ class Tensor(TensorMath, KernelArray):
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("create tensors with tp.tensor(), tp.empty(), tp.zeros() and friends")
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        TENSOR_TYPES.add(cls)  # subclasses (nn.Parameter) take the ops' fast paths too
 
     @classmethod
     def _make(cls, storage: Storage, ptr: int, shape, strides, dtype: dt.DType) -> Tensor:
@@ -524,3 +529,6 @@ class Tensor(TensorMath, KernelArray):
         from ._interop import dlpack_device
 
         return dlpack_device()
+
+
+TENSOR_TYPES.add(Tensor)
