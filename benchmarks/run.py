@@ -12,7 +12,7 @@ import json
 import platform
 
 import tensorplay as tp
-from benchmarks import conditional, eager, graph_ops, graphs, matmul, reductions, temporaries
+from benchmarks import conditional, eager, graph_ops, graphs, matmul, reductions, temporaries, training
 from benchmarks.common import Progress
 
 MODULES = {
@@ -23,6 +23,7 @@ MODULES = {
     "matmul": matmul,
     "graph_ops": graph_ops,
     "temporaries": temporaries,
+    "training": training,
 }
 
 

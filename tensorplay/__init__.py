@@ -10,6 +10,8 @@ from __future__ import annotations
 from . import (
     autograd,
     cuda,  # chooses the backend before anything imports numba.cuda
+    nn,
+    optim,
 )
 from ._dtype import DType, bool, float16, float32, float64, int32, int64  # noqa: A004
 from ._factories import (
@@ -76,7 +78,7 @@ def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 
 __all__ = [
     "DType", "Tensor", "add", "arange", "autograd", "div", "enable_grad", "eq", "ge", "gt", "is_grad_enabled",
-    "le", "logical_and", "logical_not", "no_grad", "set_grad_enabled",
+    "le", "logical_and", "logical_not", "nn", "no_grad", "optim", "set_grad_enabled",
     "logical_or", "lt", "mul", "ne", "sub", "as_tensor", "bool", "cat", "clamp", "cuda", "dtype", "empty",
     "empty_like", "exp", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full",
     "full_like", "int32", "int64", "jit", "log", "manual_seed", "matmul", "maximum", "mean",

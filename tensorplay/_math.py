@@ -84,10 +84,17 @@ def _reduction(op: str):
     return method
 
 
+TENSOR_TYPES: set = set()  # Tensor and its subclasses: ``type(x) in TENSOR_TYPES`` is the fast paths' test
+
+
 class TensorMath:
     """Operators and math methods of ``Tensor``."""
 
     __slots__ = ()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        TENSOR_TYPES.add(cls)  # Tensor, and nn.Parameter, which takes the same fast paths
 
     __add__, __radd__ = _binary("add"), _binary("add", True)
     __sub__, __rsub__ = _binary("sub"), _binary("sub", True)
@@ -154,7 +161,7 @@ class TensorMath:
         """Copy ``src`` (a tensor, broadcast and cast, or host data) into this tensor."""
         if self._ag is not None or _tracked(src):
             AG.refuse_in_place("copy_()", self, src)
-        if isinstance(src, type(self)):
+        if type(src) in TENSOR_TYPES:
             if (
                 src.dtype is self.dtype and src.shape == self.shape and src._contig and self._contig
                 and (src._storage is not self._storage or not OPS.overlaps(src, self))  # else copied first

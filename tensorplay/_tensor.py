@@ -11,7 +11,7 @@ import functools
 import numpy as np
 
 from . import _dtype as dt
-from ._math import TensorMath
+from ._math import TENSOR_TYPES, TensorMath
 from .cuda import memory as _memory
 from .cuda.backend import get as get_backend
 from .cuda.backend.params import array_struct
@@ -87,7 +87,6 @@ class Device:
 
 
 DEVICE = Device()
-TENSOR_TYPES: set = set()  # Tensor and its subclasses: ``type(x) in TENSOR_TYPES`` is the fast paths' test
 
 
 def _differentiable_view(kind: str):
@@ -126,11 +125,6 @@ class Tensor(TensorMath, KernelArray):
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("create tensors with tp.tensor(), tp.empty(), tp.zeros() and friends")
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        TENSOR_TYPES.add(cls)  # subclasses (nn.Parameter) take the ops' fast paths too
-
     @classmethod
     def _make(cls, storage: Storage, ptr: int, shape, strides, dtype: dt.DType) -> Tensor:
         t = object.__new__(cls)
@@ -530,5 +524,3 @@ class Tensor(TensorMath, KernelArray):
 
         return dlpack_device()
 
-
-TENSOR_TYPES.add(Tensor)

@@ -1,0 +1,170 @@
+"""A training step of a small MLP (forward, backward, SGD): time per step for
+eager ops, for the forward and backward graphed by ``make_graphed_callables``,
+and for the whole step captured as one CUDA graph, next to PyTorch doing the
+same in the same process. The losses of the first steps are checked against
+PyTorch's from the same initial weights before anything is timed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+import tensorplay as tp
+from benchmarks.common import check, on_gpu, peer
+
+SIZES = (512, 1024, 1024, 512)  # features of the layers
+BATCH = 128
+LR = 1e-3
+
+
+def _weights(sizes, seed: int = 0) -> list:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, o in zip(sizes[:-1], sizes[1:], strict=True):
+        bound = 1 / np.sqrt(i)
+        out += [rng.uniform(-bound, bound, (o, i)), rng.uniform(-bound, bound, o)]
+    return out
+
+
+def step_us(step, sync, n: int, repeats: int = 5) -> float:
+    """Median wall microseconds per step, with the GPU's work included."""
+    for _ in range(3):
+        step()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        sync()
+        samples.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(samples)
+
+
+def _tp_model(sizes, weights):
+    import tensorplay.nn as nn
+    import tensorplay.optim as optim
+
+    layers = []
+    for i, o in zip(sizes[:-1], sizes[1:], strict=True):
+        layers += [nn.Linear(i, o), nn.ReLU()]
+    model = nn.Sequential(*layers[:-1])
+    with tp.no_grad():
+        for p, w in zip(model.parameters(), weights, strict=True):
+            p.copy_(tp.tensor(w.astype(np.float32)))
+    return model, optim.SGD(model.parameters(), lr=LR)
+
+
+def _tp_steps(sizes, weights, x, y):
+    """(eager step, make_graphed_callables step, whole-step graph replay, first eager losses)."""
+    import tensorplay.nn.functional as F
+
+    def make_step(forward, model, opt):
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = F.mse_loss(forward(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    model, opt = _tp_model(sizes, weights)
+    eager = make_step(model, model, opt)
+    losses = [eager().item() for _ in range(3)]
+
+    model_g, opt_g = _tp_model(sizes, weights)
+    graphed = tp.cuda.make_graphed_callables(model_g, (x,))
+    graphed_step = make_step(graphed, model_g, opt_g)
+
+    model_w, opt_w = _tp_model(sizes, weights)
+    whole = make_step(model_w, model_w, opt_w)
+    whole()  # warm-up: every kernel compiled, optimizer state made
+    g = tp.cuda.CUDAGraph()
+    opt_w.zero_grad(set_to_none=True)
+    with tp.cuda.graph(g):
+        whole()
+    return eager, graphed_step, g.replay, losses
+
+
+def _torch_steps(torch, sizes, weights, x, y):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    layers = []
+    for i, o in zip(sizes[:-1], sizes[1:], strict=True):
+        layers += [torch.nn.Linear(i, o), torch.nn.ReLU()]
+
+    def model_and_opt():
+        model = torch.nn.Sequential(*layers[:-1]).cuda()
+        with torch.no_grad():
+            for p, w in zip(model.parameters(), weights, strict=True):
+                p.copy_(torch.tensor(w, dtype=torch.float32))
+        return model, torch.optim.SGD(model.parameters(), lr=LR)
+
+    def make_step(forward, opt):
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.mse_loss(forward(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    model, opt = model_and_opt()
+    eager = make_step(model, opt)
+    losses = [eager().item() for _ in range(3)]
+    model_g, opt_g = model_and_opt()
+    graphed = torch.cuda.make_graphed_callables(model_g, (x,))
+    graphed_step = make_step(graphed, opt_g)
+
+    model_w, opt_w = model_and_opt()
+    whole = make_step(model_w, opt_w)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            whole()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    opt_w.zero_grad(set_to_none=True)
+    with torch.cuda.graph(g):
+        whole()
+    return eager, graphed_step, g.replay, losses
+
+
+def training_step(rows: list, progress) -> None:
+    sizes, batch = (SIZES, BATCH) if on_gpu() else ((4, 8, 3), 2)
+    n = 50 if on_gpu() else 1
+    rng = np.random.default_rng(1)
+    xv, yv = rng.standard_normal((batch, sizes[0])), rng.standard_normal((batch, sizes[-1]))
+    weights = _weights(sizes)
+    x, y = tp.tensor(xv.astype(np.float32)), tp.tensor(yv.astype(np.float32))
+    eager, graphed, whole, losses = _tp_steps(sizes, weights, x, y)
+    progress.step("training tensorplay capture")
+    shape = "-".join(map(str, sizes))
+    names = ["eager ops", "forward and backward graphed (make_graphed_callables)", "whole step as one CUDA graph"]
+    rows_here = [
+        {"name": f"training step, MLP {shape}, batch {batch}, SGD: {what}, us/step", "unit": "us",
+         "lower_is_better": True, "target": "-"}
+        for what in names
+    ]  # fmt: skip
+    for row, fn in zip(rows_here, (eager, graphed, whole), strict=True):
+        row["tensorplay"] = step_us(fn, tp.cuda.synchronize, n)
+    progress.step("training tensorplay")
+    torch = peer("torch")
+    if torch is not None:
+        tx = torch.tensor(xv, dtype=torch.float32, device="cuda")
+        ty = torch.tensor(yv, dtype=torch.float32, device="cuda")
+        t_eager, t_graphed, t_whole, t_losses = _torch_steps(torch, sizes, weights, tx, ty)
+        err = max(abs(a - b) / abs(b) for a, b in zip(losses, t_losses, strict=True))
+        check("training losses against torch's", err, 1e-3)
+        for row, fn in zip(rows_here, (t_eager, t_graphed, t_whole), strict=True):
+            row["torch"] = step_us(fn, torch.cuda.synchronize, n)
+    progress.step("training torch")
+    rows.extend(rows_here)
+
+
+SECTIONS = [(training_step, 3)]

@@ -1,0 +1,21 @@
+"""Neural network layers, losses and their functional forms.
+
+``Module`` is the base class; ``Parameter`` marks its weights. Layers and losses
+are built from tensor ops, so autograd differentiates them without any gradient
+code here.
+"""
+
+from __future__ import annotations
+
+from . import functional
+from .activation import LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from .container import Sequential
+from .linear import Linear
+from .loss import CrossEntropyLoss, MSELoss
+from .module import IncompatibleKeys, Module, RemovableHandle
+from .parameter import Parameter
+
+__all__ = [
+    "CrossEntropyLoss", "IncompatibleKeys", "Linear", "LogSoftmax", "MSELoss", "Module", "Parameter", "ReLU",
+    "RemovableHandle", "Sequential", "Sigmoid", "Softmax", "Tanh", "functional",
+]  # fmt: skip

@@ -1,0 +1,98 @@
+"""Activation modules: thin wrappers around ``tensorplay.nn.functional``."""
+
+from __future__ import annotations
+
+from .._tensor import Tensor
+from . import functional as F
+from .module import Module
+
+__all__ = ["LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh"]
+
+
+class ReLU(Module):
+    """``max(x, 0)`` elementwise.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn as nn
+    >>> nn.ReLU()(tp.tensor([-1.0, 1.0])).tolist()
+    [0.0, 1.0]
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(x)
+
+
+class Tanh(Module):
+    """The hyperbolic tangent elementwise.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn as nn
+    >>> nn.Tanh()(tp.zeros(2)).tolist()
+    [0.0, 0.0]
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.tanh(x)
+
+
+class Sigmoid(Module):
+    """``1 / (1 + exp(-x))`` elementwise.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn as nn
+    >>> nn.Sigmoid()(tp.zeros(2)).tolist()
+    [0.5, 0.5]
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.sigmoid(x)
+
+
+class Softmax(Module):
+    """``softmax`` over dimension ``dim``.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn as nn
+    >>> nn.Softmax(dim=-1)(tp.zeros(1, 4)).tolist()
+    [[0.25, 0.25, 0.25, 0.25]]
+    """
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softmax(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    """``log_softmax`` over dimension ``dim``.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn as nn
+    >>> nn.LogSoftmax(dim=0)(tp.zeros(2)).exp().tolist()
+    [0.5, 0.5]
+    """
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.log_softmax(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"

@@ -1,0 +1,247 @@
+"""Functional forms of the layers and losses, built from tensor ops.
+
+Everything here is a composite of differentiable primitives (``exp``, ``log``,
+``sum``, ``max``, ``matmul``, ``*``...): the gradients come from those, so this
+file holds no gradient code. Inputs are checked with a sentence that names the
+function and prints the shapes involved.
+"""
+
+from __future__ import annotations
+
+from .._tensor import Tensor
+
+__all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
+
+REDUCTIONS = ("mean", "sum", "none")
+_CLASS_INDICES: dict[int, Tensor] = {}  # 0..C-1 on the device, made once per C (a capture cannot copy from the host)
+
+
+def _check_tensor(fn: str, what: str, x) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn} expects a Tensor as {what}, got {type(x).__name__}")
+
+
+def _check_float(fn: str, what: str, x) -> None:
+    _check_tensor(fn, what, x)
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{fn} expects a floating point tensor as {what}, got {x.dtype.name}")
+
+
+def check_reduction(fn: str, reduction) -> None:
+    """ValueError unless ``reduction`` is "mean", "sum" or "none"."""
+    if not isinstance(reduction, str) or reduction not in REDUCTIONS:
+        raise ValueError(f"{fn} expects reduction 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def relu(x: Tensor) -> Tensor:
+    """``max(x, 0)`` elementwise.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> F.relu(tp.tensor([-1.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
+    _check_tensor("relu", "input", x)
+    return x.relu()
+
+
+def tanh(x: Tensor) -> Tensor:
+    """The hyperbolic tangent elementwise.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> F.tanh(tp.tensor([0.0])).tolist()
+    [0.0]
+    """
+    _check_tensor("tanh", "input", x)
+    return x.tanh()
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """``1 / (1 + exp(-x))`` elementwise.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> F.sigmoid(tp.tensor([0.0])).tolist()
+    [0.5]
+    """
+    _check_tensor("sigmoid", "input", x)
+    return x.sigmoid()
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ weight.T + bias``: an affine map of the last dimension.
+
+    Parameters
+    ----------
+    x : Tensor
+        Shape ``(*, in_features)``.
+    weight : Tensor
+        Shape ``(out_features, in_features)``.
+    bias : Tensor, optional
+        Shape ``(out_features,)``.
+
+    Returns
+    -------
+    Tensor
+        Shape ``(*, out_features)``.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> w = tp.tensor([[1.0, 2.0], [0.0, 1.0], [1.0, 0.0]])
+    >>> F.linear(tp.tensor([[1.0, 1.0]]), w, tp.tensor([0.0, 0.5, -1.0])).tolist()
+    [[3.0, 1.5, 0.0]]
+    """
+    _check_tensor("linear", "input", x)
+    _check_tensor("linear", "weight", weight)
+    if weight.ndim != 2:
+        raise ValueError(f"linear expects a weight of shape (out_features, in_features), got shape {weight.shape}")
+    if x.ndim == 0 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(
+            f"linear expects input of shape (*, {weight.shape[1]}) for a weight of shape {weight.shape}, "
+            f"got input of shape {x.shape}"
+        )
+    out = x @ weight.t()
+    if bias is None:
+        return out
+    _check_tensor("linear", "bias", bias)
+    if bias.shape != (weight.shape[0],):
+        raise ValueError(
+            f"linear expects a bias of shape ({weight.shape[0]},) for a weight of shape {weight.shape}, "
+            f"got bias of shape {bias.shape}"
+        )
+    return out + bias
+
+
+def softmax(x: Tensor, dim: int) -> Tensor:
+    """``exp(x) / exp(x).sum(dim)``, computed stably (the max of ``dim`` is
+    subtracted first).
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> F.softmax(tp.tensor([[0.0, 0.0], [1000.0, 1000.0]]), dim=1).tolist()
+    [[0.5, 0.5], [0.5, 0.5]]
+    """
+    _check_float("softmax", "input", x)
+    e = (x - x.max(dim, keepdim=True).detach()).exp()
+    return e / e.sum(dim, keepdim=True)
+
+
+def log_softmax(x: Tensor, dim: int) -> Tensor:
+    """``log(softmax(x, dim))`` computed as ``x - max - log(sum(exp(x - max)))``,
+    finite even where ``softmax`` underflows to 0.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> F.log_softmax(tp.tensor([0.0, 0.0]), dim=0).exp().tolist()
+    [0.5, 0.5]
+    """
+    _check_float("log_softmax", "input", x)
+    shifted = x - x.max(dim, keepdim=True).detach()
+    return shifted - shifted.exp().sum(dim, keepdim=True).log()
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002 (PyTorch's name)
+    """The squared error ``(input - target) ** 2``, averaged (``"mean"``), summed
+    (``"sum"``) or elementwise (``"none"``).
+
+    ``input`` and ``target`` must have the same shape: a silent broadcast of
+    ``(N, 1)`` against ``(N,)`` is a classic bug, so it is an error here.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> F.mse_loss(tp.tensor([1.0, 2.0]), tp.tensor([0.0, 0.0])).item()
+    2.5
+    """
+    check_reduction("mse_loss", reduction)
+    _check_float("mse_loss", "input", input)
+    _check_tensor("mse_loss", "target", target)
+    if input.shape != target.shape:
+        raise ValueError(
+            f"mse_loss expects input and target of the same shape, got input {input.shape} and target {target.shape}"
+        )
+    diff = input - target
+    return _reduce(diff * diff, reduction)
+
+
+def _class_indices(n: int) -> Tensor:
+    classes = _CLASS_INDICES.get(n)
+    if classes is None:
+        from .._factories import arange
+
+        classes = _CLASS_INDICES[n] = arange(n)
+    return classes
+
+
+def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    """The negative log-likelihood of the target classes under
+    ``log_softmax(input)`` over the class dimension.
+
+    Parameters
+    ----------
+    input : Tensor
+        Unnormalised scores (logits), floating point: ``(C,)``, ``(N, C)`` or
+        ``(N, C, d1, ...)``; the classes are dimension 1 (0 for 1-D input).
+    target : Tensor
+        Integer class indices in ``[0, C)``: ``()``, ``(N,)`` or ``(N, d1, ...)``.
+        Indices are not range-checked (that would need a host sync); one out
+        of range picks no class and adds 0 to the loss.
+    reduction : {"mean", "sum", "none"}
+        ``"none"`` gives one loss per target element.
+
+    Notes
+    -----
+    The one-hot mask compares ``target.unsqueeze(-1)`` with the class indices
+    ``0..C-1``, which are copied to the device the first time each ``C`` is
+    seen: warm up before capturing a graph that calls this.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> logits = tp.tensor([[0.0, 0.0], [0.0, 0.0]])
+    >>> round(F.cross_entropy(logits, tp.tensor([0, 1])).item(), 4)  # log(2)
+    0.6931
+    """
+    check_reduction("cross_entropy", reduction)
+    _check_float("cross_entropy", "input", input)
+    _check_tensor("cross_entropy", "target", target)
+    if target.dtype.kind != "i":
+        hint = " (class probabilities are not supported)" if target.dtype.is_floating_point else ""
+        raise TypeError(f"cross_entropy expects target of integer class indices (int64), got {target.dtype.name}{hint}")
+    if input.ndim == 0:
+        raise ValueError("cross_entropy expects input with a class dimension, got a 0-d tensor")
+    class_dim = 1 if input.ndim >= 2 else 0
+    expected = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
+    if target.shape != expected:
+        raise ValueError(
+            f"cross_entropy expects target of shape {expected} for input of shape {input.shape} "
+            f"(classes in dimension {class_dim}), got target of shape {target.shape}"
+        )
+    logp = log_softmax(input, class_dim)
+    if input.ndim > 2:  # classes last, to line up with target.unsqueeze(-1)
+        logp = logp.permute(0, *range(2, input.ndim), 1)
+    mask = (target.unsqueeze(-1) == _class_indices(input.shape[class_dim])).to(logp.dtype)
+    return _reduce(-(logp * mask).sum(-1), reduction)

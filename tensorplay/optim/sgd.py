@@ -1,0 +1,95 @@
+"""``SGD``: stochastic gradient descent with momentum, dampening, Nesterov and
+weight decay, as in PyTorch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .optimizer import Optimizer, check_lr, check_number
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent.
+
+    For each parameter ``p`` with gradient ``g`` (PyTorch's formulation)::
+
+        g = g + weight_decay * p
+        buf = g                                   # first step
+        buf = momentum * buf + (1 - dampening) * g  # later steps
+        g = g + momentum * buf if nesterov else buf   # with momentum
+        p = p - lr * g
+
+    Parameters
+    ----------
+    params : iterable of Tensor or of dict
+        Parameters, or parameter groups (see ``Optimizer``).
+    lr : float or Tensor
+        Learning rate (a one-element tensor is read at each captured replay).
+    momentum, dampening, weight_decay : float, default 0
+    nesterov : bool, default False
+        Needs ``momentum > 0`` and ``dampening == 0``.
+
+    Notes
+    -----
+    The momentum buffer is made at a parameter's first step (a copy of its
+    gradient): warm up with a few eager steps before capturing ``step()``.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn as nn
+    >>> import tensorplay.optim as optim
+    >>> w = nn.Parameter(tp.tensor([1.0, -2.0]))
+    >>> opt = optim.SGD([w], lr=0.1)
+    >>> loss = (w * w).sum()
+    >>> loss.backward()
+    >>> opt.step()
+    >>> [round(v, 4) for v in w.tolist()]
+    [0.8, -1.6]
+    """
+
+    _PARAM_SHAPED = ("momentum_buffer",)
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+    ) -> None:
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
+        super().__init__(params, defaults)
+
+    def _check_options(self, group: dict) -> None:
+        check_lr(group["lr"])
+        for name in ("momentum", "dampening", "weight_decay"):
+            check_number(name, group[name])
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError(
+                f"Nesterov momentum needs momentum > 0 and dampening = 0, "
+                f"got momentum={group['momentum']} and dampening={group['dampening']}"
+            )
+
+    def _update_group(self, group: dict) -> None:
+        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+        weight_decay, nesterov = group["weight_decay"], group["nesterov"]
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            if weight_decay:
+                g = g + p * weight_decay
+            if momentum:
+                state = self.state.setdefault(p, {})
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = state["momentum_buffer"] = g.detach().clone()
+                else:
+                    buf.mul_(momentum)
+                    buf.add_(g if dampening == 0 else g * (1.0 - dampening))
+                g = g + buf * momentum if nesterov else buf
+            p.sub_(g * lr)
