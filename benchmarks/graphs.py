@@ -1,14 +1,19 @@
-"""Graph replay: host time per replay() and GPU time per replay of 1/10/100 kernels.
+"""Graph replay: host time per replay() and GPU time per replay of 1/10/100 kernels,
+and host time per staged replay (``stage_and_launch``) with 1 and 8 inputs.
 
 References in the same process: a raw ``cuGraphLaunch`` from Python, PyTorch's
 ``CUDAGraph.replay()``, CuPy's ``Graph.launch``, and for GPU time the same
-compiled kernels captured into a graph through raw driver calls.
+compiled kernels captured into a graph through raw driver calls; for staged
+replays, ``copy_`` of each input then ``replay()``, and PyTorch's
+``static.copy_(x)`` for each input then ``g.replay()``.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 import tensorplay as tp
-from benchmarks.common import device_ms, host_us, optional
+from benchmarks.common import check, device_ms, host_us, optional, peer
 
 
 def _tp_graph(n_kernels: int, x):
@@ -149,4 +154,84 @@ def _node_count(graph) -> int:
     return get().graph_node_count(graph)
 
 
-SECTIONS = [(replay_host, 4), (replay_device, 3)]
+def stage_host(rows: list, progress) -> None:
+    """Host us per ``stage_and_launch`` (the copies and the replay in one launch)
+    with 1 and 8 inputs of 1024 floats, next to ``copy_`` of each input then
+    ``replay()``, and next to torch doing ``static.copy_(x); g.replay()``."""
+    for k in (1, 8):
+        rows.extend(_stage_rows(k, progress))
+
+
+def _stage_rows(k: int, progress, n: int = 1024, calls: int = 5000) -> list:
+    statics, xs = [tp.zeros(n) for _ in range(k)], [tp.rand(n) for _ in range(k)]
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        out = statics[0] * 2.0
+        for s in statics[1:]:
+            out = out + s
+    g.stage_and_launch(statics, xs)  # builds the staged graph; checked before it is timed
+    want = 2.0 * xs[0].numpy().astype(np.float64) + sum(x.numpy().astype(np.float64) for x in xs[1:])
+    err = float(np.abs(out.numpy() - want).max() / np.abs(want).max())
+    check(f"stage_and_launch with {k} inputs", err, 1e-5)
+    staged = host_us(lambda: g.stage_and_launch(statics, xs), tp.cuda.synchronize, n=calls)
+    progress.step(f"stage_and_launch {k}")
+
+    def copy_then_replay():
+        for s, x in zip(statics, xs, strict=True):
+            s.copy_(x)
+        g.replay()
+
+    copied = host_us(copy_then_replay, tp.cuda.synchronize, n=calls)
+    progress.step(f"copy_ + replay {k}")
+    torch_us = _torch_copy_replay_us(k, n, calls)
+    progress.step(f"torch copy_ + replay {k}")
+    name = f"{k} input(s) of {n} floats, host us"
+    return [
+        {
+            "name": f"stage_and_launch, {name}",
+            "unit": "us",
+            "lower_is_better": True,
+            "tensorplay": staged,
+            "torch": torch_us,
+            "copy_replay": copied,
+            "target": f"< copy_ each + replay() ({copied:.3g}) and <= torch",
+        },
+        {
+            "name": f"copy_ each + replay(), {name}",
+            "unit": "us",
+            "lower_is_better": True,
+            "tensorplay": copied,
+            "torch": torch_us,
+            "target": "reference for stage_and_launch",
+        },
+    ]
+
+
+def _torch_copy_replay_us(k: int, n: int, calls: int) -> float | None:
+    """PyTorch's host us per ``static.copy_(x)`` for each input then ``g.replay()``."""
+    torch = peer("torch")
+    if torch is None:
+        return None
+    statics = [torch.zeros(n, device="cuda") for _ in range(k)]
+    xs = [torch.rand(n, device="cuda") for _ in range(k)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up on a side stream, as PyTorch asks
+        _ = statics[0] * 2 + sum(statics[1:])
+    torch.cuda.current_stream().wait_stream(side)
+    tg = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(tg):
+        out = statics[0] * 2
+        for s in statics[1:]:
+            out = out + s
+    tg.keep_alive = out
+
+    def copy_then_replay():
+        for s, x in zip(statics, xs, strict=True):
+            s.copy_(x)
+        tg.replay()
+
+    return host_us(copy_then_replay, torch.cuda.synchronize, n=calls)
+
+
+SECTIONS = [(replay_host, 4), (replay_device, 3), (stage_host, 6)]

@@ -62,6 +62,7 @@ from ._jit import jit
 from ._matmul import matmul
 from ._tensor import Tensor
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .compiler import compile  # noqa: A004 (PyTorch's name)
 
 __version__ = "0.1.0"
 
@@ -79,7 +80,7 @@ def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 __all__ = [
     "DType", "Tensor", "add", "arange", "autograd", "div", "enable_grad", "eq", "ge", "gt", "is_grad_enabled",
     "le", "logical_and", "logical_not", "nn", "no_grad", "optim", "set_grad_enabled",
-    "logical_or", "lt", "mul", "ne", "sub", "as_tensor", "bool", "cat", "clamp", "cuda", "dtype", "empty",
+    "logical_or", "lt", "mul", "ne", "sub", "as_tensor", "bool", "cat", "clamp", "compile", "cuda", "dtype", "empty",
     "empty_like", "exp", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full",
     "full_like", "int32", "int64", "jit", "log", "manual_seed", "matmul", "maximum", "mean",
     "minimum", "ones", "ones_like", "rand", "randn", "relu", "sigmoid", "sqrt", "stack", "sum",

@@ -125,6 +125,7 @@ class Tensor(TensorMath, KernelArray):
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("create tensors with tp.tensor(), tp.empty(), tp.zeros() and friends")
+
     @classmethod
     def _make(cls, storage: Storage, ptr: int, shape, strides, dtype: dt.DType) -> Tensor:
         t = object.__new__(cls)
@@ -523,4 +524,3 @@ class Tensor(TensorMath, KernelArray):
         from ._interop import dlpack_device
 
         return dlpack_device()
-

@@ -69,8 +69,13 @@ def mem_get_info() -> tuple[int, int]:
 
 
 from . import graphs  # noqa: E402
-from .graphed import make_graphed_callables  # noqa: E402
-from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing  # noqa: E402
+from .graphs import (  # noqa: E402
+    CUDAGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)
 
 
 def launch(kernel, blocks, threads, *args, stream: Stream | None = None, shared_bytes: int = 0) -> None:

@@ -50,7 +50,8 @@ class _Captured:
         from .._factories import empty_like, ones_like
 
         self.name = getattr(fn, "__qualname__", type(fn).__name__)
-        self.fn, self.static_inputs = fn, args + _parameters(fn)
+        self.fn, self.static_args, self.n_args = fn, args, len(args)
+        self.static_inputs = args + _parameters(fn)
         self.differentiable = [i for i, t in enumerate(self.static_inputs) if t.requires_grad]
         self.allow_unused = allow_unused
         for _ in range(warmup):  # compiles every kernel before the capture
@@ -109,12 +110,6 @@ def _refuse_hidden_leaves(outs, inputs, name: str) -> None:
                 )
 
 
-def _stage(static: tuple, fresh: tuple) -> None:
-    for s, f in zip(static, fresh, strict=True):
-        if f is not s and f.data_ptr() != s.data_ptr():
-            s.copy_(f.detach())
-
-
 def _function(c: _Captured):
     """The ``autograd.Function`` that replays ``c``'s graphs."""
     from ..autograd import Function
@@ -122,8 +117,8 @@ def _function(c: _Captured):
     class Graphed(Function):
         @staticmethod
         def forward(ctx, *inputs):
-            _stage(c.static_inputs, inputs)
-            c.forward.replay()
+            # the parameters are their own static inputs: only the arguments are staged
+            c.forward.stage_and_launch(c.static_args, inputs[: c.n_args])
             return tuple(o.detach() for o in c.outputs)
 
         @staticmethod
@@ -139,8 +134,7 @@ def _function(c: _Captured):
 
 
 def _graphed(c: _Captured):
-    fn = _function(c)
-    n_args = len(c.static_inputs) - len(_parameters(c.fn))
+    fn, n_args = _function(c), c.n_args
 
     def graphed(*args):
         if len(args) != n_args:

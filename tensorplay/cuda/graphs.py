@@ -5,7 +5,8 @@
 ``capture_end()``, and replays it with ``replay()``. Tensors allocated during the
 capture come from the graph's private memory pool, so their addresses stay valid
 for every replay: write new inputs into them with ``copy_`` and read the outputs
-after a replay.
+after a replay, or let ``stage_and_launch(static_inputs, inputs)`` copy the
+inputs and replay in one launch (``tensorplay.cuda.stage``).
 
 Examples
 --------
@@ -23,6 +24,7 @@ tensor([3., 3., 3., 3.])
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -44,7 +46,14 @@ from .streams import (
     set_stream,
 )
 
-__all__ = ["CUDAGraph", "export_dot", "graph", "graph_pool_handle", "is_current_stream_capturing"]
+__all__ = [
+    "CUDAGraph",
+    "export_dot",
+    "graph",
+    "graph_pool_handle",
+    "is_current_stream_capturing",
+    "make_graphed_callables",
+]
 
 CAPTURE_MODES = ("global", "thread_local", "relaxed")
 _launch_raw = get_backend().graph_launch_raw  # replay's hot path: the driver call itself
@@ -109,6 +118,7 @@ class CUDAGraph:
         self._debug = False
         self._mode = "global"
         self._open: list[_OpenConditional] = []  # conditional nodes being captured, innermost last
+        self._staged: dict = {}  # stage_and_launch's plans, by the ids of their static inputs
 
     # -- capture ---------------------------------------------------------------
     def capture_begin(self, pool=None, capture_error_mode: str = "global", stream: Stream | None = None) -> None:
@@ -317,6 +327,42 @@ class CUDAGraph:
         if err:
             raise get_backend().error("cuGraphLaunch", err)
 
+    def stage_and_launch(self, static_inputs, inputs, stream: Stream | None = None) -> None:
+        """Copy each of ``inputs`` into its static input and replay, as one launch.
+
+        The effect is ``static.copy_(x)`` for each pair, then ``replay(stream)``.
+        Contiguous inputs of the static input's dtype and shape are copied by a
+        gather kernel that is the first node of the launched graph, so the
+        copies and the replay cost one ``cuGraphLaunch`` (a graph with if/while
+        nodes, which the driver does not clone, gets the kernel launched just
+        before it); others are copied with ``copy_`` (casting, broadcasting) on
+        ``stream`` first. An input that is its static input is not copied.
+        Everything is checked before anything is copied. The first call for a
+        tuple of static inputs builds the staged graph (and compiles the gather
+        kernel); see ``tensorplay.cuda.stage``.
+
+        Parameters
+        ----------
+        static_inputs : list or tuple of Tensor
+            The tensors the captured graph reads.
+        inputs : list or tuple
+            One fresh value per static input: a Tensor, or host data.
+        stream : Stream, optional
+            Where to copy and replay (the current stream if None).
+
+        Examples
+        --------
+        >>> import tensorplay as tp
+        >>> x = tp.zeros(4)
+        >>> g = tp.cuda.CUDAGraph()
+        >>> with tp.cuda.graph(g):
+        ...     y = x * 2 + 1
+        >>> g.stage_and_launch([x], [tp.tensor([1.0, 2.0, 3.0, 4.0])])
+        >>> y.tolist()
+        [3.0, 5.0, 7.0, 9.0]
+        """
+        _stage().stage_and_launch(self, static_inputs, inputs, stream)
+
     # -- lifetime ----------------------------------------------------------------
     def reset(self) -> None:
         """Free the graph; its pool memory is released once no tensor from the
@@ -334,6 +380,8 @@ class CUDAGraph:
         self._destroy()
 
     def _destroy(self) -> None:
+        if self._staged:
+            _stage().release(self)
         dev = get_backend()
         if self._exec is not None:
             dev.graph_exec_destroy(self._exec)
@@ -402,6 +450,14 @@ class _OpenConditional:
         self.kind, self.handle, self.pred, self.body, self.previous = kind, handle, pred, body, previous
 
 
+@functools.cache
+def _stage():
+    """``tensorplay.cuda.stage``, imported on first use (it needs the Tensor)."""
+    from . import stage
+
+    return stage
+
+
 def _check_predicate(pred) -> None:
     from .._tensor import Tensor
 
@@ -457,3 +513,6 @@ def graph(cuda_graph: CUDAGraph, pool=None, stream: Stream | None = None, captur
         cuda_graph.capture_end()
     finally:
         set_stream(prev)
+
+
+from .graphed import make_graphed_callables  # noqa: E402 (it builds on the graphs above)

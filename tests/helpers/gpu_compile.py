@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 KERNELS = Path(__file__).resolve().parents[2] / "tensorplay" / "kernels"
-MODULES = ("elementwise", "reduce", "random", "matmul")  # free of tensorplay imports
+MODULES = ("elementwise", "reduce", "random", "matmul", "gather")  # free of tensorplay imports
 MISSING_LIBRARIES = 3
 
 

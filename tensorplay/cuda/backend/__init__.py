@@ -25,7 +25,12 @@ The protocol, in words (both classes implement it with the same behaviour):
   where each arg is a ``KernelArray`` (anything with ``ptr``, ``shape``,
   ``strides`` in bytes, ``dtype``, ``size``) or a scalar already of its type;
 - capture: ``capture_status(stream)``, ``begin_capture``, ``end_capture``,
-  ``graph_instantiate``, ``graph_launch`` and friends (see the graphs layer).
+  ``graph_instantiate``, ``graph_launch`` and friends (see the graphs layer);
+- staged graphs: ``staged_graph(graph, graph_exec, heads)`` puts kernels
+  (``heads``: ``[(launcher, grid, block, packed)]``) in front of a captured
+  graph and returns an object with ``single_launch`` (True when the kernels
+  and a clone of the graph go in one ``cuGraphLaunch``), ``launch(params, stream)``
+  (each kernel's packed parameters, taken at the call) and ``destroy()``.
 """
 
 from __future__ import annotations

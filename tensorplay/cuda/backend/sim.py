@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import functools
 import itertools
 import threading
 import time
@@ -129,6 +130,50 @@ class _Packed:
 
     def __init__(self, karray: tuple) -> None:
         self._karray = karray
+
+
+class SimStagedGraph:
+    """The driver's ``StagedGraph`` on the simulator: kernel nodes whose
+    parameters each launch sets, then a clone of the captured graph whose root
+    nodes depend on them, in one recorded graph (or, for a graph holding
+    conditional nodes, which the driver does not clone, the kernels launched
+    just before it)."""
+
+    def __init__(self, backend: SimBackend, graph: SimGraph, graph_exec: SimGraphExec, heads: list) -> None:
+        self.single_launch = not any(n.kind == "conditional" for n in graph.nodes)
+        self._backend = backend
+        self._heads = [(launcher, grid, block) for launcher, grid, block, _ in heads]
+        self._params = [bytes(packed) for *_, packed in heads]
+        self._graph = None
+        self._exec = graph_exec
+        if self.single_launch:
+            self._stream = backend.stream_create()  # the kernels run when the graph runs
+            staged = SimGraph()
+            first = tuple(
+                staged.add("kernel", functools.partial(self._run, i), f"{launcher.name}\\n<<<{grid}, {block}>>>", ())
+                for i, (launcher, grid, block) in enumerate(self._heads)
+            )
+            ids: dict[int, int] = {}
+            for n in graph.nodes:  # the clone: roots wait for the kernels
+                deps = tuple(ids[d] for d in n.deps) or first
+                ids[n.id] = staged.add(n.kind, n.run, n.label, deps, n.body)
+            self._graph, self._exec = staged, SimGraphExec(staged)
+
+    def _run(self, i: int) -> None:
+        launcher, grid, block = self._heads[i]
+        launcher.launch_packed(grid, block, self._stream, self._params[i])
+
+    def launch(self, params: list, stream) -> None:
+        """Launch with ``params[i]`` (packed bytes) for the i-th kernel."""
+        if self.single_launch:
+            self._params = [bytes(p) for p in params]  # copied at the call, as the driver does
+        else:
+            for (launcher, grid, block), packed in zip(self._heads, params, strict=True):
+                launcher.launch_packed(grid, block, stream, packed)
+        self._backend.graph_launch(self._exec, stream)
+
+    def destroy(self) -> None:
+        self._graph = None
 
 
 class SimBackend:
@@ -462,6 +507,10 @@ class SimBackend:
     def graph_launch_raw(self, graph_exec: SimGraphExec, stream) -> tuple[int]:
         self.graph_launch(graph_exec, stream)
         return (0,)
+
+    def staged_graph(self, graph: SimGraph, graph_exec: SimGraphExec, heads: list) -> SimStagedGraph:
+        """``graph`` behind kernels whose parameters each launch sets (see ``SimStagedGraph``)."""
+        return SimStagedGraph(self, graph, graph_exec, heads)
 
     @staticmethod
     def error(function: str, err) -> CudaError:

@@ -1,0 +1,54 @@
+"""``compile(fn, backend=...)``: the entry point, which only picks the backend."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from .backends import lookup
+
+__all__ = ["compile"]
+
+
+def compile(fn: Callable | None = None, *, backend: str = "cudagraphs", warmup: int = 1):  # noqa: A001 (PyTorch's name)
+    """Compile ``fn`` with ``backend``; also a decorator, with or without arguments.
+
+    With ``backend="cudagraphs"`` the result runs ``fn`` eagerly for the first
+    ``warmup`` calls of each new argument signature (tensor shapes, dtypes and
+    strides, and the values of other arguments), then captures it once into a
+    CUDA graph and replays that graph for every later call with the same
+    signature. The returned tensors are the graph's own outputs: the next call
+    of the compiled function overwrites them, as PyTorch's CUDA graphs do, so
+    ``.clone()`` what must outlive it. See ``tensorplay.compiler.backends.cudagraphs``.
+
+    Parameters
+    ----------
+    fn : callable
+        A function of tensors (and hashable values) that returns tensors, or
+        tuples, lists and dicts of them.
+    backend : str
+        ``"cudagraphs"`` (``list_backends()`` names them all).
+    warmup : int
+        Eager calls of each signature before its capture (they compile the
+        kernels outside the capture).
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> from tensorplay.compiler import compile
+    >>> @compile
+    ... def f(x, y):
+    ...     return (x * y + 1).sum()
+    >>> a, b = tp.ones(4), tp.full((4,), 2.0)
+    >>> f(a, b).item()  # the warm-up runs eagerly
+    12.0
+    >>> f(tp.zeros(4), b).item()  # captured, then replayed with these inputs
+    4.0
+    >>> f(a, b).item()  # a replay: one launch
+    12.0
+    """
+    if fn is None:
+        return functools.partial(compile, backend=backend, warmup=warmup)
+    if not callable(fn):
+        raise TypeError(f"expected a callable to compile, got {type(fn).__name__}")
+    return lookup(backend)(fn, warmup=warmup)

@@ -1,0 +1,299 @@
+"""Staged replays: copy fresh inputs into a graph's static inputs and replay it.
+
+``CUDAGraph.stage_and_launch(static_inputs, inputs)`` has the effect of
+``static.copy_(x)`` for each pair followed by ``replay()``, in one launch from
+the host where the driver allows it:
+
+- The first call for a tuple of static inputs builds a plan: the contiguous
+  static inputs become the destinations of the gather-copy kernel
+  (``kernels/gather.py``), their addresses are written to the device once,
+  and the backend builds an executable graph of its own: the gather kernel
+  node, then a clone of the captured graph whose root nodes wait for it.
+- Later calls change only the gather node's parameters (this call's source
+  addresses and byte counts) and launch. The driver copies kernel node
+  parameters at ``cuGraphExecKernelNodeSetParams``, so a replay still in
+  flight keeps its own, and launches of one executable graph run in order, so
+  no copy overwrites a static input that an earlier replay still reads.
+- An input of another layout (not contiguous, another dtype, a shape that
+  broadcasts, host data) is copied with ``static.copy_(x)`` on the replay
+  stream before the launch; an input that *is* its static input is skipped.
+  When an input shares memory with a static input other than its own, or
+  static inputs overlap, every pair is copied with ``copy_`` in order, so the
+  result is always that of the ``copy_`` calls one after another.
+- The driver does not clone a graph holding if/while nodes (nor nest it as a
+  child graph): there the gather kernel is launched on the stream just before
+  the graph's own launch (two launches, the same safety: kernel parameters are
+  copied at the launch).
+
+Everything is checked before anything is copied: an error leaves every static
+input as it was.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+import weakref
+
+import numpy as np
+
+from .._factories import tensor
+from .._tensor import Tensor
+from ..kernels.gather import MAX_PAIRS
+from ..kernels.gather import kernel as gather_kernel
+from ..kernels.launch import grid_1d, resolve
+from .backend import CaptureError
+from .backend import get as get_backend
+from .streams import Stream, capture_state, current_stream
+from .streams import stream as use_stream
+
+__all__ = ["release", "stage_and_launch"]
+
+_TABLE_KEY = ("int64", 1, True)  # the launch key of the destination table
+_HOST_DATA = (np.ndarray, np.generic, int, float, bool, list, tuple)
+
+
+def stage_and_launch(graph, static_inputs, inputs, stream: Stream | None = None) -> None:
+    """Copy ``inputs[i]`` into ``static_inputs[i]`` for every i, then replay
+    ``graph`` on ``stream`` (the current stream if None); see the module's
+    docstring for how. ``CUDAGraph.stage_and_launch`` calls this."""
+    if stream is None:
+        s = current_stream()
+    elif isinstance(stream, Stream):
+        s = stream
+    else:
+        raise TypeError(f"expected stream=None or a tensorplay.cuda.Stream, got {type(stream).__name__}")
+    if capture_state.active:
+        _refuse_capture(graph, s)
+    plan = graph._staged.get(tuple(map(id, static_inputs))) if type(static_inputs) in (list, tuple) else None
+    if plan is not None and plan.fast is not None and type(inputs) in (list, tuple):
+        # The common case inline (host time is the point): every input is
+        # contiguous with its static input's dtype and shape, one gather kernel.
+        layouts, sizes, table, pack = plan.fast
+        storages = plan.storages
+        ptrs = []
+        if len(inputs) == len(layouts):
+            for x, (dtype, shape) in zip(inputs, layouts, strict=True):
+                try:
+                    if x.dtype is not dtype or x.shape != shape or not x._contig or id(x._storage) in storages:
+                        break
+                except AttributeError:  # not a Tensor: the general path says what is wrong
+                    break
+                ptrs.append(x._ptr)
+            else:
+                if s is not plan.home:
+                    plan.streams.add(s)
+                plan.staged.launch([table + pack(*ptrs, *sizes)], s._h)
+                return
+    _general(graph, static_inputs, inputs, s, plan)
+
+
+def _general(graph, static_inputs, inputs, s: Stream, plan) -> None:
+    """Every check, the plan built on first use, then ``_Plan.launch``."""
+    if graph._exec is None:
+        raise RuntimeError(
+            "stage_and_launch() needs a captured graph; capture one first (after reset(), capture again)"
+        )
+    if not isinstance(static_inputs, (list, tuple)):
+        raise TypeError(f"expected a list or tuple of static input tensors, got {type(static_inputs).__name__}")
+    if not isinstance(inputs, (list, tuple)):
+        raise TypeError(f"expected a list or tuple of inputs, got {type(inputs).__name__}")
+    if len(inputs) != len(static_inputs):
+        raise ValueError(
+            f"stage_and_launch() got {len(inputs)} inputs for {len(static_inputs)} static inputs; "
+            "pass one input per static input, in the same order"
+        )
+    if plan is None:
+        plan = _Plan(graph, static_inputs, tuple(map(id, static_inputs)))
+    plan.launch(graph, static_inputs, inputs, s)
+
+
+def release(graph) -> None:
+    """Free the staged graphs built for ``graph`` (it is being reset or freed)."""
+    plans, graph._staged = graph._staged, {}
+    for plan in plans.values():
+        plan.destroy()
+
+
+def _refuse_capture(graph, s: Stream) -> None:
+    if graph._stream is not None:
+        raise RuntimeError("stage_and_launch() called while this CUDAGraph is capturing; call capture_end() first")
+    if not s._key:
+        raise CaptureError(
+            "stage_and_launch() on the legacy default stream is not allowed while a graph is being captured; "
+            "launch it on a tp.cuda.Stream() or after capture_end()"
+        )
+    if s.is_capturing():
+        raise CaptureError(
+            f"stage_and_launch() is not allowed on stream {s.handle:#x} while it is capturing a graph; "
+            "call it after capture_end(), or copy the inputs with copy_() inside the capture"
+        )
+
+
+class _Plan:
+    """What one tuple of static inputs needs: the pairs the gather kernel
+    copies, its destination tables and the staged graph.
+
+    The plan holds no static input alive (a reset() must not see them as
+    live): it is keyed by their ids and forgotten when any of them dies.
+    """
+
+    __slots__ = ("pairs", "nslots", "chunks", "tables", "staged", "storages", "home", "streams", "refs", "fast")
+
+    def __init__(self, graph, statics, key: tuple) -> None:
+        for i, t in enumerate(statics):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"expected a Tensor as static input {i}, got {type(t).__name__}")
+        self.storages = {id(t._storage) for t in statics}
+        serial = _overlapping(statics)  # then every pair is copied with copy_, in order
+        self.pairs: list[tuple] = []  # per pair: (gather slot or -1, dtype, shape, nbytes)
+        dsts, sizes = [], []
+        for t in statics:
+            nbytes = t.numel() * t.dtype.itemsize
+            gathered = t._contig and nbytes and not serial
+            self.pairs.append((len(dsts) if gathered else -1, t.dtype, t.shape, nbytes))
+            if gathered:
+                dsts.append(t._ptr)
+                sizes.append(nbytes)
+        self.nslots = len(dsts)
+        self.chunks: list[tuple] = []  # (first slot, end slot, table parameters, packer of the rest)
+        self.tables: list[Tensor] = []
+        heads = []
+        for first in range(0, self.nslots, MAX_PAIRS):
+            k = min(MAX_PAIRS, self.nslots - first)
+            table = tensor(np.array(dsts[first : first + k], np.int64))
+            pack = struct.Struct(f"<{2 * k}q").pack
+            launcher = resolve(gather_kernel(k), (_TABLE_KEY, *[np.int64] * (2 * k)))
+            (blocks, _, _), block = grid_1d(-(-max(sizes[first : first + k]) // 8))
+            self.chunks.append((first, first + k, table._kbytes, pack))
+            self.tables.append(table)
+            heads.append((launcher, (blocks, k, 1), block, table._kbytes + pack(*[0] * (2 * k))))
+        self.home = current_stream()
+        self.streams: set = set()  # other streams launched on: the tables' reuse waits for them
+        if heads:
+            self.home.synchronize()  # the tables' upload is done before any stream reads them
+            self.staged = get_backend().staged_graph(graph._graph, graph._exec, heads)
+        else:
+            self.staged = None
+        self.fast = None  # when one gather kernel copies every pair: (dtypes and shapes, sizes, table, packer)
+        if len(self.chunks) == 1 and self.nslots == len(statics):
+            self.fast = ([(t.dtype, t.shape) for t in statics], sizes, self.chunks[0][2], self.chunks[0][3])
+        forget = functools.partial(_forget, weakref.ref(graph), key)
+        self.refs = [weakref.ref(t, forget) for t in statics]
+        graph._staged[key] = self
+
+    def launch(self, graph, statics, inputs, s: Stream) -> None:
+        srcs = [0] * self.nslots
+        sizes = [0] * self.nslots  # a slot left at 0 bytes copies nothing
+        storages = self.storages
+        slow = []
+        for i, (x, (slot, dtype, shape, nbytes)) in enumerate(zip(inputs, self.pairs, strict=True)):
+            if (
+                slot >= 0 and isinstance(x, Tensor) and x.dtype is dtype and x.shape == shape and x._contig
+                and id(x._storage) not in storages
+            ):  # fmt: skip
+                srcs[slot] = x._ptr
+                sizes[slot] = nbytes
+            elif x is not statics[i]:
+                slow.append(i)
+        copies = []
+        serial = False
+        for i in slow:
+            x, static = inputs[i], statics[i]
+            if isinstance(x, Tensor) and id(x._storage) in storages:
+                if _same_view(x, static):
+                    continue
+                serial = True
+            copies.append((i, _source(i, x, static)))
+        if serial:  # an input aliases a static input: every copy with copy_, in order
+            checked, skipped = dict(copies), set(slow)
+            copies = [
+                (i, checked.get(i, x))
+                for i, x in enumerate(inputs)
+                if x is not statics[i] and (i in checked or i not in skipped)
+            ]
+            srcs = None
+        if copies:
+            with use_stream(s):
+                for i, src in copies:
+                    statics[i].copy_(src)
+        if self.staged is not None and srcs is not None and any(sizes):
+            if s is not self.home:
+                self.streams.add(s)
+            if len(self.chunks) == 1:
+                params = [self.chunks[0][2] + self.chunks[0][3](*srcs, *sizes)]
+            else:
+                params = [prefix + pack(*srcs[a:b], *sizes[a:b]) for a, b, prefix, pack in self.chunks]
+            self.staged.launch(params, s._h)
+        else:
+            graph.replay(s)
+
+    def destroy(self) -> None:
+        if self.staged is not None:
+            self.staged.destroy()
+            self.staged = None
+        for table in self.tables:
+            for s in self.streams:
+                table.record_stream(s)
+        self.tables = []
+
+
+def _forget(graph_ref, key: tuple, _dead) -> None:
+    """A static input died: its plan goes (its id may name another tensor next)."""
+    graph = graph_ref()
+    plan = graph._staged.pop(key, None) if graph is not None else None
+    if plan is not None:
+        try:
+            plan.destroy()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+def _source(i: int, x, static: Tensor):
+    """What ``static.copy_`` takes for input ``i``, once checked: ``x``, or
+    host data as a NumPy array."""
+    if isinstance(x, Tensor):
+        shape = x.shape
+    elif isinstance(x, _HOST_DATA):
+        try:
+            x = np.asarray(x)
+        except (TypeError, ValueError) as e:
+            raise TypeError(
+                f"expected a Tensor or numeric host data as input {i}, got a {type(x).__name__}: {e}"
+            ) from None
+        if x.dtype.kind not in "biuf":
+            raise TypeError(f"expected a Tensor or numeric host data as input {i}, got host data of dtype {x.dtype}")
+        shape = x.shape
+    else:
+        raise TypeError(
+            f"expected a Tensor or host data (a NumPy array or numbers) as input {i}, got {type(x).__name__}"
+        )
+    target = static.shape
+    if len(shape) > len(target) or any(
+        d not in (1, t) for d, t in zip(reversed(shape), reversed(target), strict=False)
+    ):
+        raise ValueError(
+            f"input {i} of shape {tuple(shape)} cannot be copied into static input {i} of shape {tuple(target)}: "
+            "the shapes must match or broadcast"
+        )
+    return x
+
+
+def _same_view(x: Tensor, static: Tensor) -> bool:
+    return (
+        x._ptr == static._ptr and x.shape == static.shape and x._strides == static._strides and x.dtype is static.dtype
+    )
+
+
+def _overlapping(statics) -> bool:
+    """True when two static inputs share any byte (one tensor given twice included)."""
+    spans: dict[int, list] = {}
+    for t in statics:
+        if t.numel():
+            last = sum((d - 1) * st for d, st in zip(t.shape, t._strides, strict=True))
+            spans.setdefault(id(t._storage), []).append((t._ptr, t._ptr + (last + 1) * t.dtype.itemsize))
+    for ranges in spans.values():
+        ranges.sort()
+        if any(lo < prev_hi for (_, prev_hi), (lo, _) in zip(ranges, ranges[1:], strict=False)):
+            return True
+    return False

@@ -1,0 +1,208 @@
+"""tp.compile(fn, backend="cudagraphs"): warm up, capture once per signature, replay."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+from helpers import assert_close
+
+import tensorplay as tp
+from tensorplay.compiler import compile as tp_compile
+from tensorplay.compiler import list_backends
+
+
+def _rand(shape, seed=0, dtype=np.float32):
+    return np.random.default_rng(seed).uniform(-2.0, 2.0, shape).astype(dtype)
+
+
+def _counted(fn):
+    """``fn`` and a list that grows each time its Python body runs."""
+    runs = []
+
+    def wrapped(*args, **kwargs):
+        runs.append(1)
+        return fn(*args, **kwargs)
+
+    return wrapped, runs
+
+
+def _no_capture_left():
+    assert not tp.cuda.graphs.is_current_stream_capturing()
+    assert not tp.cuda.capture_stream().is_capturing()
+
+
+def test_warm_up_then_one_capture_then_replays():
+    fn, runs = _counted(lambda x, y: (x * y + 1.0, (x - y).sum()))
+    f = tp_compile(fn, backend="cudagraphs")
+    for seed in range(5):
+        a, b = _rand(12, seed), _rand(12, seed + 100)
+        prod, total = f(tp.tensor(a), tp.tensor(b))
+        assert_close(prod, a.astype(np.float64) * b + 1)
+        np.testing.assert_allclose(total.item(), (a.astype(np.float64) - b).sum(), rtol=1e-5)
+    assert len(runs) == 2  # one eager warm-up, one capture; the rest are replays
+    assert f.graph(tp.tensor(a), tp.tensor(b)) is not None
+
+
+@pytest.mark.parametrize("warmup", [0, 2])
+def test_warmup_calls(warmup):
+    fn, runs = _counted(lambda x: x.exp())
+    f = tp_compile(fn, warmup=warmup)
+    x = tp.tensor(_rand(6))
+    for i in range(warmup + 3):
+        assert (f.graph(x) is not None) == (i > warmup)
+        assert_close(f(x), np.exp(x.numpy().astype(np.float64)))
+    assert len(runs) == warmup + 1
+
+
+def test_outputs_are_overwritten_by_the_next_call_clone_keeps_them():
+    f = tp_compile(lambda x: x * 2.0)
+    f(tp.ones(4))
+    first = f(tp.ones(4))
+    kept = first.clone()
+    second = f(tp.full((4,), 5.0))
+    assert second is first  # the graph's static output
+    assert first.tolist() == [10.0] * 4 and kept.tolist() == [2.0] * 4
+
+
+def test_each_signature_gets_its_own_graph():
+    fn, runs = _counted(lambda x: x + 1)
+    f = tp_compile(fn, warmup=0)
+    args = [tp.ones(4), tp.ones(5), tp.ones(4, dtype=tp.int64), tp.ones((2, 3)), tp.ones((3, 2)).t()]
+    for _ in range(2):
+        for x in args:
+            np.testing.assert_array_equal(f(x).numpy(), x.numpy() + 1)
+    assert len(runs) == len(args)  # one capture each, shapes, dtypes and strides told apart
+    graphs = [f.graph(x) for x in args]
+    assert len({id(g) for g in graphs}) == len(args)
+    t = tp.tensor(_rand((3, 2), 3)).t()  # a transposed input: copied by copy_ at each replay
+    assert_close(f(t), t.numpy() + 1)
+
+
+def test_other_arguments_are_baked_into_the_capture():
+    fn, runs = _counted(lambda x, scale, shift=0.0: x * scale + shift)
+    f = tp_compile(fn, warmup=0)
+    x = tp.tensor(_rand(5))
+    for scale, shift in [(2.0, 0.0), (3.0, 1.0), (2.0, 0.0), (3.0, 1.0)]:
+        assert_close(f(x, scale, shift=shift), x.numpy() * scale + shift)
+    assert len(runs) == 2
+    f(x, 2, shift=0.0)
+    assert len(runs) == 3  # an int is not the float 2.0: another signature
+    f(x, 2.0, shift=float("nan")), f(x, 2.0, shift=float("nan"))
+    assert len(runs) == 4  # NaN != NaN, yet one signature
+    with pytest.raises(TypeError, match="argument 1 is a ndarray, which is not hashable"):
+        f(x, np.ones(2))
+    with pytest.raises(TypeError, match="argument 'shift' is a set, which is not hashable"):
+        f(x, 2.0, shift={1})
+
+
+def test_nested_arguments_and_outputs():
+    def fn(pair, extra, *, opts):
+        a, b = pair
+        out = {"sum": a + b, "parts": [a * opts["k"], extra.sum()], "label": opts["name"]}
+        return out, None
+
+    f = tp_compile(fn, warmup=1)
+    for seed in range(3):
+        a, b, c = _rand(4, seed), _rand(4, seed + 1), _rand((2, 2), seed + 2)
+        out, none = f((tp.tensor(a), tp.tensor(b)), tp.tensor(c), opts={"k": 3.0, "name": "n"})
+        assert none is None and out["label"] == "n"
+        assert_close(out["sum"], a.astype(np.float64) + b)
+        assert_close(out["parts"][0], a.astype(np.float64) * 3)
+        np.testing.assert_allclose(out["parts"][1].item(), c.astype(np.float64).sum(), rtol=1e-5)
+
+
+def test_a_function_of_no_tensors():
+    f = tp_compile(lambda: tp.ones(4) * 2, warmup=0)
+    for _ in range(2):
+        assert f().tolist() == [2.0] * 4
+    assert f.graph() is not None
+
+
+def test_decorator_forms_and_reset():
+    @tp_compile
+    def f(x):
+        return x - 1
+
+    @tp_compile(backend="cudagraphs", warmup=0)
+    def g(x):
+        return x + 1
+
+    x = tp.ones(3)
+    assert f(x).tolist() == [0.0] * 3 and g(x).tolist() == [2.0] * 3
+    assert f.__name__ == "f" and "cudagraphs, 1 graph(s)" in repr(g)
+    g.reset()
+    assert g.graph(x) is None
+    assert g(x).tolist() == [2.0] * 3 and g.graph(x) is not None
+
+
+def test_graphs_are_freed_with_the_compiled_function():
+    f = tp_compile(lambda x: x * 3.0, warmup=0)
+    x = tp.ones(8)
+    f(x)
+    ref = weakref.ref(f.graph(x))
+    del f
+    gc.collect()
+    assert ref() is None
+
+
+def test_unknown_backend_and_bad_arguments():
+    assert list_backends() == ["cudagraphs"]
+    with pytest.raises(ValueError, match="unknown compiler backend 'inductor'; the known backends are 'cudagraphs'"):
+        tp_compile(lambda x: x, backend="inductor")
+    with pytest.raises(TypeError, match="expected a callable to compile, got int"):
+        tp_compile(3)
+    with pytest.raises(ValueError, match="expected warmup to be a number of calls \\(0 or more\\), got -1"):
+        tp_compile(lambda x: x, warmup=-1)
+
+
+def test_an_error_during_capture_propagates_and_the_runtime_stays_usable():
+    def fn(x):
+        if x.sum().item() > 100:  # a readback: fine eagerly, refused during a capture
+            return x
+        return x * 2.0
+
+    f = tp_compile(fn, warmup=1)
+    x = tp.ones(4)
+    assert f(x).tolist() == [2.0] * 4
+    with pytest.raises(tp.cuda.CaptureError, match="reading a tensor back"):
+        f(x)
+    _no_capture_left()
+    assert f.graph(x) is None
+    assert (x + 1).tolist() == [2.0] * 4
+    h = tp_compile(lambda t: t + 1.0, warmup=0)
+    assert h(x).tolist() == [2.0] * 4 and h(x).tolist() == [2.0] * 4
+
+
+def _requires_grad(x):
+    try:
+        return x.requires_grad_()
+    except AttributeError:
+        pytest.skip("autograd is not there yet")
+
+
+def test_inputs_that_require_grad_run_eagerly():
+    fn, runs = _counted(lambda x: (x * x).sum())
+    f = tp_compile(fn, warmup=0)
+    w = _requires_grad(tp.ones(3))
+    for _ in range(3):
+        out = f(w)
+        assert out.item() == 3.0
+    assert len(runs) == 3 and f.graph(w) is None  # autograd recorded every call
+    out.backward()
+    assert w.grad.tolist() == [2.0] * 3
+    with tp.autograd.no_grad():
+        f(w), f(w)
+    assert f.graph(w) is not None and len(runs) == 4  # no grad: captured once, then replayed
+
+
+def test_outputs_that_require_grad_keep_the_signature_eager():
+    w = _requires_grad(tp.ones(3))
+    fn, runs = _counted(lambda x: x * w)
+    f = tp_compile(fn, warmup=1)
+    x = tp.full((3,), 2.0)
+    for _ in range(3):
+        assert f(x).tolist() == [2.0] * 3
+    assert len(runs) == 3 and f.graph(x) is None
