@@ -37,9 +37,11 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if type(a) in TENSOR_TYPES and type(b) in TENSOR_TYPES:
         plan = _PLANS.get((a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides))
         if plan is not None:
-            launcher, grid, block, packers, shape3, final_shape, final_strides = plan
+            launcher, grid, block, packers, shape3, final_shape, final_strides, dense = plan
             out = Tensor._empty(shape3, a.dtype)
-            params = b"".join([pack(t) for pack, t in zip(packers, (a, b, out), strict=True)])
+            a3 = a.contiguous() if dense[0] else a  # a transposed operand (a backward's) is copied dense
+            b3 = b.contiguous() if dense[1] else b
+            params = b"".join([pack(t) for pack, t in zip(packers, (a3, b3, out), strict=True)])
             launch_packed(launcher, grid, block, params)
             return out._view(final_shape, final_strides)
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
@@ -70,18 +72,24 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
         launcher = resolve(mk.matmul_tiled, [a3._kkey, b3._kkey, out._kkey])
         launch_with(launcher, grid, block, [a3, b3, out])
-        if _views_in_place(a3, a) and _views_in_place(b3, b) and len(_PLANS) < 4096:
+        dense = (_copied_dense(a3, a, batch), _copied_dense(b3, b, batch))
+        if None not in dense and len(_PLANS) < 4096:
             packers = [layout_packer(t) for t in (a3, b3, out)]
             key = (a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides)
-            _PLANS[key] = (launcher, grid, block, packers, out.shape, shape, contiguous_strides(shape))
+            _PLANS[key] = (launcher, grid, block, packers, out.shape, shape, contiguous_strides(shape), dense)
     return out.view(shape)
 
 
 _PLANS: dict[tuple, tuple] = {}  # the operands' layouts -> launcher, launch shape, packers, shapes
 
 
-def _views_in_place(t3: Tensor, t: Tensor) -> bool:
-    """Whether ``t3`` (the 3-D operand) is a view of ``t`` at its own pointer: then
-    the same layout of ``t`` always gives the same ``t3``, and a plan can skip
-    ``_as3d``."""
-    return t3._storage is t._storage and t3._ptr == t._ptr
+def _copied_dense(t3: Tensor, t: Tensor, batch) -> bool | None:
+    """How a plan gets the 3-D operand ``t3`` from ``t`` without ``_as3d``: False
+    when ``t3`` is a view of ``t`` at its own pointer, True when it is
+    ``t.contiguous()`` seen in 3-D (``t`` strided, of the result's dtype, with no
+    batch dimension to broadcast), None when neither (no plan)."""
+    if t3._storage is t._storage and t3._ptr == t._ptr:
+        return False
+    if t.ndim >= 2 and not t._contig and t.dtype is t3.dtype and tuple(t.shape[:-2]) == tuple(batch):
+        return True
+    return None
