@@ -10,12 +10,14 @@ carry no gradient code of their own.
 from __future__ import annotations
 
 import math
+import weakref
 
 from .. import _ops as ops
 from .._matmul import matmul as _matmul
 from .._shape import broadcast_shapes
-from ._graph import needs_grad, record
-from ._mode import no_grad
+from .._tensor import Tensor
+from ._graph import Meta, needs_grad, record
+from ._mode import is_grad_enabled, no_grad
 
 __all__ = ["binary", "cat", "clamp", "copy", "matmul", "reduce", "refuse_in_place", "unary", "view", "where"]
 
@@ -38,6 +40,37 @@ def _grad_for(g, x):
     return g if g.dtype is x.dtype else g.to(x.dtype)
 
 
+class _Saved:
+    """An op's result as its own backward keeps it. Holding the tensor would make
+    a cycle (result -> node -> backward -> result) whose memory only Python's
+    cyclic collector frees; this holds its memory, and for gradients of
+    gradients a weak reference to the tensor, or else its node, to rebuild it."""
+
+    __slots__ = ("data", "tensor", "node")
+
+    def __init__(self, out) -> None:
+        self.data, self.tensor, self.node = out.detach(), weakref.ref(out), None
+
+    def recorded(self, out):
+        """Called with the recorded result: remember its node (weakly)."""
+        if out.grad_fn is not None:
+            self.node = weakref.ref(out.grad_fn)
+        return out
+
+    def get(self):
+        if not is_grad_enabled():  # a plain backward needs the values only
+            return self.data
+        out = self.tensor()
+        if out is not None:
+            return out
+        node = self.node() if self.node is not None else None
+        if node is None:
+            return self.data
+        rebuilt = self.data.detach()
+        rebuilt._ag = Meta(True, node, 0)
+        return rebuilt
+
+
 # -- elementwise ------------------------------------------------------------------------
 
 _BINARY = {
@@ -45,14 +78,34 @@ _BINARY = {
     "sub": lambda g, a, b, out: (g, -g),
     "mul": lambda g, a, b, out: (g * b, g * a),
     "truediv": lambda g, a, b, out: (g / b, -g * out / b),
-    "pow": lambda g, a, b, out: (
-        g * b * a ** (b - 1) if needs_grad(a) else None,
-        g * out * (a.log() if hasattr(a, "log") else math.log(a)) if needs_grad(b) else None,
-    ),
+    "pow": lambda g, a, b, out: (_pow_base(g, a, b) if needs_grad(a) else None, _pow_exponent(g, a, b, out)),
     "maximum": lambda g, a, b, out: _pick(g, a, b, "gt"),
     "minimum": lambda g, a, b, out: _pick(g, a, b, "lt"),
 }
 _NAMES = {"truediv": "DivBackward", "maximum": "MaximumBackward", "minimum": "MinimumBackward"}
+
+
+def _pow_base(g, a, b):
+    """d(a ** b)/da = b a ** (b - 1), and 0 where b == 0 (not 0 * inf at a == 0)."""
+    ga = g * b * a ** (b - 1)
+    if isinstance(b, Tensor):
+        return where(b == 0, 0.0, ga)
+    return g * 0.0 if b == 0 else ga
+
+
+def _pow_exponent(g, a, b, out):
+    """d(a ** b)/db = a ** b log(a) for a > 0; 0 where a == 0 and b >= 0; NaN below."""
+    if not needs_grad(b):
+        return None
+    if not isinstance(a, Tensor):
+        if a > 0:
+            return g * out * math.log(a)
+        return where(b >= 0, g * 0.0, math.nan) if a == 0 else g * math.nan
+    positive = a > 0
+    grad = g * out * where(positive, a, 1.0).log()  # no log of 0 or of a negative base
+    at_zero = (a == 0) & (b >= 0) if isinstance(b, Tensor) else (a == 0) if b >= 0 else None
+    rest = math.nan if at_zero is None else where(at_zero, 0.0, math.nan)
+    return where(positive, grad, rest)
 
 
 def _pick(g, a, b, wins: str):
@@ -68,12 +121,13 @@ def binary(op: str, a, b):
     backward = _BINARY.get(op)
     if backward is None or out.dtype.kind != "f":  # comparisons, logic, //, %: no gradient
         return out
+    saved = _Saved(out)
 
     def grads(gs):
-        ga, gb = backward(gs[0], a, b, out)
+        ga, gb = backward(gs[0], a, b, saved.get())
         return _grad_for(ga, a) if ga is not None else None, _grad_for(gb, b) if gb is not None else None
 
-    return record(_NAMES.get(op, f"{op.capitalize()}Backward"), out, (a, b), grads)
+    return saved.recorded(record(_NAMES.get(op, f"{op.capitalize()}Backward"), out, (a, b), grads))
 
 
 def _sign(x):
@@ -100,7 +154,9 @@ def unary(op: str, x):
     backward = _UNARY.get(op)
     if backward is None or out.dtype.kind != "f":
         return out
-    return record(f"{op.capitalize()}Backward", out, (x,), lambda gs: (_grad_for(backward(gs[0], x, out), x),))
+    saved = _Saved(out)
+    name = f"{op.capitalize()}Backward"
+    return saved.recorded(record(name, out, (x,), lambda gs: (_grad_for(backward(gs[0], x, saved.get()), x),)))
 
 
 def clamp(x, lo, hi):
@@ -151,15 +207,16 @@ def reduce(op: str, x, dim, keepdim: bool):
         out = ops.reduce(op, x, dim, keepdim)
     dims = ops._reduce_dims(x, dim)
     kept = tuple(1 if i in dims else d for i, d in enumerate(x.shape))
+    count = max(x.numel(), 1) // max(out.numel(), 1)
+    extreme = out.detach() if op in ("max", "min") else None  # values only: no gradient flows through the mask
 
     def grads(gs):
         g = gs[0].reshape(kept)
         if op == "sum":
             return (g.expand(x.shape),)
         if op == "mean":
-            count = max(x.numel(), 1) // max(out.numel(), 1)
             return ((g / count).expand(x.shape),)
-        hit = (x == out.reshape(kept)).to(x.dtype)  # max/min: ties share the gradient
+        hit = (x == extreme.reshape(kept)).to(x.dtype)  # max/min: ties share the gradient
         return (g * hit / hit.sum(dims, keepdim=True),)
 
     return record(f"{op.capitalize()}Backward", out, (x,), grads)

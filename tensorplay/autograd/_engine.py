@@ -20,7 +20,12 @@ def _roots(outputs, grad_outputs, what: str):
     if len(grads) != len(outputs):
         raise ValueError(f"{what}: got {len(grads)} gradients for {len(outputs)} outputs")
     metas, starts = [], []
+    from .._tensor import Tensor
+
     for i, (out, g) in enumerate(zip(outputs, grads, strict=True)):
+        if not isinstance(out, Tensor) or (g is not None and not isinstance(g, Tensor)):
+            bad = out if not isinstance(out, Tensor) else g
+            raise TypeError(f"{what}: expected tensors as outputs and gradients, got {type(bad).__name__}")
         if not needs_grad(out):
             raise RuntimeError(
                 f"{what}: output {i} does not require grad and has no grad_fn; "

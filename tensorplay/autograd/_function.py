@@ -56,13 +56,22 @@ class Function:
 
     @classmethod
     def apply(cls, *args):
+        from .._tensor import Tensor
+
         ctx = FunctionCtx(tuple(needs_grad(a) for a in args))
         with no_grad():
             out = cls.forward(ctx, *args)
-        if any(out is a for a in args):  # an argument returned as is: the result is a new tensor on its memory
-            out = out.detach()
-        outs = out if isinstance(out, tuple) else (out,)
-        name = f"{cls.__name__}Backward"
+        single = not isinstance(out, tuple)
+        outs = tuple(
+            o.detach() if any(o is a for a in args) else o  # an argument returned: a new tensor on its memory
+            for o in ((out,) if single else out)
+        )
+        for i, o in enumerate(outs):
+            if not isinstance(o, Tensor):
+                raise TypeError(f"{cls.__name__}.forward must return tensors, got {type(o).__name__} as output {i}")
+        ctx.saved_tensors = tuple(  # the outputs kept without a cycle through their own node
+            next((o.detach() for o in outs if o is t), t) for t in ctx.saved_tensors
+        )
 
         def grads(gs):
             result = cls.backward(ctx, *gs)
@@ -71,13 +80,22 @@ class Function:
                 raise ValueError(
                     f"{cls.__name__}.backward returned {len(result)} gradients; forward takes {len(args)} arguments"
                 )
-            for a, g in zip(args, result, strict=True):
-                if g is not None and needs_grad(a) and g.shape != a.shape:
+            checked = []
+            for i, (a, g) in enumerate(zip(args, result, strict=True)):
+                if g is None or not needs_grad(a):
+                    checked.append(None)
+                    continue
+                if not isinstance(g, Tensor):
+                    raise TypeError(
+                        f"{cls.__name__}.backward must return tensors or None, got {type(g).__name__} for argument {i}"
+                    )
+                if g.shape != a.shape:
                     raise ValueError(
                         f"{cls.__name__}.backward returned a gradient of shape {g.shape} "
                         f"for an argument of shape {a.shape}"
                     )
-            return result
+                checked.append(g if g.dtype is a.dtype else g.to(a.dtype))
+            return tuple(checked)
 
-        record(name, tuple(o for o in outs), args, grads)
-        return out
+        record(f"{cls.__name__}Backward", outs, args, grads)
+        return outs[0] if single else outs

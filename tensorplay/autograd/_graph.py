@@ -9,9 +9,7 @@ and the metas of the inputs it sends gradients to.
 
 from __future__ import annotations
 
-import contextlib
-
-from ._mode import is_grad_enabled, no_grad
+from ._mode import is_grad_enabled, set_grad_enabled
 
 __all__ = ["Meta", "Node", "record", "run_backward"]
 
@@ -33,7 +31,7 @@ class Node:
     ``grad_fn`` of a result; its ``name`` reads like PyTorch's (``MulBackward``).
     """
 
-    __slots__ = ("name", "backward", "inputs", "outputs")
+    __slots__ = ("name", "backward", "inputs", "outputs", "__weakref__")
 
     def __init__(self, name: str, backward, inputs: tuple, outputs: tuple) -> None:
         self.name, self.backward, self.inputs = name, backward, inputs
@@ -113,36 +111,67 @@ def _add(a, b):
     return b if a is None else a + b
 
 
+def _accumulate(meta: Meta, g, seen: set, fresh: set, create_graph: bool) -> None:
+    """Add ``g`` to ``meta.grad``. A gradient that existed before this backward
+    pass grows in place, as in PyTorch, so a captured backward keeps adding into
+    the same memory at every replay; one made during this pass grows out of
+    place, since it may still be another node's pending input."""
+    if meta.grad is None:
+        meta.grad = _first(g, seen, create_graph)
+        fresh.add(id(meta))
+    elif create_graph or id(meta) in fresh or meta.grad.requires_grad:
+        meta.grad = meta.grad + g
+    else:
+        meta.grad.add_(g)
+
+
+def _leading_to(order: list, targets: dict) -> set:
+    """The nodes from which a target is reached without passing through one."""
+    needed: set = set()
+    for node in reversed(order):  # inputs first
+        for m in node.inputs:
+            if m is not None and (id(m) in targets or (m.node is not None and m.node in needed)):
+                needed.add(node)
+                break
+    return needed
+
+
 def run_backward(roots, grads, retain_graph: bool, create_graph: bool, targets=None):
     """Send ``grads`` back from the ``roots`` (metas). Without ``targets`` the
     gradients accumulate into the leaves' ``.grad``; with them (a list of metas)
-    they are returned instead, one per target (None where none arrived)."""
+    they are returned instead, one per target (None where none arrived), and
+    only the nodes that lead to a target run."""
     from .._factories import zeros
 
     pending: dict[Node, list] = {}
     found = {id(m): None for m in targets} if targets is not None else None
     seen = {id(g._storage) for g in grads}
+    fresh: set = set()  # metas whose .grad this pass made
 
     def arrive(meta: Meta, g) -> None:
-        if found is not None and id(meta) in found:
-            found[id(meta)] = _add(found[id(meta)], g)
+        if found is not None:
+            if id(meta) in found:
+                found[id(meta)] = _add(found[id(meta)], g)
+                return
             if meta.node is None:
                 return
-        if meta.node is None:
-            if found is None and meta.requires_grad:
-                meta.grad = _first(g, seen, create_graph) if meta.grad is None else meta.grad + g
+        elif meta.node is None:
+            if meta.requires_grad:
+                _accumulate(meta, g, seen, fresh, create_graph)
             return
-        if meta.retains_grad and found is None:
-            meta.grad = _first(g, seen, create_graph) if meta.grad is None else meta.grad + g
+        elif meta.retains_grad:
+            _accumulate(meta, g, seen, fresh, create_graph)
         slots = pending.setdefault(meta.node, [None] * len(meta.node.outputs))
         slots[meta.index] = _add(slots[meta.index], g)
 
-    with no_grad() if not create_graph else contextlib.nullcontext():
+    with set_grad_enabled(create_graph):
         for meta, g in zip(roots, grads, strict=True):
             arrive(meta, g)
-        for node in _order(roots):
+        order = _order(roots)
+        needed = _leading_to(order, found) if found is not None else None
+        for node in order:
             slots = pending.pop(node, None)
-            if slots is None:
+            if slots is None or (needed is not None and node not in needed):
                 continue
             if node.backward is None:
                 raise RuntimeError(

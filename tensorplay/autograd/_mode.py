@@ -16,7 +16,8 @@ def is_grad_enabled() -> bool:
 
 
 class set_grad_enabled:  # noqa: N801 (PyTorch's name)
-    """Turn recording on or off, for a ``with`` block or (called plainly) from now on.
+    """Turn recording on or off: from now on (called plainly), for a ``with``
+    block, or for every call of a function it decorates.
 
     Examples
     --------
@@ -28,14 +29,25 @@ class set_grad_enabled:  # noqa: N801 (PyTorch's name)
     """
 
     def __init__(self, mode: bool) -> None:
-        self._previous = is_grad_enabled()
-        _state.enabled = bool(mode)
+        self.mode, self._previous = bool(mode), is_grad_enabled()
+        _state.enabled = self.mode
 
     def __enter__(self) -> None:
         pass
 
     def __exit__(self, *exc) -> None:
         _state.enabled = self._previous
+
+    def __call__(self, fn):
+        _state.enabled = self._previous  # a decorator: the mode applies inside each call only
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+
+        return wrapped
 
 
 class _Mode:

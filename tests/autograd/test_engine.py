@@ -266,3 +266,117 @@ def test_forward_and_backward_are_captured_in_a_graph_and_replayed():
     t = np.tanh(xv * wv)
     np.testing.assert_allclose(loss.item(), (t * xv).sum(), rtol=1e-5)
     np.testing.assert_allclose(grad.numpy(), (1 - t * t) * xv * xv, rtol=1e-5)
+
+
+def test_existing_gradients_grow_in_place_so_captured_backwards_accumulate():
+    p = tp.ones(4).requires_grad_()
+    x = tp.tensor([1.0, 2.0, 3.0, 4.0])
+    (p * x).sum().backward()
+    grad = p.grad
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        (p * x).sum().backward()
+    assert p.grad is grad  # the capture added into the gradient's own memory
+    unrelated = tp.full((4,), 7.0)
+    g.replay()
+    g.replay()
+    assert p.grad.tolist() == [3.0, 6.0, 9.0, 12.0]  # the eager pass and two replays (a capture runs nothing)
+    assert unrelated.tolist() == [7.0] * 4
+
+
+def test_results_are_freed_without_the_cycle_collector():
+    import gc
+
+    w, x = tp.ones(64).requires_grad_(), tp.ones(64)
+    base = tp.cuda.memory_allocated()
+    gc.disable()
+    try:
+        for _ in range(3):
+            y = ((x * w).exp() / (w + 1)).tanh().sum()
+            del y
+        assert tp.cuda.memory_allocated() == base
+    finally:
+        gc.enable()
+
+
+def test_grad_runs_only_the_nodes_that_lead_to_its_inputs():
+    x = tp.tensor([1.0, 2.0]).requires_grad_()
+    h = x * x
+    y, z = (h * 3).sum(), (h * 2).sum()
+    assert tp.autograd.grad(y, h)[0].tolist() == [3.0, 3.0]
+    z.backward()  # h's own node was not run (nor freed) by grad()
+    assert x.grad.tolist() == [4.0, 8.0]
+
+
+def test_create_graph_records_even_under_no_grad():
+    x = tp.tensor([1.0, 2.0]).requires_grad_()
+    y = (x**3).sum()
+    with tp.no_grad():
+        (g,) = tp.autograd.grad(y, x, create_graph=True)
+    assert g.requires_grad
+    assert tp.autograd.grad(g.sum(), x)[0].tolist() == [6.0, 12.0]
+
+
+def test_gradients_of_second_order_through_a_dropped_result():
+    x = tp.tensor(np.array([0.2, -0.4])).requires_grad_()
+    (g,) = tp.autograd.grad(x.exp().sum(), x, create_graph=True)  # exp's result is gone; its node rebuilds it
+    (h,) = tp.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(h.numpy(), np.exp([0.2, -0.4]))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the simulator's NumPy scalars meet 0 ** -1 and 0 * inf
+def test_pow_at_zero_bases_and_exponents():
+    x = tp.tensor([0.0, 4.0]).requires_grad_()
+    (x**0).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0]
+    b = tp.tensor([2.0, 3.0]).requires_grad_()
+    (0.0**b).sum().backward()
+    assert b.grad.tolist() == [0.0, 0.0]
+    a, e = tp.tensor([0.0, 2.0]).requires_grad_(), tp.tensor([2.0, -1.0]).requires_grad_()
+    (a**e).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [0.0, -0.25])
+    np.testing.assert_allclose(e.grad.numpy(), [0.0, 0.5 * np.log(2.0)], rtol=1e-6)
+
+
+def test_a_function_returning_its_input_in_a_tuple_leaves_the_input_a_leaf():
+    class Two(tp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x, x * 2
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            return g1 + 2 * g2
+
+    x = leaf([1.0, 2.0])
+    a, b = Two.apply(x)
+    assert x.is_leaf and a.grad_fn.name == "TwoBackward"
+    (a.sum() + b.sum()).backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+
+
+def test_a_function_gradient_is_cast_to_its_argument_dtype():
+    class Double(tp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return (g * 2).double()
+
+    x = leaf([1.0])
+    Double.apply(x).sum().backward()
+    assert x.grad.dtype is tp.float32 and x.grad.tolist() == [2.0]
+
+
+def test_set_grad_enabled_as_a_decorator_and_numbers_given_as_gradients():
+    @tp.set_grad_enabled(False)
+    def infer(t):
+        return t * 2
+
+    assert tp.is_grad_enabled()
+    x = leaf([1.0])
+    assert not infer(x).requires_grad and (x * 2).requires_grad
+    with pytest.raises(TypeError, match="backward\\(\\): expected tensors as outputs and gradients, got float"):
+        (x * 2).sum().backward(1.0)
