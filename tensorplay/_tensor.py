@@ -59,6 +59,11 @@ class Storage:
     def __init__(self, ptr: int, nbytes: int, block=None, owner=None) -> None:
         self.ptr, self.nbytes, self.block, self.owner = ptr, nbytes, block, owner
 
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            "device memory cannot be pickled or copied as bytes; pickle tensor.numpy(), or use copy.deepcopy(tensor)"
+        )
+
     def __del__(self) -> None:
         if self.block is not None:
             try:
@@ -415,6 +420,23 @@ class Tensor(TensorMath, KernelArray):
         elif self.requires_grad:
             suffix += ", requires_grad=True"
         return f"tensor({body}{suffix})"
+
+    def __deepcopy__(self, memo) -> Tensor:
+        """A copy in new memory (``copy.deepcopy`` of a module copies its
+        parameters): same type, values, ``requires_grad`` and ``.grad``."""
+        from .autograd import no_grad
+
+        if id(self) in memo:
+            return memo[id(self)]
+        with no_grad():
+            data = self.detach().clone()
+        copied = type(self)._make(data._storage, data._ptr, data.shape, data._strides, data.dtype)
+        memo[id(self)] = copied
+        if self.requires_grad and self.is_leaf:
+            copied.requires_grad_()
+        if self.grad is not None:
+            copied.grad = self.grad.__deepcopy__(memo)
+        return copied
 
     # -- autograd ------------------------------------------------------------------------
     @property

@@ -64,6 +64,7 @@ class _Captured:
         _refuse_hidden_leaves(outs, self.static_inputs, self.name)
         self.grad_outputs = tuple(empty_like(o) if o.requires_grad else None for o in outs)
         self.mode, self.pool = mode, pool
+        self.calls = 0  # forwards so far: a backward must belong to the latest one
 
     def capture_backward(self) -> None:
         from .. import autograd
@@ -119,10 +120,17 @@ def _function(c: _Captured):
         def forward(ctx, *inputs):
             # the parameters are their own static inputs: only the arguments are staged
             c.forward.stage_and_launch(c.static_args, inputs[: c.n_args])
+            c.calls += 1
+            ctx.call = c.calls
             return tuple(o.detach() for o in c.outputs)
 
         @staticmethod
         def backward(ctx, *grads):
+            if ctx.call != c.calls:
+                raise RuntimeError(
+                    f"graphed {c.name} was called again before the backward of an earlier call; its graphs keep "
+                    "one call's activations, so run each call's backward before the next call"
+                )
             for static, g in zip(c.grad_outputs, grads, strict=True):
                 if static is not None:
                     static.copy_(g)
@@ -139,11 +147,16 @@ def _graphed(c: _Captured):
     def graphed(*args):
         if len(args) != n_args:
             raise TypeError(f"graphed {c.name} takes {n_args} tensor arguments, as captured; got {len(args)}")
-        for a, s in zip(args, c.static_inputs, strict=False):
+        for i, (a, s) in enumerate(zip(args, c.static_inputs, strict=False)):
             if getattr(a, "shape", None) != s.shape or getattr(a, "dtype", None) is not s.dtype:
                 raise ValueError(
                     f"graphed {c.name} was captured for shape {s.shape} and {s.dtype}; "
                     f"got {getattr(a, 'shape', type(a).__name__)} {getattr(a, 'dtype', '')}".rstrip()
+                )
+            if a.requires_grad and not s.requires_grad:
+                raise ValueError(
+                    f"argument {i} of graphed {c.name} requires grad but its sample did not, so the captured "
+                    "backward computes no gradient for it; capture with a sample that requires grad"
                 )
         outs = fn.apply(*args, *c.static_inputs[n_args:])
         return outs[0] if c.single else outs

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from .. import _dtype as dt
 from .._factories import zeros, zeros_like
-from .optimizer import Optimizer, check_lr, check_number
+from .optimizer import Optimizer, check_lr, check_number, scalar_lr
 
 __all__ = ["Adam"]
 
@@ -78,7 +78,7 @@ class Adam(Optimizer):
         check_number("weight_decay", group["weight_decay"])
 
     def _update_group(self, group: dict) -> None:
-        lr, (beta1, beta2) = group["lr"], group["betas"]
+        lr, (beta1, beta2) = scalar_lr(group["lr"]), group["betas"]
         eps, weight_decay = group["eps"], group["weight_decay"]
         for p in group["params"]:
             g = p.grad
@@ -88,7 +88,7 @@ class Adam(Optimizer):
             if not state:
                 step_dtype = dt.float64 if p.dtype is dt.float64 else dt.float32
                 state = self.state[p] = {
-                    "step": zeros(1, dtype=step_dtype),
+                    "step": zeros((), dtype=step_dtype),  # 0-d: it broadcasts against 0-d parameters too
                     "exp_avg": zeros_like(p),
                     "exp_avg_sq": zeros_like(p),
                 }

@@ -29,6 +29,12 @@ def check_lr(lr: Any) -> None:
     check_number("lr", lr)
 
 
+def scalar_lr(lr: Any) -> Any:
+    """``lr`` as the update uses it: a number, or a tensor lr seen as 0-d, which
+    broadcasts against parameters of every shape (0-d ones included)."""
+    return lr.reshape(()) if isinstance(lr, Tensor) else lr
+
+
 def check_number(name: str, value: Any, below_one: bool = False) -> None:
     """ValueError unless ``value`` is a real number >= 0 (and < 1 if ``below_one``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

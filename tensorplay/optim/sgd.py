@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .optimizer import Optimizer, check_lr, check_number
+from .optimizer import Optimizer, check_lr, check_number, scalar_lr
 
 __all__ = ["SGD"]
 
@@ -75,7 +75,7 @@ class SGD(Optimizer):
             )
 
     def _update_group(self, group: dict) -> None:
-        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+        lr, momentum, dampening = scalar_lr(group["lr"]), group["momentum"], group["dampening"]
         weight_decay, nesterov = group["weight_decay"], group["nesterov"]
         for p in group["params"]:
             g = p.grad

@@ -380,3 +380,20 @@ def test_set_grad_enabled_as_a_decorator_and_numbers_given_as_gradients():
     assert not infer(x).requires_grad and (x * 2).requires_grad
     with pytest.raises(TypeError, match="backward\\(\\): expected tensors as outputs and gradients, got float"):
         (x * 2).sum().backward(1.0)
+
+
+def test_deepcopy_copies_memory_and_pickling_device_memory_is_refused():
+    import copy
+    import pickle
+
+    net = tp.nn.Linear(2, 2)
+    net.weight.grad = tp.ones(2, 2)
+    twin = copy.deepcopy(net)
+    assert twin.weight.data_ptr() != net.weight.data_ptr() and isinstance(twin.weight, tp.nn.Parameter)
+    assert twin.weight.requires_grad and twin.weight.tolist() == net.weight.tolist()
+    assert twin.weight.grad.tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    with tp.no_grad():
+        twin.weight.fill_(5.0)
+    assert net.weight.tolist() != [[5.0, 5.0], [5.0, 5.0]]
+    with pytest.raises(TypeError, match="device memory cannot be pickled"):
+        pickle.dumps(tp.ones(2))

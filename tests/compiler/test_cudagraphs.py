@@ -195,7 +195,8 @@ def test_inputs_that_require_grad_run_eagerly():
     assert w.grad.tolist() == [2.0] * 3
     with tp.autograd.no_grad():
         f(w), f(w)
-    assert f.graph(w) is not None and len(runs) == 4  # no grad: captured once, then replayed
+        assert f.graph(w) is not None and len(runs) == 4  # no grad: captured once, then replayed
+    assert f.graph(w) is None  # grad mode is part of the signature
 
 
 def test_outputs_that_require_grad_keep_the_signature_eager():
@@ -206,3 +207,25 @@ def test_outputs_that_require_grad_keep_the_signature_eager():
     for _ in range(3):
         assert f(x).tolist() == [2.0] * 3
     assert len(runs) == 3 and f.graph(x) is None
+
+
+def test_grad_mode_is_part_of_the_signature():
+    w = tp.tensor([1.0, 2.0]).requires_grad_()
+    f = tp_compile(lambda x: (x * w).sum())
+    x = tp.ones(2)
+    with tp.no_grad():
+        f(x)
+        f(x)  # captured without autograd
+    y = f(x)
+    assert y.requires_grad
+    y.backward()
+    assert w.grad.tolist() == [1.0, 1.0]
+
+
+def test_zero_and_negative_zero_are_two_signatures():
+    f = tp_compile(lambda x, c: 1.0 / (x * c))
+    x = tp.ones(2)
+    for _ in range(3):
+        assert f(x, 0.0).tolist() == [float("inf")] * 2
+    for _ in range(3):
+        assert f(x, -0.0).tolist() == [float("-inf")] * 2

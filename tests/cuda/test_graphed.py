@@ -148,3 +148,21 @@ def test_errors_say_what_was_expected():
     with pytest.raises(TypeError, match="takes 1 tensor arguments, as captured; got 2"):
         f(tp.ones(2), tp.ones(2))
     assert f(tp.tensor([1.0, 2.0])).tolist() == [2.0, 3.0]  # still usable
+
+
+def test_a_second_call_before_the_first_backward_is_an_error_not_wrong_gradients():
+    layer = Layer()
+    graphed = tp.cuda.make_graphed_callables(layer, (tp.zeros(2, 3),))
+    y1 = graphed(tp.ones(2, 3))
+    y2 = graphed(tp.ones(2, 3) * 2)
+    with pytest.raises(RuntimeError, match="called again before the backward of an earlier call"):
+        (y1 + y2).backward()
+    layer.w.grad = layer.b.grad = None
+    graphed(tp.ones(2, 3)).backward()  # one call, its backward: fine
+    np.testing.assert_allclose(layer.w.grad.numpy(), reference(np.ones((2, 3)))[2], rtol=1e-5, atol=1e-6)
+
+
+def test_an_argument_that_requires_grad_needs_a_sample_that_did():
+    f = tp.cuda.make_graphed_callables(lambda x: x * 2, (tp.zeros(2),))
+    with pytest.raises(ValueError, match="argument 0 of graphed .* requires grad but its sample did not"):
+        f(tp.ones(2).requires_grad_())

@@ -128,8 +128,8 @@ def test_adam_state_is_on_the_device():
     opt.step()
     state = opt.state[params[0]]
     assert set(state) == {"step", "exp_avg", "exp_avg_sq"}
-    assert isinstance(state["step"], tp.Tensor) and state["step"].shape == (1,)
-    assert state["step"].dtype == tp.float64 and state["step"].tolist() == [2.0]
+    assert isinstance(state["step"], tp.Tensor) and state["step"].shape == ()
+    assert state["step"].dtype == tp.float64 and state["step"].item() == 2.0
     assert optim.Adam(_params(tp.float32)).defaults["betas"] == (0.9, 0.999)
 
 
@@ -340,7 +340,7 @@ def test_captured_step_replays_like_eager_steps(cls, reference, options):
     for pe, pg in zip(eager, graphed, strict=True):
         np.testing.assert_allclose(pg.numpy(), pe.numpy(), rtol=1e-13, atol=1e-15)
     if cls is optim.Adam:
-        assert graphed_opt.state[graphed[0]]["step"].tolist() == [6.0]
+        assert graphed_opt.state[graphed[0]]["step"].item() == 6.0
 
 
 def test_captured_step_reads_a_tensor_learning_rate_at_each_replay():
@@ -474,3 +474,16 @@ def test_train_example_replays_the_eager_losses():
     graphed, eager = losses(), losses("--eager")
     assert graphed == eager and len(eager) == 4
     assert eager[-1] < 0.5 * eager[0]
+
+
+def test_zero_dimensional_parameters_and_a_tensor_learning_rate():
+    p = nn.Parameter(tp.tensor(1.5))
+    opt = optim.Adam([p], lr=0.1)
+    (p * p).backward()
+    opt.step()  # Adam's first step moves by lr against the gradient's sign
+    assert abs(p.item() - 1.4) < 1e-6
+    q = nn.Parameter(tp.tensor(1.5))
+    sgd = optim.SGD([q], lr=tp.tensor([0.1]))
+    (q * q).backward()
+    sgd.step()
+    assert abs(q.item() - 1.2) < 1e-6 and q.shape == ()

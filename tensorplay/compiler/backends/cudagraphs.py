@@ -28,10 +28,11 @@ function (or by ``reset()``).
 from __future__ import annotations
 
 import functools
-import sys
+import math
 import threading
 
 from ..._tensor import Tensor
+from ...autograd import is_grad_enabled
 from ...cuda.graphs import CUDAGraph, graph
 
 __all__ = ["CompiledFunction", "compile_fn"]
@@ -142,13 +143,8 @@ class CompiledFunction:
 
 
 def _records_grad(tensors) -> bool:
-    """True when autograd would record ops on ``tensors`` (grad mode on and one
-    requires grad); False before autograd exists."""
-    if not any(getattr(t, "requires_grad", False) for t in tensors):
-        return False
-    autograd = sys.modules.get("tensorplay.autograd")
-    enabled = getattr(autograd, "is_grad_enabled", None)
-    return enabled() if enabled is not None else True
+    """True when autograd would record ops on ``tensors`` (grad mode on and one requires grad)."""
+    return is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
 _TENSOR = "tensor"
@@ -157,19 +153,21 @@ _NAN = float("nan")  # NaN != NaN, but a key holding this one object matches its
 
 def _signature(args: tuple, kwargs: dict):
     """``(key, tensors)`` of a call: for positional tensors only, their shapes,
-    dtypes and strides; else ``("tree", args' specs, kwargs' specs)``."""
+    dtypes and strides; else ``("tree", args' specs, kwargs' specs)``. Grad mode
+    is part of the key: a graph captured under ``no_grad`` records nothing for
+    autograd, so a call with grad on must not replay it."""
     if not kwargs and all(isinstance(a, Tensor) for a in args):
-        return tuple([(a.shape, a.dtype, a._strides) for a in args]), args
+        return (is_grad_enabled(), *[(a.shape, a.dtype, a._strides) for a in args]), args
     tensors: list[Tensor] = []
     positional = tuple(_spec(v, tensors, f"argument {i}") for i, v in enumerate(args))
     named = tuple((k, _spec(kwargs[k], tensors, f"argument {k!r}")) for k in sorted(kwargs))
-    return ("tree", positional, named), tensors
+    return ("tree", is_grad_enabled(), positional, named), tensors
 
 
 def _rebuild_call(key: tuple, tensors: list) -> tuple[tuple, dict]:
     """The arguments of a ``"tree"`` signature with ``tensors`` in the tensors' places."""
     it = iter(tensors)
-    return tuple(_build(s, it) for s in key[1]), {k: _build(s, it) for k, s in key[2]}
+    return tuple(_build(s, it) for s in key[2]), {k: _build(s, it) for k, s in key[3]}
 
 
 def _flatten(obj):
@@ -190,8 +188,8 @@ def _spec(obj, tensors: list, path: str, hashable: bool = True):
     if type(obj) is dict:
         keys = tuple(obj)
         return (dict, keys, tuple(_spec(obj[k], tensors, f"{path}[{k!r}]", hashable) for k in keys))
-    if isinstance(obj, float) and obj != obj:
-        return ("value", type(obj), _NAN)
+    if isinstance(obj, float):  # keyed with the sign, so that 0.0 and -0.0 are two signatures
+        return ("value", type(obj), _NAN if obj != obj else obj, math.copysign(1.0, obj))
     if hashable:
         try:
             hash(obj)
