@@ -772,3 +772,14 @@ def test_strided_ops_reuse_a_layout_with_other_pointers_and_scalars():
         for k in (2.0, 3.0):
             assert_close(x.t() * k, a64.T * k)
         assert_close(x.t().contiguous(), a64.T)
+
+
+@pytest.mark.parametrize("dtype", [tp.float32, tp.float64])
+def test_math_at_the_edges_gives_inf_and_nan_as_numpy_does(dtype):
+    values = np.array([0.0, -1.0, 1000.0, -1000.0, np.inf])
+    x = tp.tensor(values, dtype=dtype)
+    with np.errstate(all="ignore"):
+        for op, ref in [("log", np.log), ("sqrt", np.sqrt), ("exp", np.exp), ("sin", np.sin), ("cos", np.cos),
+                        ("tanh", np.tanh), ("sigmoid", lambda v: 1 / (1 + np.exp(-v)))]:  # fmt: skip
+            expected = ref(values.astype(np.float32 if dtype is tp.float32 else np.float64))
+            np.testing.assert_allclose(getattr(x, op)().numpy(), expected, rtol=1e-6, err_msg=op)

@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 from numba import cuda
+from numba.cuda.core import config
 
 __all__ = ["BINARY", "UNARY", "MAXDIM", "kernel"]
 
@@ -53,17 +54,35 @@ def to_int64(x):
 CASTS = {"none": identity, "float32": to_float32, "int64": to_int64}
 
 
+def _ieee(name: str):
+    """``math.<name>`` for the kernels. On the simulator, NumPy's instead: it
+    gives inf and NaN where Python's ``math`` raises (``log(0)``, ``sqrt(-1)``,
+    ``exp(1000)``, ``sin(inf)``), as the GPU does."""
+    if not config.ENABLE_CUDASIM:
+        return getattr(math, name)
+    fn = getattr(np, name)
+
+    def twin(x):
+        with np.errstate(all="ignore"):
+            return fn(x)
+
+    return twin
+
+
+_exp, _log, _sqrt, _tanh, _sin, _cos = (_ieee(n) for n in ("exp", "log", "sqrt", "tanh", "sin", "cos"))
+
+
 UNARY = {
     "copy": identity,
     "neg": _device(lambda x: -x),
     "abs": _device(lambda x: abs(x)),
-    "exp": _device(lambda x: math.exp(x)),
-    "log": _device(lambda x: math.log(x)),
-    "sqrt": _device(lambda x: math.sqrt(x)),
-    "tanh": _device(lambda x: math.tanh(x)),
-    "sin": _device(lambda x: math.sin(x)),
-    "cos": _device(lambda x: math.cos(x)),
-    "sigmoid": _device(lambda x: 1.0 / (1.0 + math.exp(-x))),
+    "exp": _device(lambda x: _exp(x)),
+    "log": _device(lambda x: _log(x)),
+    "sqrt": _device(lambda x: _sqrt(x)),
+    "tanh": _device(lambda x: _tanh(x)),
+    "sin": _device(lambda x: _sin(x)),
+    "cos": _device(lambda x: _cos(x)),
+    "sigmoid": _device(lambda x: 1.0 / (1.0 + _exp(-x))),
     "relu": _device(lambda x: x if (x > 0 or x != x) else 0),
     "invert": _device(lambda x: ~x),
     "logical_not": _device(lambda x: not x),
