@@ -19,7 +19,9 @@ def compile(fn: Callable | None = None, *, backend: str = "cudagraphs", warmup: 
     CUDA graph and replays that graph for every later call with the same
     signature. The returned tensors are the graph's own outputs: the next call
     of the compiled function overwrites them, as PyTorch's CUDA graphs do, so
-    ``.clone()`` what must outlive it. See ``tensorplay.compiler.backends.cudagraphs``.
+    ``.clone()`` what must outlive it. Each signature keeps its graph and its
+    memory; past 32 signatures new ones run eagerly, with one warning. See
+    ``tensorplay.compiler.backends.cudagraphs``.
 
     Parameters
     ----------

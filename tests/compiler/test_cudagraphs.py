@@ -229,3 +229,17 @@ def test_zero_and_negative_zero_are_two_signatures():
         assert f(x, 0.0).tolist() == [float("inf")] * 2
     for _ in range(3):
         assert f(x, -0.0).tolist() == [float("-inf")] * 2
+
+
+def test_past_the_signature_limit_new_signatures_run_eagerly_with_one_warning(monkeypatch):
+    from tensorplay.compiler.backends import cudagraphs
+
+    monkeypatch.setattr(cudagraphs, "SIGNATURE_LIMIT", 2)
+    f = tp_compile(lambda x: x + 1, warmup=0)
+    f(tp.ones(1)), f(tp.ones(2))
+    with pytest.warns(UserWarning, match="has seen 2 argument signatures .* new ones now run eagerly"):
+        assert f(tp.ones(3)).tolist() == [2.0] * 3
+    assert f(tp.ones(4)).tolist() == [2.0] * 4 and f.graph(tp.ones(4)) is None
+    assert f.graph(tp.ones(1)) is not None
+    f.reset()
+    assert f(tp.ones(3)).tolist() == [2.0] * 3 and f.graph(tp.ones(3)) is not None

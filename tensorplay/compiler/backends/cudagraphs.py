@@ -30,12 +30,16 @@ from __future__ import annotations
 import functools
 import math
 import threading
+import warnings
 
 from ..._tensor import Tensor
 from ...autograd import is_grad_enabled
 from ...cuda.graphs import CUDAGraph, graph
 
 __all__ = ["CompiledFunction", "compile_fn"]
+
+
+SIGNATURE_LIMIT = 32  # graphs one compiled function keeps; later signatures run eagerly
 
 
 def compile_fn(fn, warmup: int = 1) -> CompiledFunction:
@@ -79,6 +83,7 @@ class CompiledFunction:
         self._warmup = warmup
         self._entries: dict = {}
         self._lock = threading.RLock()  # one capture at a time
+        self._warned = False
 
     def __call__(self, *args, **kwargs):
         key, tensors = _signature(args, kwargs)
@@ -95,6 +100,9 @@ class CompiledFunction:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
+                if len(self._entries) >= SIGNATURE_LIMIT:
+                    self._warn_limit()
+                    return self._fn(*args, **kwargs)
                 entry = self._entries[key] = _Entry()
             if entry.eager:
                 return self._fn(*args, **kwargs)
@@ -126,6 +134,17 @@ class CompiledFunction:
         entry.graph, entry.statics, entry.out_spec, entry.out_leaves = g, statics, out_spec, out_leaves
         return True
 
+    def _warn_limit(self) -> None:
+        if not self._warned:
+            self._warned = True
+            name = getattr(self._fn, "__qualname__", repr(self._fn))
+            warnings.warn(
+                f"compiled {name} has seen {SIGNATURE_LIMIT} argument signatures (shapes, dtypes, strides, "
+                "values and grad mode), each with its own graph and memory; new ones now run eagerly. "
+                "Keep shapes fixed, or call reset() to start again",
+                stacklevel=4,
+            )
+
     def graph(self, *args, **kwargs) -> CUDAGraph | None:
         """The graph that calls with these arguments replay (None before its capture)."""
         entry = self._entries.get(_signature(args, kwargs)[0])
@@ -134,7 +153,7 @@ class CompiledFunction:
     def reset(self) -> None:
         """Forget every signature: graphs are freed, the next calls warm up again."""
         with self._lock:
-            self._entries = {}
+            self._entries, self._warned = {}, False
 
     def __repr__(self) -> str:
         graphs = sum(e.graph is not None for e in self._entries.values())
