@@ -159,6 +159,7 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        self._refuse_capture_without_state()
         with no_grad():
             for group in self.param_groups:
                 self._update_group(group)
@@ -166,6 +167,24 @@ class Optimizer:
 
     def _update_group(self, group: dict) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not define _update_group(group)")
+
+    def _keeps_state(self, group: dict) -> bool:
+        """Whether a step of this group makes per-parameter state on first use."""
+        return bool(self._PARAM_SHAPED)
+
+    def _refuse_capture_without_state(self) -> None:
+        """State made inside a capture would be made again at every replay
+        (zeroed moments, a restarted momentum): ask for an eager step first."""
+        from ..cuda.graphs import is_current_stream_capturing
+
+        if not is_current_stream_capturing():
+            return
+        for group in self.param_groups:
+            if self._keeps_state(group) and any(p.grad is not None and p not in self.state for p in group["params"]):
+                raise RuntimeError(
+                    f"{type(self).__name__}.step() is being captured before its state exists, so every replay "
+                    "would start it again; run one eager step() first, then capture"
+                )
 
     # -- state dict ----------------------------------------------------------------------
     #: state entries shaped like their parameter (checked when a state dict is loaded)

@@ -74,6 +74,9 @@ class SGD(Optimizer):
                 f"got momentum={group['momentum']} and dampening={group['dampening']}"
             )
 
+    def _keeps_state(self, group: dict) -> bool:
+        return bool(group["momentum"])
+
     def _update_group(self, group: dict) -> None:
         lr, momentum, dampening = scalar_lr(group["lr"]), group["momentum"], group["dampening"]
         weight_decay, nesterov = group["weight_decay"], group["nesterov"]

@@ -487,3 +487,19 @@ def test_zero_dimensional_parameters_and_a_tensor_learning_rate():
     (q * q).backward()
     sgd.step()
     assert abs(q.item() - 1.2) < 1e-6 and q.shape == ()
+
+
+@pytest.mark.parametrize("make", [lambda ps: optim.Adam(ps, lr=0.1), lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9)])
+def test_capturing_a_first_step_is_refused_and_the_capture_discarded(make):
+    p = nn.Parameter(tp.ones(2))
+    opt = make([p])
+    p.grad = tp.ones(2)
+    g = tp.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match=r"step\(\) is being captured before its state exists.*eager step"):
+        with tp.cuda.graph(g):
+            opt.step()
+    opt.step()  # the warm-up
+    with tp.cuda.graph(g):
+        opt.step()
+    g.replay()
+    assert p.tolist()[0] < 0.9
