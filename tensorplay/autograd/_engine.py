@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._graph import needs_grad, run_backward
 
-__all__ = ["backward", "grad"]
+__all__ = ["backward", "clear_grads", "grad"]
 
 
 def _as_list(x) -> list:
@@ -88,3 +88,19 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
                 f"grad(): input {i} was not used to compute the outputs; pass allow_unused=True to get None for it"
             )
     return tuple(found)
+
+
+def clear_grads(tensors, set_to_none: bool = True) -> None:
+    """Drop the tensors' gradients (``set_to_none``) or fill them with zeros in
+    place (a captured ``zero_grad`` then clears the same memory at each replay):
+    ``Module.zero_grad`` and ``Optimizer.zero_grad``."""
+    from ._mode import no_grad
+
+    for t in tensors:
+        if t.grad is None:
+            continue
+        if set_to_none:
+            t.grad = None
+        else:
+            with no_grad():
+                t.grad.zero_()

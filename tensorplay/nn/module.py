@@ -17,6 +17,7 @@ import numpy as np
 from .._dtype import DType, as_dtype
 from .._tensor import Tensor
 from ..autograd import no_grad
+from ..autograd._engine import clear_grads
 from .parameter import Parameter
 
 __all__ = ["IncompatibleKeys", "Module", "RemovableHandle"]
@@ -322,14 +323,7 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop the parameters' gradients (``set_to_none``) or fill them with zeros."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                with no_grad():
-                    p.grad.zero_()
+        clear_grads(self.parameters(), set_to_none)
 
     # -- dtype -------------------------------------------------------------------------------
     def to(self, dtype: DType | str) -> Module:

@@ -13,6 +13,7 @@ from typing import Any
 
 from .._tensor import Tensor
 from ..autograd import enable_grad, no_grad
+from ..autograd._engine import clear_grads
 
 __all__ = ["Optimizer"]
 
@@ -137,15 +138,7 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop every parameter's gradient (``set_to_none``) or fill it with zeros."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    with no_grad():
-                        p.grad.zero_()
+        clear_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:
         """Update every parameter that has a gradient (those whose ``.grad`` is
