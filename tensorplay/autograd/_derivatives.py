@@ -82,6 +82,7 @@ _BINARY = {
     "maximum": lambda g, a, b, out: _pick(g, a, b, "gt"),
     "minimum": lambda g, a, b, out: _pick(g, a, b, "lt"),
 }
+_USES_RESULT = {"truediv", "pow", "exp", "sqrt", "tanh", "sigmoid"}  # backwards that read the op's result
 _NAMES = {"truediv": "DivBackward", "maximum": "MaximumBackward", "minimum": "MinimumBackward"}
 
 
@@ -121,13 +122,14 @@ def binary(op: str, a, b):
     backward = _BINARY.get(op)
     if backward is None or out.dtype.kind != "f":  # comparisons, logic, //, %: no gradient
         return out
-    saved = _Saved(out)
+    saved = _Saved(out) if op in _USES_RESULT else None
 
     def grads(gs):
-        ga, gb = backward(gs[0], a, b, saved.get())
+        ga, gb = backward(gs[0], a, b, saved and saved.get())
         return _grad_for(ga, a) if ga is not None else None, _grad_for(gb, b) if gb is not None else None
 
-    return saved.recorded(record(_NAMES.get(op, f"{op.capitalize()}Backward"), out, (a, b), grads))
+    record(_NAMES.get(op, f"{op.capitalize()}Backward"), out, (a, b), grads)
+    return saved.recorded(out) if saved else out
 
 
 def _sign(x):
@@ -154,9 +156,11 @@ def unary(op: str, x):
     backward = _UNARY.get(op)
     if backward is None or out.dtype.kind != "f":
         return out
-    saved = _Saved(out)
-    name = f"{op.capitalize()}Backward"
-    return saved.recorded(record(name, out, (x,), lambda gs: (_grad_for(backward(gs[0], x, saved.get()), x),)))
+    saved = _Saved(out) if op in _USES_RESULT else None
+    record(
+        f"{op.capitalize()}Backward", out, (x,), lambda gs: (_grad_for(backward(gs[0], x, saved and saved.get()), x),)
+    )
+    return saved.recorded(out) if saved else out
 
 
 def clamp(x, lo, hi):
