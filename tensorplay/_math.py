@@ -191,7 +191,7 @@ class TensorMath:
     def clone(self):
         if self._ag is not None:
             return AG.copy(self)
-        return type(self)._empty(self.shape, self.dtype).copy_(self)
+        return OPS.Tensor._empty(self.shape, self.dtype).copy_(self)  # a Tensor, also for a Parameter
 
     def contiguous(self):
         return self if self._contig else self.clone()
@@ -205,7 +205,7 @@ class TensorMath:
             return self
         if self._ag is not None:
             return AG.copy(self, dtype)
-        return OPS.copy(type(self)._empty(self.shape, dtype), self)
+        return OPS.copy(OPS.Tensor._empty(self.shape, dtype), self)
 
     def float(self):
         return self.to(dt.float32)

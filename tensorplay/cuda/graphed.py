@@ -24,6 +24,9 @@ def _tensors(args, what: str) -> tuple:
     for i, a in enumerate(args):
         if not isinstance(a, Tensor):
             raise TypeError(f"{what}: expected tensors as sample arguments, got {type(a).__name__} at position {i}")
+        first = next(j for j, b in enumerate(args) if b is a)
+        if first != i:  # each becomes a graph input of its own, copied into and given a gradient
+            raise ValueError(f"{what}: sample arguments {first} and {i} are the same tensor; pass distinct tensors")
     return args
 
 

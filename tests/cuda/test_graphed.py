@@ -136,6 +136,9 @@ def test_a_tensor_that_requires_grad_hidden_in_a_closure_is_refused():
 
 
 def test_errors_say_what_was_expected():
+    x = tp.ones(2)
+    with pytest.raises(ValueError, match="sample arguments 0 and 1 are the same tensor"):
+        tp.cuda.make_graphed_callables(lambda a, b: a * b, (x, x))
     with pytest.raises(TypeError, match="expected tensors as sample arguments, got float at position 0"):
         tp.cuda.make_graphed_callables(lambda x: x, (1.0,))
     with pytest.raises(ValueError, match=r"one tuple of sample arguments per callable \(2\), got 1"):

@@ -479,3 +479,10 @@ def test_loss_module_rejects_unknown_reduction():
         nn.MSELoss(reduction="avg")
     with pytest.raises(ValueError, match="^CrossEntropyLoss expects reduction"):
         nn.CrossEntropyLoss(reduction=None)
+
+
+def test_copies_of_a_parameter_are_plain_tensors():
+    p = nn.Parameter(tp.ones(2), requires_grad=False)
+    for copy in (p.clone(), p.to(tp.float64), p.contiguous().double()):
+        assert type(copy) is tp.Tensor
+    assert type(p.contiguous()) is nn.Parameter  # contiguous already: itself
