@@ -194,8 +194,6 @@ def where(cond, a, b):
 
 def copy(x, dtype=None):
     """``x.clone()`` (or ``x.to(dtype)``): the gradient passes back unchanged."""
-    from .._tensor import Tensor
-
     with no_grad():
         out = ops.copy(Tensor._empty(x.shape, x.dtype if dtype is None else dtype), x)
     if out.dtype.kind != "f":
@@ -304,8 +302,6 @@ def view(kind: str, method, x, args, kwargs):
 
 def refuse_in_place(what: str, target, *sources) -> None:
     """In-place ops are not recorded: refuse them where a gradient would be lost."""
-    from ._mode import is_grad_enabled
-
     if not is_grad_enabled():
         return
     if needs_grad(target):

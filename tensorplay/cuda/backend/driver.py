@@ -260,21 +260,14 @@ class StagedGraph:
 
     def launch(self, params: list, stream) -> None:
         """Launch with ``params[i]`` (packed bytes) for the i-th kernel."""
-        if self._one is not None:  # one kernel node: the common case, spelled out
-            kn, packed = self._one, params[0]
+        if self._one is not None:  # one kernel node: the common case, without the loop
             with self._lock:
-                kn.data[: len(packed)] = packed
-                err = _set_kernel_node(self._exec, kn.node, kn.params)[0]
-                if err:
-                    raise fail("cuGraphExecKernelNodeSetParams", err)
+                self._update(self._one, params[0])
                 err = _graph_launch(self._exec, stream)[0]
         elif self.single_launch:
             with self._lock:
                 for kn, packed in zip(self._nodes, params, strict=True):
-                    kn.data[: len(packed)] = packed
-                    err = _set_kernel_node(self._exec, kn.node, kn.params)[0]
-                    if err:
-                        raise fail("cuGraphExecKernelNodeSetParams", err)
+                    self._update(kn, packed)
                 err = _graph_launch(self._exec, stream)[0]
         else:
             for (launcher, grid, block), packed in zip(self._heads, params, strict=True):
@@ -282,6 +275,12 @@ class StagedGraph:
             err = _graph_launch(self._exec, stream)[0]
         if err:
             raise fail("cuGraphLaunch", err)
+
+    def _update(self, kn: _KernelNode, packed: bytes) -> None:
+        kn.data[: len(packed)] = packed
+        err = _set_kernel_node(self._exec, kn.node, kn.params)[0]
+        if err:
+            raise fail("cuGraphExecKernelNodeSetParams", err)
 
     def destroy(self) -> None:
         """Free what this object built (not the captured graph or its executable graph)."""
