@@ -60,11 +60,17 @@ def upload(dst: Tensor, data) -> Tensor:
     return dst.copy_(tensor(host))
 
 
-def tensor(data, dtype=None) -> Tensor:
+def _leaf(t: Tensor, requires_grad: bool) -> Tensor:
+    """``t``, recording the ops on it when ``requires_grad`` (floating point only)."""
+    return t.requires_grad_() if requires_grad else t
+
+
+def tensor(data, dtype=None, *, requires_grad: bool = False) -> Tensor:
     """A device copy of ``data`` (nested lists, numbers or a NumPy array).
 
     Python floats become float32 and ints int64, as in PyTorch; NumPy arrays keep
-    their dtype unless ``dtype`` is given.
+    their dtype unless ``dtype`` is given. With ``requires_grad=True`` (floating
+    point data only) autograd records the ops on it.
 
     Examples
     --------
@@ -77,7 +83,7 @@ def tensor(data, dtype=None) -> Tensor:
     refuse_during_capture("copying host data to the device (tensor/from_numpy/copy_ from NumPy)")
     host = _host_array(data, None if dtype is None else dt.as_dtype(dtype))
     t = Tensor._empty(host.shape, dt.from_numpy_dtype(host.dtype))
-    return upload(t, host)
+    return _leaf(upload(t, host), requires_grad)
 
 
 def from_numpy(a: np.ndarray) -> Tensor:
@@ -87,49 +93,61 @@ def from_numpy(a: np.ndarray) -> Tensor:
     return tensor(a)
 
 
-def empty(*shape, dtype=None) -> Tensor:
+_MAX_BYTES = (1 << 63) - 1  # a byte count the device's size arguments can hold
+
+
+def empty(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor."""
-    return Tensor._empty(_shape_arg(shape), dt.as_dtype(dtype or dt.DEFAULT_FLOAT))
+    shape, dtype = _shape_arg(shape), dt.as_dtype(dtype or dt.DEFAULT_FLOAT)
+    nbytes = dtype.itemsize
+    for d in shape:
+        nbytes *= d
+    if nbytes > _MAX_BYTES:
+        raise ValueError(
+            f"cannot allocate {nbytes} bytes for a tensor of shape {shape} and {dtype}: "
+            "no device can address that many; ask for fewer elements"
+        )
+    return _leaf(Tensor._empty(shape, dtype), requires_grad)
 
 
-def full(shape, fill_value, dtype=None) -> Tensor:
+def full(shape, fill_value, dtype=None, *, requires_grad: bool = False) -> Tensor:
     if dtype is None:
         dtype = dt.scalar_dtype(fill_value)
-    return empty(shape, dtype=dtype).fill_(fill_value)
+    return _leaf(empty(shape, dtype=dtype).fill_(fill_value), requires_grad)
 
 
-def zeros(*shape, dtype=None) -> Tensor:
-    return empty(*shape, dtype=dtype).zero_()
+def zeros(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
+    return _leaf(empty(*shape, dtype=dtype).zero_(), requires_grad)
 
 
-def ones(*shape, dtype=None) -> Tensor:
-    return empty(*shape, dtype=dtype).fill_(1)
+def ones(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
+    return _leaf(empty(*shape, dtype=dtype).fill_(1), requires_grad)
 
 
-def empty_like(x: Tensor, dtype=None) -> Tensor:
-    return empty(x.shape, dtype=dtype or x.dtype)
+def empty_like(x: Tensor, dtype=None, *, requires_grad: bool = False) -> Tensor:
+    return empty(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
 
 
-def zeros_like(x: Tensor, dtype=None) -> Tensor:
-    return zeros(x.shape, dtype=dtype or x.dtype)
+def zeros_like(x: Tensor, dtype=None, *, requires_grad: bool = False) -> Tensor:
+    return zeros(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
 
 
-def ones_like(x: Tensor, dtype=None) -> Tensor:
-    return ones(x.shape, dtype=dtype or x.dtype)
+def ones_like(x: Tensor, dtype=None, *, requires_grad: bool = False) -> Tensor:
+    return ones(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
 
 
-def full_like(x: Tensor, fill_value, dtype=None) -> Tensor:
-    return full(x.shape, fill_value, dtype=dtype or x.dtype)
+def full_like(x: Tensor, fill_value, dtype=None, *, requires_grad: bool = False) -> Tensor:
+    return full(x.shape, fill_value, dtype=dtype or x.dtype, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None) -> Tensor:
+def arange(start, end=None, step=1, dtype=None, *, requires_grad: bool = False) -> Tensor:
     """``start, start + step, ...`` below ``end`` (computed on the host, then copied)."""
     if end is None:
         start, end = 0, start
     host = np.arange(start, end, step)
     if dtype is None:
         dtype = dt.default_for_kind(host.dtype.kind)
-    return tensor(host, dtype=dtype)
+    return tensor(host, dtype=dtype, requires_grad=requires_grad)
 
 
 class _Generator:
@@ -161,11 +179,11 @@ def _draw(kernel, shape, dtype, per_element: int) -> Tensor:
     return out
 
 
-def rand(*shape, dtype=None) -> Tensor:
+def rand(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
     """Uniform draws in [0, 1)."""
-    return _draw(rnd.uniform, shape, dtype, 1)
+    return _leaf(_draw(rnd.uniform, shape, dtype, 1), requires_grad)
 
 
-def randn(*shape, dtype=None) -> Tensor:
+def randn(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
     """Standard normal draws."""
-    return _draw(rnd.normal, shape, dtype, 2)
+    return _leaf(_draw(rnd.normal, shape, dtype, 2), requires_grad)

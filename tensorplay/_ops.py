@@ -19,7 +19,7 @@ from .kernels import elementwise as ew
 from .kernels import reduce as rk
 from .kernels.launch import ArrayArg, grid_1d, grid_rows, grid_tiles, launch_packed, layout_packer, resolve
 
-__all__ = ["binary", "elementwise", "reduce", "unary"]
+__all__ = ["binary", "elementwise", "internal_overlap", "reduce", "unary"]
 
 _COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 _LOGICAL = {"and", "or", "xor"}
@@ -41,6 +41,12 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
     n = out.numel()
     if n == 0:
         return out
+    if not out._contig and op != "fill" and internal_overlap(out):  # fill writes one value: harmless
+        raise RuntimeError(
+            f"cannot write into a tensor of shape {out.shape} and strides {out._strides}: more than one of its "
+            "elements refers to the same memory location (an expand()ed view); clone() it first and write into "
+            "the copy"
+        )
     if any(isinstance(o, Tensor) and o._storage is out._storage for o in operands):
         operands = [_unaliased(o, out) if isinstance(o, Tensor) else o for o in operands]
     pattern = "".join("a" if isinstance(o, Tensor) else "s" for o in operands)
@@ -69,6 +75,13 @@ def overlaps(x: Tensor, out: Tensor) -> bool:
         return False
     (x_lo, x_hi), (out_lo, out_hi) = _byte_range(x), _byte_range(out)
     return x_lo < out_hi and out_lo < x_hi
+
+
+def internal_overlap(t: Tensor) -> bool:
+    """True when elements of ``t`` share memory: a stride of 0 over a dimension
+    longer than 1, as ``expand()`` makes (the only way views here overlap
+    themselves). Contiguous tensors never do."""
+    return any(s == 0 and d > 1 for d, s in zip(t.shape, t._strides, strict=True))
 
 
 def _byte_range(t: Tensor) -> tuple[int, int]:

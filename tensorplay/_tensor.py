@@ -468,7 +468,10 @@ class Tensor(TensorMath, KernelArray):
                 "requires_grad can only be turned off on a leaf tensor; use .detach() for a tensor outside the graph"
             )
         if requires_grad and self.dtype.kind != "f":
-            raise TypeError(f"only floating point tensors can require gradients, got {self.dtype}")
+            raise TypeError(
+                f"only floating point tensors can require gradients, got {self.dtype}; "
+                "make it floating point first (dtype=tp.float32, or .float())"
+            )
         if self._ag is None:
             if requires_grad:
                 self._ag = Meta(True)

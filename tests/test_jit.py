@@ -200,12 +200,14 @@ def test_foreign_object_argument_is_a_type_error():
         saxpy[1, 4](2.0, [1.0, 2.0], y)
 
 
-def test_bad_stream_argument_is_a_type_error():
+@pytest.mark.parametrize("stream, name", [(0, "int"), ("s", "str"), (object(), "object")])
+def test_bad_stream_argument_is_a_type_error(stream, name):
     x = tp.ones(4)
-    with pytest.raises(TypeError, match="^expected a tensorplay.cuda.Stream, got int"):
-        saxpy[1, 4, 0](1.0, x, x)
-    with pytest.raises(TypeError, match="^expected a tensorplay.cuda.Stream, got int"):
-        tp.cuda.launch(plain_scale, 1, 4, x, x, 1.0, stream=7)
+    with pytest.raises(TypeError, match=f"^expected a tensorplay.cuda.Stream, got {name}$"):
+        saxpy[1, 4, stream](1.0, x, x)
+    with pytest.raises(TypeError, match=f"^expected a tensorplay.cuda.Stream, got {name}$"):
+        tp.cuda.launch(plain_scale, 1, 4, x, x, 1.0, stream=stream)
+    assert x.tolist() == [1.0, 1.0, 1.0, 1.0]  # nothing ran
 
 
 def test_kernel_keeps_the_function_name_and_options():
@@ -245,3 +247,33 @@ def test_a_launch_during_a_capture_is_captured():
         dev.graph_launch(exe, s._h)
         s.synchronize()
     np.testing.assert_array_equal(y.numpy(), 6 * a)
+
+
+@tp.jit
+def store(out, x):
+    i = tp.cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i]
+
+
+I32, I64 = (-(2**31), 2**31 - 1), (-(2**63), 2**63 - 1)
+SPECIAL = [float("nan"), float("inf"), float("-inf"), 1e20, -1e20, 300.7, -1.5, 3e9, 2.5]
+
+
+@pytest.mark.parametrize(
+    "source, dtype, expected",
+    [  # as measured on the H200: NaN gives 0 or the lowest value; the rest saturates
+        (tp.float16, tp.int32, [0, I32[1], I32[0], I32[1], I32[0], 301, -2, I32[1], 2]),  # float16 rounds
+        (tp.float16, tp.int64, [I64[0], I64[1], I64[0], I64[1], I64[0], 301, -2, I64[1], 2]),
+        (tp.float32, tp.int32, [0, I32[1], I32[0], I32[1], I32[0], 300, -1, I32[1], 2]),
+        (tp.float32, tp.int64, [I64[0], I64[1], I64[0], I64[1], I64[0], 300, -1, 3 * 10**9, 2]),
+        (tp.float64, tp.int32, [I32[0], I32[1], I32[0], I32[1], I32[0], 300, -1, I32[1], 2]),
+        (tp.float64, tp.int64, [I64[0], I64[1], I64[0], I64[1], I64[0], 300, -1, 3 * 10**9, 2]),
+    ],
+)
+def test_a_kernel_storing_floats_into_ints_converts_as_the_gpu(source, dtype, expected):
+    with np.errstate(over="ignore"):
+        x = tp.tensor(np.array(SPECIAL).astype(source.np))
+    out = tp.zeros(len(SPECIAL), dtype=dtype)
+    store[1, 16](out, x)
+    assert out.tolist() == expected

@@ -492,6 +492,84 @@ def test_inplace_errors():
     assert n.tolist() == [1, 2, 3]
 
 
+OVERLAP = re.escape(
+    "cannot write into a tensor of shape (4,) and strides (0,): more than one of its elements refers to the "
+    "same memory location (an expand()ed view); clone() it first and write into the copy"
+)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda e: e.add_(1),
+        lambda e: e.sub_(tp.ones(4)),
+        lambda e: e.mul_(tp.tensor([2.0])),
+        lambda e: e.div_(e),
+        lambda e: e.__iadd__(1.0),
+        lambda e: tp.add(tp.ones(4), 1, out=e),
+        lambda e: tp.exp(tp.ones(4), out=e),
+        lambda e: e.copy_(tp.arange(4).float()),
+        lambda e: e.copy_(tp.ones(4, dtype=tp.float64)),
+        lambda e: e.copy_([1.0, 2.0, 3.0, 4.0]),
+        lambda e: e.__setitem__(slice(None), tp.ones(4)),
+    ],
+)
+def test_writes_into_an_expanded_view_are_refused(write):
+    """One memory location behind several elements: each thread would write its
+    own result there, the last one winning (PyTorch refuses these too)."""
+    base = tp.ones(1)
+    with pytest.raises(RuntimeError, match=f"^{OVERLAP}$"):
+        write(base.expand(4))
+    assert base.tolist() == [1.0]
+
+
+def test_writes_into_an_expanded_view_name_its_layout():
+    rows = tp.zeros(3, 1).expand(3, 5)
+    with pytest.raises(RuntimeError, match=re.escape("tensor of shape (3, 5) and strides (1, 0): more than one")):
+        rows.add_(1)
+    with pytest.raises(RuntimeError, match="more than one of its elements refers to the same memory location"):
+        rows.view(3, 5, 1).copy_(tp.ones(3, 5, 1))
+
+
+def test_fills_of_an_expanded_view_and_writes_into_size_1_broadcasts_are_allowed():
+    base = tp.ones(2, 1)
+    e = base.expand(2, 3)
+    e.fill_(3)  # one value for every element: no element's result is lost, as in PyTorch
+    assert base.tolist() == [[3.0], [3.0]]
+    e.zero_()
+    e[1] = 5.0
+    assert base.tolist() == [[0.0], [5.0]]
+    one = tp.zeros(3)[:1].expand(1)  # a stride-0 dimension of size 1 has one element
+    one.add_(2)
+    wide = tp.zeros(3).unsqueeze(0).expand(1, 3)
+    wide.add_(tp.arange(3).float())
+    assert wide.tolist() == [[0.0, 1.0, 2.0]]
+
+
+F32_TO_INT32 = [0, 2**31 - 1, -(2**31), 2**31 - 1, -(2**31), 300, -1, 2**31 - 1, 2]
+F64_TO_INT32 = [-(2**31), 2**31 - 1, -(2**31), 2**31 - 1, -(2**31), 300, -1, 2**31 - 1, 2]
+TO_INT64 = [-(2**63), 2**63 - 1, -(2**63), 2**63 - 1, -(2**63), 300, -1, 3 * 10**9, 2]
+
+
+@pytest.mark.parametrize(
+    "source, dtype, expected",
+    [  # as measured on the H200 (float16 converts through float32, so 3e9 is inf there)
+        (tp.float16, tp.int32, F32_TO_INT32),
+        (tp.float16, tp.int64, TO_INT64[:7] + [2**63 - 1, 2]),
+        (tp.float32, tp.int32, F32_TO_INT32),
+        (tp.float32, tp.int64, TO_INT64),
+        (tp.float64, tp.int32, F64_TO_INT32),
+        (tp.float64, tp.int64, TO_INT64),
+    ],
+)
+def test_float_to_int_of_nan_inf_and_huge_values_gives_the_gpus_values(source, dtype, expected):
+    values = [float("nan"), float("inf"), float("-inf"), 1e20, -1e20, 300.7, -1.5, 3e9, 2.5]
+    with np.errstate(over="ignore"):
+        x = tp.tensor(np.array(values).astype(source.np))
+    assert x.to(dtype).tolist() == expected
+    assert x[::2].to(dtype).tolist() == expected[::2]  # the strided kernels too
+
+
 # -- unary math ----------------------------------------------------------------------------
 
 UNARY = {

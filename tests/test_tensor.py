@@ -176,6 +176,67 @@ def test_negative_size_is_rejected():
         tp.zeros(2, -1)
 
 
+TOO_BIG = re.escape(
+    "cannot allocate 18446744073709551616 bytes for a tensor of shape (4611686018427387904,) and "
+    "tensorplay.float32: no device can address that many; ask for fewer elements"
+)
+NOT_FLOAT = re.escape(
+    "only floating point tensors can require gradients, got tensorplay.int64; "
+    "make it floating point first (dtype=tp.float32, or .float())"
+)
+
+
+def test_sizes_no_device_can_hold_are_sentences():
+    with pytest.raises(ValueError, match=f"^{TOO_BIG}$"):
+        tp.empty(1 << 62)
+    with pytest.raises(ValueError, match="^cannot allocate 9223372036854775808 bytes"):
+        tp.zeros(1 << 30, 1 << 30, dtype=tp.float64)  # one byte past what a 64-bit size holds
+    for make in (lambda: tp.empty(1 << 40), lambda: tp.ones(1 << 40, dtype=tp.int64), lambda: tp.rand(1 << 58)):
+        with pytest.raises(tp.cuda.CudaError, match=r"^out of memory: could not allocate \d+ bytes \(") as e:
+            make()
+        assert e.value.code == "CUDA_ERROR_OUT_OF_MEMORY"
+    assert tp.ones(3).tolist() == [1.0, 1.0, 1.0]  # and the device still works
+
+
+FACTORIES = {
+    "tensor": lambda **kw: tp.tensor([1.0, 2.0], **kw),
+    "empty": lambda **kw: tp.empty(2, **kw),
+    "zeros": lambda **kw: tp.zeros(2, **kw),
+    "ones": lambda **kw: tp.ones((2,), **kw),
+    "full": lambda **kw: tp.full((2,), 1.5, **kw),
+    "arange": lambda **kw: tp.arange(0.0, 2.0, **kw),
+    "rand": lambda **kw: tp.rand(2, **kw),
+    "randn": lambda **kw: tp.randn(2, **kw),
+    "empty_like": lambda **kw: tp.empty_like(tp.zeros(2), **kw),
+    "zeros_like": lambda **kw: tp.zeros_like(tp.zeros(2), **kw),
+    "ones_like": lambda **kw: tp.ones_like(tp.zeros(2), **kw),
+    "full_like": lambda **kw: tp.full_like(tp.zeros(2), 1.5, **kw),
+}
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_factories_take_requires_grad(name):
+    make = FACTORIES[name]
+    x = make(requires_grad=True)
+    assert x.requires_grad and x.is_leaf and x.grad is None
+    (x * x).sum().backward()
+    assert x.grad is not None and x.grad.shape == (2,)
+    assert not make().requires_grad and not make(requires_grad=False).requires_grad
+    if name in ("rand", "randn"):
+        return  # random draws refuse integer dtypes whether or not they require grad
+    with pytest.raises(TypeError, match=f"^{NOT_FLOAT}$"):
+        make(dtype=tp.int64, requires_grad=True)
+
+
+def test_integer_data_cannot_require_grad():
+    with pytest.raises(TypeError, match="^only floating point tensors can require gradients, got tensorplay.int64"):
+        tp.tensor([1, 2], requires_grad=True)
+    with pytest.raises(TypeError, match="^only floating point tensors can require gradients, got tensorplay.int64"):
+        tp.arange(3, requires_grad=True)
+    with pytest.raises(TypeError, match="^only floating point tensors can require gradients, got tensorplay.bool"):
+        tp.full((2,), True, requires_grad=True)
+
+
 # -- dtypes ----------------------------------------------------------------------------
 
 

@@ -28,16 +28,18 @@ import functools
 import os
 import shutil
 import subprocess
+import threading
 import weakref
 from contextlib import contextmanager
 
 import numpy as np
 
-from .backend import CaptureError
+from .backend import CaptureError, CudaError
 from .backend import get as get_backend
 from .memory import allocator
 from .streams import (
     Stream,
+    as_stream,
     capture_state,
     capture_stream,
     current_stream,
@@ -58,6 +60,7 @@ __all__ = [
 CAPTURE_MODES = ("global", "thread_local", "relaxed")
 _launch_raw = get_backend().graph_launch_raw  # replay's hot path: the driver call itself
 _last_capture: list = [None]  # weak reference to the most recently captured graph
+_ABANDONED: list[Stream] = []  # streams of captures left unfinished, kept for the life of the process
 
 
 def graph_pool_handle():
@@ -114,6 +117,7 @@ class CUDAGraph:
         self._exec = None
         self._pool = None
         self._stream: Stream | None = None  # while capturing
+        self._restore: Stream | None = None  # the current stream before capture_begin() made the side stream current
         self._token = None  # identifies blocks allocated during this capture
         self._debug = False
         self._mode = "global"
@@ -122,7 +126,12 @@ class CUDAGraph:
 
     # -- capture ---------------------------------------------------------------
     def capture_begin(self, pool=None, capture_error_mode: str = "global", stream: Stream | None = None) -> None:
-        """Begin capturing the work issued on ``stream`` (the current stream if None)."""
+        """Begin capturing the work issued on ``stream``.
+
+        With ``stream=None`` the capture is on the current stream, or, when that
+        is the legacy default stream (which cannot capture), on this thread's
+        side capture stream, made current until ``capture_end()``.
+        """
         if capture_error_mode not in CAPTURE_MODES:
             raise ValueError(
                 f"capture_error_mode must be 'global', 'thread_local' or 'relaxed', got {capture_error_mode!r}"
@@ -131,22 +140,41 @@ class CUDAGraph:
             raise RuntimeError("this CUDAGraph is already capturing; call capture_end() first")
         if self._exec is not None:
             raise RuntimeError("this CUDAGraph already holds a capture; call reset() before capturing again")
-        s = stream if stream is not None else current_stream()
+        s, restore = as_stream(stream), None
         if s == default_stream():
-            raise CaptureError(
-                "the legacy default stream cannot capture a graph; capture on a tp.cuda.Stream() "
-                "or use `with tp.cuda.graph(g):`, which captures on a side stream"
-            )
+            if stream is not None:
+                raise CaptureError(
+                    "the legacy default stream cannot capture a graph; capture on a tp.cuda.Stream() "
+                    "or use `with tp.cuda.graph(g):`, which captures on a side stream"
+                )
+            s, restore = capture_stream(), s
         pool = _pool_of(pool)
+        dev = get_backend()
+        if dev.capture_status(s._h) != "none":
+            raise CaptureError(_already_capturing(s))
+        if restore is not None:
+            s.wait_stream(restore)
+        try:
+            dev.begin_capture(s._h, capture_error_mode)
+        except CudaError as e:
+            if e.code == "CUDA_ERROR_ILLEGAL_STATE":  # another thread began on it since the check
+                raise CaptureError(_already_capturing(s)) from None
+            raise
+        # Routing starts only once the capture is ours: a failed begin leaves
+        # every other capture's routing as it was.
         token = object()
         allocator.begin_capture(s, pool, token)
-        try:
-            get_backend().begin_capture(s._h, capture_error_mode)
-        except BaseException:
-            allocator.end_capture(s, pool, keep=False)
-            raise
         capture_state.begin(s, capture_error_mode)
         self._stream, self._pool, self._token, self._mode = s, pool, token, capture_error_mode
+        if restore is not None:
+            self._restore = restore
+            set_stream(s)
+
+    def _end_side_stream(self) -> None:
+        """Make current again the stream capture_begin() replaced by the side stream."""
+        if self._restore is not None:
+            set_stream(self._restore)
+            self._restore = None
 
     def capture_end(self) -> None:
         """End the capture and instantiate the graph (its compile cost is paid here)."""
@@ -162,6 +190,7 @@ class CUDAGraph:
             )
         self._stream = None
         capture_state.end(s)
+        self._end_side_stream()
         try:
             graph = get_backend().end_capture(s._h)
         except BaseException:
@@ -190,6 +219,7 @@ class CUDAGraph:
                 pass  # the capture is being discarded anyway
         self._stream = None
         capture_state.end(s)
+        self._end_side_stream()
         try:
             graph = get_backend().end_capture(s._h)
             get_backend().graph_destroy(graph)
@@ -206,7 +236,9 @@ class CUDAGraph:
         self._open.clear()
         self._stream = None
         capture_state.end(s)
+        self._end_side_stream()
         retire_capture_stream(s)
+        _ABANDONED.append(s)  # destroying a stream the driver still captures on can crash it later
         self._discard_pool(s)
         raise CaptureError(
             f"the capture on stream {s.handle:#x} was invalidated inside the body of a conditional node, "
@@ -323,7 +355,14 @@ class CUDAGraph:
         """Launch the graph on ``stream`` (the current stream if None)."""
         if self._exec is None:
             raise RuntimeError("replay() needs a captured graph; capture one first")
-        err = _launch_raw(self._exec, (stream or current_stream())._h)[0]
+        s = current_stream() if stream is None else stream
+        if capture_state.active:
+            _refuse_replay_into_capture(as_stream(s))
+        try:
+            h = s._h
+        except AttributeError:
+            h = as_stream(s)._h  # not a Stream: a TypeError that names it
+        err = _launch_raw(self._exec, h)[0]
         if err:
             raise get_backend().error("cuGraphLaunch", err)
 
@@ -400,6 +439,21 @@ class CUDAGraph:
         except Exception:
             pass
 
+    def __copy__(self):
+        raise TypeError(
+            "a CUDAGraph cannot be copied: its executable graph and memory pool belong to it alone; "
+            "capture the work again into a new CUDAGraph (pass pool=g.pool_id to share its memory)"
+        )
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            "a CUDAGraph cannot be pickled: it holds device handles and device memory of this process; "
+            "pickle the tensors you need (moved to the host with .numpy()) and capture again"
+        )
+
     @property
     def pool_id(self):
         """The id of this graph's memory pool (pass it as ``pool=`` to share it)."""
@@ -441,6 +495,27 @@ class CUDAGraph:
         state = "capturing" if self._stream is not None else "captured" if self._exec is not None else "empty"
         nodes = f", {get_backend().graph_node_count(self._graph)} nodes" if self._graph is not None else ""
         return f"<tensorplay.cuda.CUDAGraph {state}{nodes}, pool={self._pool}>"
+
+
+def _already_capturing(s: Stream) -> str:
+    owner = capture_state.modes.get(s._key)
+    if owner is None:
+        who = "outside tensorplay"
+    else:
+        who = "by this thread" if owner[1] == threading.get_ident() else "by another thread"
+    return (
+        f"stream {s.handle:#x} is already capturing a graph (begun {who}), and captures do not nest "
+        "on one stream; end that capture first, or capture on another tp.cuda.Stream() (each thread "
+        "has its own side stream for `with tp.cuda.graph(g):`). To branch inside a graph, use g.if_() or g.while_()"
+    )
+
+
+def _refuse_replay_into_capture(s: Stream) -> None:
+    if get_backend().capture_status(s._h) != "none":
+        raise CaptureError(
+            f"replay() on stream {s.handle:#x}, which is capturing a graph: a graph cannot be launched into "
+            "another capture; issue its work directly inside the capture, or replay after capture_end()"
+        )
 
 
 class _OpenConditional:
@@ -498,8 +573,9 @@ def graph(cuda_graph: CUDAGraph, pool=None, stream: Stream | None = None, captur
     """
     if not isinstance(cuda_graph, CUDAGraph):
         raise TypeError(f"expected a CUDAGraph, got {type(cuda_graph).__name__}")
-    get_backend().synchronize()
-    s = stream if stream is not None else capture_stream()
+    s = as_stream(stream, "stream") if stream is not None else capture_stream()
+    if not capture_state.active:  # a device-wide wait would break another capture
+        get_backend().synchronize()
     prev = current_stream()
     s.wait_stream(prev)
     set_stream(s)

@@ -106,8 +106,11 @@ class CachingAllocator:
         self._deferred: list[Block] = []  # freed during a capture, their events not yet recorded
         self._capture_pools: dict[int, object] = {}  # stream key -> pool during capture
         self._capture_tokens: dict[int, object] = {}  # stream key -> capture token
+        self._capture_ids: dict[int, int] = {}  # stream key -> the driver's id of its capture
+        self._routes: dict[int, tuple] = {}  # capture id -> (pool, token), for streams that join it
         self._live_by_capture: dict[object, set] = {}  # capture token -> live blocks
         self._pool_users: dict[object, int] = defaultdict(int)  # pool -> captures and graphs
+        self._dead_pools: set = set()  # pools no graph uses, whose memory goes back to the device
         self._pool_ids = itertools.count(1)
         self.counts = Counts()
         self._reserved: dict[object, int] = defaultdict(int)  # pool -> bytes
@@ -117,40 +120,71 @@ class CachingAllocator:
         return (0, next(self._pool_ids))
 
     def route_to_pool(self, stream, pool, token=None) -> None:
-        """Send allocations on ``stream`` to ``pool`` (None: stop routing), noting
-        them under ``token`` (see ``live_blocks``)."""
+        """Send allocations on ``stream``, which captures (it has begun on the
+        device), to ``pool`` (None: stop routing), noting them under ``token``
+        (see ``live_blocks``). Streams that join its capture later (forked
+        through an event) are routed there too."""
+        key = stream._key
         if pool is None:
-            self._capture_pools.pop(stream._key, None)
-            self._capture_tokens.pop(stream._key, None)
-        else:
-            self._capture_pools[stream._key] = pool
-            if token is not None:
-                self._capture_tokens[stream._key] = token
-                self._live_by_capture.setdefault(token, set())
+            self._capture_pools.pop(key, None)
+            self._capture_tokens.pop(key, None)
+            self._routes.pop(self._capture_ids.pop(key, None), None)
+            return
+        self._capture_pools[key] = pool
+        self._capture_tokens[key] = token
+        self._live_by_capture.setdefault(token, set())
+        capture_id = get_backend().capture_id(stream._h)
+        if capture_id:
+            self._capture_ids[key] = capture_id
+            self._routes[capture_id] = (pool, token)
 
     def begin_capture(self, stream, pool, token) -> None:
-        """A capture on ``stream`` starts using ``pool``."""
+        """A capture on ``stream`` (begun on the device) starts using ``pool``."""
         self._pool_users[pool] += 1
+        self._dead_pools.discard(pool)  # a pool handle used again
         self.route_to_pool(stream, pool, token)
 
     def end_capture(self, stream, pool, keep: bool) -> None:
-        """The capture on ``stream`` ended; ``keep``: a graph goes on using ``pool``."""
+        """The capture on ``stream`` ended; ``keep``: a graph goes on using ``pool``
+        (else the capture is discarded: nothing will replay into its memory)."""
         token = self._capture_tokens.get(stream._key)
         self.route_to_pool(stream, None)
-        if self._deferred and not capture_state.active:
+        if not keep:
+            if token is not None:
+                self.forget_capture(token)
+            self.release_pool(pool)
+        if not capture_state.active:
+            self._after_captures()
+
+    def _after_captures(self) -> None:
+        """Work that waited for the captures in progress to end."""
+        if self._deferred:
             deferred, self._deferred = self._deferred, []
             for block in deferred:
                 self._wait_for_other_streams(block)
-        if not keep:
-            self.release_pool(pool)
-            if token is not None and not self._live_by_capture.get(token):
-                self._live_by_capture.pop(token, None)
+        if self._dead_pools:
+            self._release_dead_pools()
 
     def release_pool(self, pool) -> None:
-        """One graph or capture stopped using ``pool``; unused pools can be freed."""
+        """One graph or capture stopped using ``pool``; once none does, its
+        memory goes back to the device (as soon as no capture is in progress)."""
         self._pool_users[pool] -= 1
         if self._pool_users[pool] <= 0:
             del self._pool_users[pool]
+            self._dead_pools.add(pool)
+            if not capture_state.active:
+                self._release_dead_pools()
+
+    def _release_dead_pools(self) -> None:
+        """Give the cached blocks of unused pools back to the device. A graph
+        replay may still be using them: the device is synchronised first."""
+        if any(key[0] in self._dead_pools for key, blocks in self._free.items() if blocks):
+            get_backend().synchronize()
+            for pool in self._dead_pools:
+                self.release_cached(pool)
+        for pool in [p for p in self._dead_pools if not self._reserved.get(p)]:
+            self._dead_pools.discard(pool)
+            self._reserved.pop(pool, None)
 
     def forget_capture(self, token) -> None:
         """Stop tracking the blocks of a capture whose graph is gone."""
@@ -166,7 +200,13 @@ class CachingAllocator:
 
     # -- allocate and free -------------------------------------------------------
     def allocate(self, nbytes: int, stream) -> Block:
-        pool = self._capture_pools.get(stream._key, DEFAULT_POOL) if self._capture_pools else DEFAULT_POOL
+        pool, token = DEFAULT_POOL, None
+        if self._capture_pools:
+            pool = self._capture_pools.get(stream._key, DEFAULT_POOL)
+            if pool != DEFAULT_POOL:
+                token = self._capture_tokens[stream._key]
+            elif stream._key:  # a stream forked from a capture allocates from its pool
+                pool, token = self._routes.get(get_backend().capture_id(stream._h), (DEFAULT_POOL, None))
         size = _SIZES.get(nbytes) or _size_class(nbytes)
         # Private pools ignore streams: a graph replays on whichever stream it is
         # launched on, and graphs sharing a pool replay in capture order.
@@ -180,11 +220,9 @@ class CachingAllocator:
         except (AttributeError, IndexError):  # nothing cached for this key
             block = Block(self._device_alloc(size, pool), size, pool, key[1])
         block.requested = nbytes
-        if pool != DEFAULT_POOL:
-            token = self._capture_tokens.get(stream._key)
-            if token is not None:
-                block.capture = token
-                self._live_by_capture[token].add(block)
+        if token is not None:
+            block.capture = token
+            self._live_by_capture[token].add(block)
         c = self.counts
         c.allocs += 1
         c.requested += nbytes
@@ -212,6 +250,8 @@ class CachingAllocator:
                 self._wait_for_other_streams(block)
             return
         self._free[block.free_list].append(block)
+        if block.pool in self._dead_pools and not capture_state.active:
+            self._release_dead_pools()  # the last tensor of a graph that is gone
 
     def _wait_for_other_streams(self, block: Block) -> None:
         """Hold ``block`` back until the work queued on its other streams is done."""
@@ -242,7 +282,7 @@ class CachingAllocator:
     def _device_alloc(self, size: int, pool) -> int:
         dev = get_backend()
         try:
-            ptr = dev.mem_alloc(size)
+            ptr = _mem_alloc(dev, size)
         except CudaError as e:
             if e.code != "CUDA_ERROR_OUT_OF_MEMORY":
                 raise
@@ -250,7 +290,7 @@ class CachingAllocator:
             if not capture_state.active:  # cuMemFree would break the capture
                 self.release_cached(DEFAULT_POOL)
             try:
-                ptr = dev.mem_alloc(size)
+                ptr = _mem_alloc(dev, size)
             except CudaError as e2:
                 raise CudaError(
                     f"out of memory: could not allocate {size} bytes "
@@ -291,6 +331,12 @@ class CachingAllocator:
             )
         for pool in {k[0] for k in self._free} - set(self._pool_users):
             self.release_cached(pool)
+
+
+def _mem_alloc(dev, size: int) -> int:
+    if size >= 1 << 63:  # more than the driver's size type holds: no device has it
+        raise CudaError(f"cuMemAlloc({size}) failed", "cuMemAlloc", "CUDA_ERROR_OUT_OF_MEMORY")
+    return dev.mem_alloc(size)
 
 
 allocator = CachingAllocator()

@@ -116,7 +116,7 @@ def launch_packed(launcher, grid, block, params: bytes) -> None:
     """Launch on the current stream with every parameter already packed (the ops'
     plans), refusing the legacy default stream during a capture."""
     s = current_stream()
-    if capture_state.active and not s._key:
+    if capture_state.active and not s._key and capture_state.owned_strict() is not None:
         _refuse_legacy(launcher.name)
     launcher.launch_packed(grid, block, s._h, params)
 
@@ -125,15 +125,16 @@ def launch_stream(kernel_name: str, stream=None):
     """The stream to launch on (the current one if None), refusing the legacy
     default stream while a graph is being captured."""
     s = stream or current_stream()
-    if capture_state.active and not s._key:
+    if capture_state.active and not s._key and capture_state.owned_strict() is not None:
         _refuse_legacy(kernel_name)
     return s
 
 
 def _refuse_legacy(name: str) -> None:
     raise CaptureError(
-        f"launching {name} on the legacy default stream is not allowed while a graph is being captured; "
-        "issue it on the capturing stream (the current stream inside `with tp.cuda.graph(g):`)"
+        f"launching {name} on the legacy default stream is not allowed while this thread captures a graph "
+        "(it would not be captured); issue it on the capturing stream (the current stream inside "
+        "`with tp.cuda.graph(g):`), or capture with capture_error_mode='relaxed'"
     )
 
 

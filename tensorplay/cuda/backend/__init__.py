@@ -19,12 +19,17 @@ The protocol, in words (both classes implement it with the same behaviour):
 - streams and events: ``stream_create``, ``stream_destroy``, ``stream_synchronize``,
   ``stream_query``, ``stream_wait_event``, ``event_create``, ``event_record``,
   ``event_synchronize``, ``event_query``, ``event_elapsed_ms``, ``event_destroy``,
-  ``synchronize``; stream and event handles are opaque objects, ``handle_int(h)``
+  ``synchronize`` (waits that Ctrl-C can interrupt); stream and event handles are opaque objects, ``handle_int(h)``
   gives the integer a user sees;
 - kernels: ``launcher(dispatcher, argtypes) -> callable(grid, block, stream, args)``
   where each arg is a ``KernelArray`` (anything with ``ptr``, ``shape``,
   ``strides`` in bytes, ``dtype``, ``size``) or a scalar already of its type;
-- capture: ``capture_status(stream)``, ``begin_capture``, ``end_capture``,
+- launch limits: ``launch_limits() -> dict`` (``max_grid_dim``,
+  ``max_block_dim``, ``max_threads_per_block``, ``max_shared_memory_per_block``):
+  the device's on the GPU, the H200's on the simulator, which refuses what the
+  GPU would;
+- capture: ``capture_status(stream)``, ``capture_id(stream)`` (0 when not
+  capturing; a stream forked from a capture shares its id), ``begin_capture``, ``end_capture``,
   ``graph_instantiate``, ``graph_launch`` and friends (see the graphs layer);
 - staged graphs: ``staged_graph(graph, graph_exec, heads)`` puts kernels
   (``heads``: ``[(launcher, grid, block, packed)]``) in front of a captured

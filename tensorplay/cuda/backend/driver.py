@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -57,6 +59,24 @@ def _done(function: str, err) -> bool:
     if err:
         raise fail(function, err)
     return True
+
+
+def _wait_until_done(function: str, query, handle) -> None:
+    """Wait for a stream or an event as its synchronise call would, but in
+    Python, so that Ctrl-C (KeyboardInterrupt) reaches a waiting main thread:
+    poll for 2 ms, then sleep 0.1 ms between polls."""
+    err = query(handle)[0]
+    if err != R.CUDA_ERROR_NOT_READY:
+        _done(function, err)
+        return
+    spin_until = time.perf_counter() + 2e-3
+    while True:
+        err = query(handle)[0]
+        if err != R.CUDA_ERROR_NOT_READY:
+            _done(function, err)
+            return
+        if time.perf_counter() > spin_until:
+            time.sleep(1e-4)
 
 
 def check(function: str, result):
@@ -318,6 +338,24 @@ class DriverBackend:
         self._setter = None
         self._staging: tuple[np.ndarray, int] | None = None  # pinned, for small reads: (bytes, address)
         self._staging_lock = threading.Lock()
+        self._streams: dict[int, object] = {}  # the streams made here, by handle
+        self._compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tensorplay-compile")
+
+    # -- device ------------------------------------------------------------
+    def launch_limits(self) -> dict:
+        """The largest launch the device takes: grid and block sizes, threads
+        per block, and dynamic shared memory per block without opting in."""
+
+        def get(name: str) -> int:
+            attribute = getattr(drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
+            return check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(attribute, self.device))
+
+        return {
+            "max_grid_dim": tuple(get(f"MAX_GRID_DIM_{a}") for a in "XYZ"),
+            "max_block_dim": tuple(get(f"MAX_BLOCK_DIM_{a}") for a in "XYZ"),
+            "max_threads_per_block": get("MAX_THREADS_PER_BLOCK"),
+            "max_shared_memory_per_block": get("MAX_SHARED_MEMORY_PER_BLOCK"),
+        }
 
     # -- device ------------------------------------------------------------
     def ensure_thread(self) -> None:
@@ -332,6 +370,10 @@ class DriverBackend:
         return raw.split(b"\0", 1)[0].decode()
 
     def synchronize(self) -> None:
+        # Wait for the streams this backend made first, interruptibly (a graph
+        # whose loop never ends must not leave the process deaf to Ctrl-C).
+        for stream in list(self._streams.values()):
+            _wait_until_done("cuStreamSynchronize", drv.cuStreamQuery, stream)
         check("cuCtxSynchronize", drv.cuCtxSynchronize())
 
     def jit(self):
@@ -405,10 +447,13 @@ class DriverBackend:
 
     # -- streams and events --------------------------------------------------
     def stream_create(self):
-        return check("cuStreamCreate", drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING))
+        stream = check("cuStreamCreate", drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING))
+        self._streams[int(stream)] = stream
+        return stream
 
     def stream_destroy(self, stream) -> None:
         check("cuStreamDestroy", drv.cuStreamDestroy(stream))
+        self._streams.pop(int(stream), None)
 
     @staticmethod
     def handle_int(handle) -> int:
@@ -419,7 +464,7 @@ class DriverBackend:
         return drv.CUstream(handle)
 
     def stream_synchronize(self, stream) -> None:
-        check("cuStreamSynchronize", drv.cuStreamSynchronize(stream))
+        _wait_until_done("cuStreamSynchronize", drv.cuStreamQuery, stream)
 
     def stream_query(self, stream) -> bool:
         return _done("cuStreamQuery", drv.cuStreamQuery(stream)[0])
@@ -438,7 +483,7 @@ class DriverBackend:
         check("cuEventRecord", drv.cuEventRecord(event, stream))
 
     def event_synchronize(self, event) -> None:
-        check("cuEventSynchronize", drv.cuEventSynchronize(event))
+        _wait_until_done("cuEventSynchronize", drv.cuEventQuery, event)
 
     def event_query(self, event) -> bool:
         return _done("cuEventQuery", drv.cuEventQuery(event)[0])
@@ -448,6 +493,14 @@ class DriverBackend:
 
     # -- kernels -------------------------------------------------------------
     def launcher(self, dispatcher, argtypes) -> Launcher:
+        # Numba compiles in a thread of its own: the exceptions its typing keeps
+        # for the life of the process hold tracebacks, and a traceback's frames
+        # hold their callers, so compiling here would keep the caller's stack,
+        # tensors included, alive for good (measured on the H200).
+        return self._compiler.submit(self._build_launcher, dispatcher, argtypes).result()
+
+    def _build_launcher(self, dispatcher, argtypes) -> Launcher:
+        self.ensure_thread()
         # Compiling and loading a kernel first used inside a capture would
         # otherwise invalidate it (measured on the H200).
         with self._relaxed_capture_mode():
@@ -457,6 +510,14 @@ class DriverBackend:
     def capture_status(self, stream) -> str:
         """``"none"``, ``"active"`` or ``"invalidated"`` for ``stream``."""
         return _CAPTURE_STATUS[check("cuStreamIsCapturing", drv.cuStreamIsCapturing(stream))]
+
+    def capture_id(self, stream) -> int:
+        """The id of the capture ``stream`` takes part in (0 when none): a
+        stream forked from a capture shares its origin's id."""
+        err, status, capture_id, *_ = drv.cuStreamGetCaptureInfo(stream)
+        if err or status == drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
+            return 0
+        return int(capture_id)
 
     def begin_capture(self, stream, mode: str) -> None:
         check("cuStreamBeginCapture", drv.cuStreamBeginCapture(stream, _CAPTURE_MODES[mode]))
@@ -529,7 +590,8 @@ class DriverBackend:
             self.stream_destroy(body_stream)
 
     def graph_instantiate(self, graph):
-        return check("cuGraphInstantiate", drv.cuGraphInstantiate(graph, 0))
+        with self._relaxed_capture_mode():  # leaves other threads' global captures alone
+            return check("cuGraphInstantiate", drv.cuGraphInstantiate(graph, 0))
 
     # replay()'s hot path calls this directly: (err,) = graph_launch_raw(exec, stream)
     graph_launch_raw = staticmethod(drv.cuGraphLaunch)

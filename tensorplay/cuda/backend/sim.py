@@ -37,6 +37,16 @@ def set_conditional(handle, value) -> int:
 
 
 _ALIGN = 256
+_MEMORY = 1 << 34  # the simulated device's memory: larger allocations fail as on a GPU
+
+# The H200's launch limits (cuDeviceGetAttribute; tests/test_launch_limits.py
+# compares them with the real device's): what the simulator refuses as the GPU does.
+H200_LAUNCH_LIMITS = {
+    "max_grid_dim": ((1 << 31) - 1, 65535, 65535),
+    "max_block_dim": (1024, 1024, 64),
+    "max_threads_per_block": 1024,
+    "max_shared_memory_per_block": 48 << 10,  # 227 KiB only for kernels that opt in
+}
 
 
 def _fail(function: str, code: str, cls=CaptureError):
@@ -53,6 +63,47 @@ def _gridsize(ndim: int):
     from numba.cuda.simulator.kernel import _get_kernel_context
 
     return _get_kernel_context().gridsize(ndim)
+
+
+def float_to_int(value, dtype: np.dtype):
+    """``value``, a float stored into an integer array of ``dtype``, converted as
+    the GPU converts it (measured on the H200; NumPy raises for NaN, inf and
+    1e20): towards zero (from float16: to the nearest, ties to even),
+    saturating at the type's bounds; NaN gives 0 from float16 and float32 into
+    32 bits or fewer, else the pattern 0x80...0. From float32 and float64,
+    8-bit types get the low byte of a 16-bit conversion."""
+    source_bits = 64 if type(value) is float else value.dtype.itemsize * 8
+    bits, signed = dtype.itemsize * 8, dtype.kind == "i"
+    width = bits if source_bits == 16 else max(bits, 16)
+    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+    f = float(value)
+    if f != f:
+        r = 0 if source_bits < 64 and width <= 32 else lo if signed else 1 << (width - 1)
+    else:
+        r = hi if f >= hi else lo if f <= lo else round(f) if source_bits == 16 else int(f)
+    r &= (1 << bits) - 1
+    if signed and r >> (bits - 1):
+        r -= 1 << bits
+    return dtype.type(r)
+
+
+@functools.cache
+def _int_array():
+    """The simulator's array for integer arguments: float stores convert as on
+    the GPU (``float_to_int``) instead of raising (NaN, inf, 1e20)."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    class IntArray(FakeCUDAArray):
+        def __getitem__(self, idx):
+            item = self._ary[idx]
+            return IntArray(item) if type(item) is np.ndarray else item
+
+        def __setitem__(self, idx, value) -> None:
+            if isinstance(value, (float, np.floating)):
+                value = float_to_int(value, self._ary.dtype)
+            self._ary[idx] = value
+
+    return IntArray
 
 
 class SimStream:
@@ -95,7 +146,7 @@ class SimLauncher:
     def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-        view = self._backend.view
+        view, int_array = self._backend.view, _int_array()
         fake = []
         for spec, a in zip(self._arrays, args, strict=True):
             if spec is None:
@@ -103,7 +154,8 @@ class SimLauncher:
             else:
                 dtype, ndim = spec
                 k = a._karray  # (meminfo, parent, nitems, itemsize, ptr, shape..., strides...)
-                fake.append(FakeCUDAArray(view(k[4], k[5 : 5 + ndim], k[5 + ndim :], dtype)))
+                array = int_array if dtype.kind in "iu" else FakeCUDAArray
+                fake.append(array(view(k[4], k[5 : 5 + ndim], k[5 + ndim :], dtype)))
         dispatcher = self._dispatcher
 
         def run() -> None:
@@ -187,6 +239,11 @@ class SimBackend:
     max_threads_per_launch = 64
     max_grid_threads = 64
 
+    @staticmethod
+    def launch_limits() -> dict:
+        """The H200's launch limits, which the simulator enforces as its own."""
+        return dict(H200_LAUNCH_LIMITS)
+
     def __init__(self) -> None:
         from numba import cuda
 
@@ -211,14 +268,26 @@ class SimBackend:
         return "tensorplay CPU simulator"
 
     def synchronize(self) -> None:
-        self._check_unsafe("cuCtxSynchronize")
+        # A context-wide wait breaks captures of every mode, from any thread.
+        active = [c for c in self._captures if c.state == "active"]
+        for capture in active:
+            self._invalidate(capture)
+        if active:
+            raise _fail("cuCtxSynchronize", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
 
     def jit(self):
         return self._numba_cuda
 
     # -- memory ------------------------------------------------------------
     def mem_alloc(self, nbytes: int) -> int:
-        buf = np.empty(nbytes + _ALIGN, np.uint8)
+        # More than the simulated device holds, or than the host gives, is the
+        # driver's out-of-memory error, never NumPy's MemoryError.
+        try:
+            buf = np.empty(nbytes + _ALIGN, np.uint8) if nbytes <= _MEMORY else None
+        except MemoryError:
+            buf = None
+        if buf is None:
+            raise _fail(f"cuMemAlloc({nbytes})", "CUDA_ERROR_OUT_OF_MEMORY", CudaError)
         ptr = (buf.ctypes.data + _ALIGN - 1) // _ALIGN * _ALIGN
         buf[:] = 0xA5  # poison, as fresh device memory holds garbage
         with self._lock:
@@ -235,7 +304,7 @@ class SimBackend:
 
     def mem_info(self) -> tuple[int, int]:
         used = sum(b.nbytes for b in self._buffers.values())
-        total = 1 << 34
+        total = _MEMORY
         return total - used, total
 
     def adopt_foreign(self, ptr: int, nbytes: int) -> int | None:
@@ -411,9 +480,13 @@ class SimBackend:
             raise _fail(function, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
 
     def _check_legacy(self, kind: str) -> None:
-        for capture in self._prohibiting():
-            self._invalidate(capture)
-            raise _fail(f"{kind} launch on the legacy default stream", "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT")
+        # Capture streams are non-blocking: other threads' legacy-stream work
+        # leaves a capture alone; the capturing thread's own is refused.
+        me = threading.get_ident()
+        for capture in self._captures:
+            if capture.state == "active" and capture.thread == me and capture.mode != "relaxed":
+                self._invalidate(capture)
+                raise _fail(f"{kind} launch on the legacy default stream", "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT")
 
     def _refuse_host_copy(self, function: str, stream) -> None:
         if stream.capture is not None:
@@ -432,6 +505,10 @@ class SimBackend:
     # -- capture and graphs --------------------------------------------------
     def capture_status(self, stream) -> str:
         return "none" if stream.capture is None else stream.capture.state
+
+    @staticmethod
+    def capture_id(stream) -> int:
+        return 0 if stream.capture is None else id(stream.capture)
 
     def begin_capture(self, stream, mode: str) -> None:
         if stream is self.legacy_stream:
@@ -452,9 +529,13 @@ class SimBackend:
             s.capture, s.frontier = None, ()
         if capture.state == "invalidated":
             capture.state = "ended"
+            if capture.parent is None:  # the driver destroys an invalidated capture's graph
+                self.graph_destroy(capture.graph)
             raise _fail("cuStreamEndCapture", "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED")
         capture.state = "ended"
         if unjoined:
+            if capture.parent is None:
+                self.graph_destroy(capture.graph)
             raise _fail("cuStreamEndCapture", "CUDA_ERROR_STREAM_CAPTURE_UNJOINED")
         return capture.graph
 
@@ -472,6 +553,7 @@ class SimBackend:
             raise _fail("cuGraphConditionalHandleCreate", "CUDA_ERROR_ILLEGAL_STATE", CudaError)
         handle = next(_HANDLES)
         _CONDITIONS[handle] = SimCondition("if", SimGraph())
+        stream.capture.graph.handles.append(handle)  # freed with the graph, as the driver's
         return handle
 
     def conditional_add(self, stream, handle: int, kind: str, mode: str) -> SimStream:
@@ -517,7 +599,8 @@ class SimBackend:
         return CudaError(f"{function} failed: {err}", function, str(err))
 
     def graph_destroy(self, graph) -> None:
-        pass
+        for handle in graph.all_handles():
+            _CONDITIONS.pop(handle, None)
 
     def graph_exec_destroy(self, graph_exec) -> None:
         pass

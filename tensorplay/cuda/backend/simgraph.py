@@ -21,12 +21,21 @@ class SimGraph:
     """A graph recorded by a capture."""
 
     nodes: list[SimNode] = field(default_factory=list)
+    handles: list[int] = field(default_factory=list)  # conditional handles created in it
     _ids: itertools.count = field(default_factory=lambda: itertools.count(0), repr=False)
 
     def add(self, kind: str, run, label: str, deps: tuple, body: SimGraph | None = None) -> int:
         node = SimNode(next(self._ids), kind, run, label, tuple(deps), body)
         self.nodes.append(node)
         return node.id
+
+    def all_handles(self) -> list[int]:
+        """The conditional handles of this graph and of its nodes' bodies."""
+        found = list(self.handles)
+        for n in self.nodes:
+            if n.body is not None:
+                found += n.body.all_handles()
+        return found
 
     def dot(self, name: str = "tensorplay") -> str:
         lines = [f'digraph "{name}" {{', "  node [shape=box, fontname=monospace];"]

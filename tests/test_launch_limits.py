@@ -1,0 +1,103 @@
+"""Launch configurations the device refuses: refused before the backend, with one
+sentence on both backends, and the simulator's limits are the H200's."""
+
+import importlib
+
+import pytest
+
+import tensorplay as tp
+from tensorplay.cuda.backend import get as get_backend
+from tensorplay.cuda.backend.sim import H200_LAUNCH_LIMITS
+
+# numba.cuda only after tensorplay, which picks the simulator before it loads.
+cuda = importlib.import_module("numba.cuda")
+numba = importlib.import_module("numba")
+
+
+@tp.jit
+def add_one(x):
+    i = tp.cuda.grid(1)
+    if i < x.size:
+        x[i] += 1
+
+
+@cuda.jit
+def plain_add_one(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1
+
+
+def _launches(blocks, threads, shared_bytes=0):
+    """The same launch through ``kernel[...]`` and through ``tp.cuda.launch``."""
+    x = tp.zeros(4)
+    return [
+        lambda: add_one[blocks, threads, None, shared_bytes](x),
+        lambda: tp.cuda.launch(plain_add_one, blocks, threads, x, shared_bytes=shared_bytes),
+    ]
+
+
+GRID = r"^a grid of \(.*\) blocks exceeds the device's limits of \(2147483647, 65535, 65535\) \(x, y, z\); "
+BLOCK = r"^a block of \(.*\) threads exceeds the device's limits: \(1024, 1024, 64\) \(x, y, z\) and 1024 threads "
+SHARED = r"^expected shared_bytes \(dynamic shared memory per block\) as an int from 0 to 49152, the device's limit"
+
+
+@pytest.mark.parametrize("blocks", [(1, 65536), (1, 70000), 2**31, (1, 1, 65536), (2**31, 65536, 65536)])
+def test_a_grid_over_the_limits_is_refused(blocks):
+    for launch in _launches(blocks, 1):
+        with pytest.raises(ValueError, match=GRID + "launch fewer blocks"):
+            launch()
+
+
+@pytest.mark.parametrize("threads", [1025, (1, 1025), (1, 1, 65), (32, 32, 2), (2048, 1, 1)])
+def test_a_block_over_the_limits_is_refused(threads):
+    for launch in _launches(1, threads):
+        with pytest.raises(ValueError, match=BLOCK + "in all; launch smaller blocks"):
+            launch()
+
+
+@pytest.mark.parametrize("shared_bytes", [49153, 232448, -1, 1.5, True, "0"])
+def test_bad_dynamic_shared_memory_is_refused(shared_bytes):
+    for launch in _launches(1, 4, shared_bytes):
+        with pytest.raises(ValueError, match=SHARED + ", got "):
+            launch()
+
+
+@tp.jit
+def through_shared(x):
+    buf = cuda.shared.array(0, numba.float32)  # dynamic: sized by the launch
+    z = cuda.threadIdx.z
+    buf[buf.size - 1 - z] = z
+    cuda.syncthreads()
+    x[z] = buf[buf.size - 1 - z]
+
+
+def test_a_launch_at_the_limits_runs():
+    x = tp.zeros(64)
+    through_shared[1, (1, 1, 64), None, 49152](x)  # block z and dynamic shared memory at their limits
+    assert x.tolist() == list(range(64))
+
+
+def test_a_refused_launch_leaves_nothing_behind():
+    x = tp.zeros(4)
+    with pytest.raises(ValueError):
+        add_one[(1, 70000), 1](x)
+    add_one[1, 4](x)
+    assert x.tolist() == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_the_simulator_enforces_the_h200s_limits():
+    expected = {
+        "max_grid_dim": (2**31 - 1, 65535, 65535),
+        "max_block_dim": (1024, 1024, 64),
+        "max_threads_per_block": 1024,
+        "max_shared_memory_per_block": 49152,  # without opting in; 232448 with
+    }
+    assert H200_LAUNCH_LIMITS == expected
+    if tp.cuda.backend() == "sim":
+        assert get_backend().launch_limits() == expected
+
+
+@pytest.mark.gpu
+def test_the_simulators_limits_are_the_real_devices():
+    assert get_backend().launch_limits() == H200_LAUNCH_LIMITS
