@@ -115,8 +115,8 @@ def as_tensor(obj) -> Tensor:
         if cai.get("mask") is not None:
             raise TypeError("masked arrays (CUDA Array Interface 'mask') are not supported")
         return _wrap(cai["data"][0], shape, strides_elems, np_dtype, owner=obj)
-    if hasattr(obj, "__dlpack__"):
-        return from_dlpack(obj)
+    if hasattr(obj, "__dlpack__") and not isinstance(obj, (np.ndarray, np.generic)):
+        return from_dlpack(obj)  # NumPy's are host data: copied, on every backend
     from ._factories import tensor
 
     return tensor(obj)

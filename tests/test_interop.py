@@ -256,3 +256,11 @@ def test_cupy_round_trips():
     assert e.data.ptr == y.data_ptr()
     z = tp.from_dlpack(c)
     assert z.data_ptr() == c.data.ptr
+
+
+def test_as_tensor_copies_numpy_arrays_on_every_backend():
+    host = np.arange(4, dtype=np.float32)
+    t = tp.as_tensor(host)
+    host[:] = -1.0  # the tensor holds a copy, as its docstring says
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert tp.as_tensor(np.float64(2.5)).item() == 2.5

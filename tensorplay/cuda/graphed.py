@@ -12,14 +12,15 @@ memory: the next call overwrites them (``.clone()`` keeps one).
 
 from __future__ import annotations
 
+import numpy as np
+
+from .._tensor import Tensor
 from .graphs import CUDAGraph, graph, graph_pool_handle
 
 __all__ = ["make_graphed_callables"]
 
 
 def _tensors(args, what: str) -> tuple:
-    from .._tensor import Tensor
-
     args = args if isinstance(args, tuple) else (args,)
     for i, a in enumerate(args):
         if not isinstance(a, Tensor):
@@ -31,13 +32,44 @@ def _tensors(args, what: str) -> tuple:
 
 
 def _outputs(out, name: str) -> tuple[tuple, bool]:
-    from .._tensor import Tensor
-
     single = isinstance(out, Tensor)
     outs = (out,) if single else out
     if not isinstance(outs, (tuple, list)) or not all(isinstance(o, Tensor) for o in outs):
         raise TypeError(f"{name} must return a tensor or a tuple of tensors to be graphed, got {type(out).__name__}")
     return tuple(outs), single
+
+
+_HOOKS = {  # Module attribute -> what it holds (the backward ones, should a module grow them)
+    "_forward_pre_hooks": "a forward pre-hook",
+    "_forward_hooks": "a forward hook",
+    "_backward_pre_hooks": "a backward pre-hook",
+    "_backward_hooks": "a backward hook",
+    "_full_backward_hooks": "a backward hook",
+}
+
+
+def _refuse_hooks_and_trainable_buffers(fn) -> None:
+    """A replay runs the captured kernels, never a hook, and the graphed
+    backward gives buffers no gradient: refuse both before anything runs."""
+    named = getattr(fn, "named_modules", None)
+    modules = list(named()) if callable(named) else [("", fn)]
+    top = type(fn).__name__
+    for prefix, module in modules:
+        where = top if not prefix else f"submodule {prefix!r} of {top}"
+        for attr, kind in _HOOKS.items():
+            if getattr(module, attr, None):
+                raise ValueError(
+                    f"make_graphed_callables: {where} carries {kind}, which a replay would not run (it replays the "
+                    "captured kernels only); graphed modules may not carry hooks: remove it with handle.remove() "
+                    "before graphing"
+                )
+        buffers = getattr(module, "named_buffers", None)
+        for name, b in buffers(recurse=False) if callable(buffers) else ():
+            if b is not None and b.requires_grad:
+                raise ValueError(
+                    f"make_graphed_callables: buffer {name!r} of {where} requires grad, and the graphed backward "
+                    "gives buffers no gradient; make it a Parameter, or call requires_grad_(False) on it"
+                )
 
 
 def _parameters(fn) -> tuple:
@@ -147,14 +179,25 @@ def _function(c: _Captured):
 def _graphed(c: _Captured):
     fn, n_args = _function(c), c.n_args
 
-    def graphed(*args):
+    def graphed(*args, **kwargs):
+        if kwargs:
+            names = ", ".join(map(repr, kwargs))
+            raise TypeError(
+                f"graphed {c.name} takes its {n_args} tensor arguments by position, as captured; got keyword "
+                f"argument(s) {names}: pass them positionally, in the order of the sample arguments"
+            )
         if len(args) != n_args:
             raise TypeError(f"graphed {c.name} takes {n_args} tensor arguments, as captured; got {len(args)}")
         for i, (a, s) in enumerate(zip(args, c.static_inputs, strict=False)):
-            if getattr(a, "shape", None) != s.shape or getattr(a, "dtype", None) is not s.dtype:
+            if not isinstance(a, Tensor):
+                what = "a NumPy array" if isinstance(a, np.ndarray) else f"a {type(a).__name__}"
+                raise TypeError(
+                    f"argument {i} of graphed {c.name} is {what}; graphed callables take tensorplay Tensors, as "
+                    "captured: copy it to the device with tp.tensor(...)"
+                )
+            if a.shape != s.shape or a.dtype is not s.dtype:
                 raise ValueError(
-                    f"graphed {c.name} was captured for shape {s.shape} and {s.dtype}; "
-                    f"got {getattr(a, 'shape', type(a).__name__)} {getattr(a, 'dtype', '')}".rstrip()
+                    f"graphed {c.name} was captured for shape {s.shape} and {s.dtype}; got {a.shape} and {a.dtype}"
                 )
             if a.requires_grad and not s.requires_grad:
                 raise ValueError(
@@ -191,7 +234,14 @@ def make_graphed_callables(
     Returns the graphed callables in the same structure. A module comes back with
     its ``forward`` graphed while it stays in the training mode it was captured
     in; in the other mode it runs eagerly. Call the graphed callables in the order
-    they were captured, as with any graphs that share a pool.
+    they were captured, as with any graphs that share a pool. They take tensorplay
+    Tensors by position, of the samples' shapes and dtypes: a keyword argument or
+    host data (a NumPy array) is refused with a ``TypeError``, since the graph's
+    inputs are device tensors fed to autograd (``tp.tensor(array)`` copies one there).
+
+    A module (and each of its submodules) may not carry hooks, which a replay
+    would skip, nor buffers that require grad, which the graphed backward would
+    give no gradient: both are refused with a ``ValueError`` before anything runs.
 
     Examples
     --------
@@ -213,6 +263,7 @@ def make_graphed_callables(
     for fn in callables:
         if not callable(fn):
             raise TypeError(f"make_graphed_callables: expected functions or modules, got {type(fn).__name__}")
+        _refuse_hooks_and_trainable_buffers(fn)
     args = [_tensors(a, "make_graphed_callables") for a in sample_args]
     pool = pool if pool is not None else graph_pool_handle()
     captured = [
@@ -232,8 +283,8 @@ def _as_callable(c: _Captured):
         return graphed
     eager, training = module.forward, module.training
 
-    def forward(*args):
-        return graphed(*args) if module.training == training else eager(*args)
+    def forward(*args, **kwargs):
+        return graphed(*args, **kwargs) if module.training == training else eager(*args, **kwargs)
 
     module.forward = forward
     return module

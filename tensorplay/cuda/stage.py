@@ -25,8 +25,11 @@ the host where the driver allows it:
   the graph's own launch (two launches, the same safety: kernel parameters are
   copied at the launch).
 
-Everything is checked before anything is copied: an error leaves every static
-input as it was.
+Everything is checked before anything is copied (host data is converted to
+the static input's dtype, and refused while a capture forbids host copies, in
+the check phase): an error leaves every static input as it was. The copies are
+not recorded by autograd, whichever way they go: a static input that requires
+grad (as ``make_graphed_callables``' are) takes host data as it takes a tensor.
 """
 
 from __future__ import annotations
@@ -39,12 +42,13 @@ import numpy as np
 
 from .._factories import tensor
 from .._tensor import Tensor
+from ..autograd import no_grad
 from ..kernels.gather import MAX_PAIRS
 from ..kernels.gather import kernel as gather_kernel
 from ..kernels.launch import grid_1d, resolve
 from .backend import CaptureError
 from .backend import get as get_backend
-from .streams import Stream, capture_state, current_stream
+from .streams import Stream, capture_state, current_stream, refuse_during_capture
 from .streams import stream as use_stream
 
 __all__ = ["release", "stage_and_launch"]
@@ -118,10 +122,10 @@ def release(graph) -> None:
 def _refuse_capture(graph, s: Stream) -> None:
     if graph._stream is not None:
         raise RuntimeError("stage_and_launch() called while this CUDAGraph is capturing; call capture_end() first")
-    if not s._key:
+    if not s._key and capture_state.owned_strict() is not None:  # the rule of every launch (kernels/launch.py)
         raise CaptureError(
-            "stage_and_launch() on the legacy default stream is not allowed while a graph is being captured; "
-            "launch it on a tp.cuda.Stream() or after capture_end()"
+            "stage_and_launch() on the legacy default stream is not allowed while this thread captures a graph "
+            "(it would not be captured); launch it on a tp.cuda.Stream() or after capture_end()"
         )
     if s.is_capturing():
         raise CaptureError(
@@ -144,6 +148,12 @@ class _Plan:
         for i, t in enumerate(statics):
             if not isinstance(t, Tensor):
                 raise TypeError(f"expected a Tensor as static input {i}, got {type(t).__name__}")
+            if _self_overlapping(t):
+                raise ValueError(
+                    f"static input {i} of shape {tuple(t.shape)} and strides {tuple(t._strides)} has elements that "
+                    "share memory (an expand()ed view), which no copy can write; capture with a tensor that has "
+                    "memory of its own (.contiguous())"
+                )
         self.storages = {id(t._storage) for t in statics}
         serial = _overlapping(statics)  # then every pair is copied with copy_, in order
         self.pairs: list[tuple] = []  # per pair: (gather slot or -1, dtype, shape, nbytes)
@@ -197,14 +207,18 @@ class _Plan:
             elif x is not statics[i]:
                 slow.append(i)
         copies = []
-        serial = False
+        serial = host = False
         for i in slow:
             x, static = inputs[i], statics[i]
             if isinstance(x, Tensor) and id(x._storage) in storages:
                 if _same_view(x, static):
                     continue
                 serial = True
-            copies.append((i, _source(i, x, static)))
+            src = _source(i, x, static)
+            host = host or not isinstance(src, Tensor)
+            copies.append((i, src))
+        if host:  # the upload would refuse it too, but after the copies before it
+            refuse_during_capture("stage_and_launch() with host data (a NumPy array or numbers)", s)
         if serial:  # an input aliases a static input: every copy with copy_, in order
             checked, skipped = dict(copies), set(slow)
             copies = [
@@ -214,7 +228,7 @@ class _Plan:
             ]
             srcs = None
         if copies:
-            with use_stream(s):
+            with use_stream(s), no_grad():  # a copy into a static input, as the gather kernel's
                 for i, src in copies:
                     statics[i].copy_(src)
         if self.staged is not None and srcs is not None and any(sizes):
@@ -251,7 +265,8 @@ def _forget(graph_ref, key: tuple, _dead) -> None:
 
 def _source(i: int, x, static: Tensor):
     """What ``static.copy_`` takes for input ``i``, once checked: ``x``, or
-    host data as a NumPy array."""
+    host data as a NumPy array of the static input's dtype (converted here, so
+    that a failing conversion comes before any copy)."""
     if isinstance(x, Tensor):
         shape = x.shape
     elif isinstance(x, _HOST_DATA):
@@ -276,6 +291,8 @@ def _source(i: int, x, static: Tensor):
             f"input {i} of shape {tuple(shape)} cannot be copied into static input {i} of shape {tuple(target)}: "
             "the shapes must match or broadcast"
         )
+    if not isinstance(x, Tensor):
+        x = np.asarray(x, dtype=static.dtype.np, order="C")
     return x
 
 
@@ -283,6 +300,17 @@ def _same_view(x: Tensor, static: Tensor) -> bool:
     return (
         x._ptr == static._ptr and x.shape == static.shape and x._strides == static._strides and x.dtype is static.dtype
     )
+
+
+def _self_overlapping(t: Tensor) -> bool:
+    """True when two elements of ``t`` may share memory (a stride 0, or strides
+    that step inside another dimension's extent)."""
+    extent = 1  # in elements: what the dimensions of smaller strides span
+    for stride, size in sorted((abs(st), d) for d, st in zip(t.shape, t._strides, strict=True) if d > 1):
+        if stride < extent:
+            return True
+        extent += (size - 1) * stride
+    return False
 
 
 def _overlapping(statics) -> bool:

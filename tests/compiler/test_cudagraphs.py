@@ -243,3 +243,72 @@ def test_past_the_signature_limit_new_signatures_run_eagerly_with_one_warning(mo
     assert f.graph(tp.ones(1)) is not None
     f.reset()
     assert f(tp.ones(3)).tolist() == [2.0] * 3 and f.graph(tp.ones(3)) is not None
+
+
+def _bump_then_read(x, y):
+    """Writes its first argument, then reads its second: aliasing shows."""
+    x.add_(1.0)
+    return x + y
+
+
+def test_one_tensor_given_twice_is_staged_once():
+    # Issue 11, item 5: f(a, a) gave 4, then 3, 3 (two private copies of a).
+    fn, runs = _counted(_bump_then_read)
+    f = tp_compile(fn)
+    for _ in range(4):
+        a, ref = tp.ones(1), tp.ones(1)
+        assert f(a, a).tolist() == _bump_then_read(ref, ref).tolist() == [4.0]
+    assert len(runs) == 2 and f.graph(a, a) is not None  # warm-up, capture; then replays
+    a, b = tp.ones(1), tp.ones(1)
+    assert f.graph(a, b) is None  # distinct tensors are another signature
+    for _ in range(3):
+        a, b = tp.ones(1), tp.ones(1)
+        assert f(a, b).tolist() == [3.0]
+    a = tp.ones(1)
+    assert f(a, a).tolist() == [4.0] and len(runs) == 4
+
+
+def test_overlapping_views_of_one_tensor_share_memory_as_in_eager_mode():
+    fn, runs = _counted(lambda x, y: (x.mul_(2.0), y * 1.0 + x.sum())[1])
+    f = tp_compile(fn)
+    for seed in range(4):
+        data = _rand(8, seed)
+        base, ref = tp.tensor(data), tp.tensor(data)
+        out = f(base[0:5], base[3:8])
+        expected = fn(ref[0:5], ref[3:8])
+        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-6)
+    assert len(runs) == 2 + 4 and f.graph(base[0:5], base[3:8]) is not None
+    assert f.graph(base[0:5], base[2:7]) is None  # another overlap, another signature
+    g = tp_compile(_bump_then_read)
+    for seed in range(3):  # a tensor and its transpose: strides and offsets kept in the shared copy
+        data = _rand((3, 3), seed)
+        m, ref = tp.tensor(data), tp.tensor(data)
+        np.testing.assert_allclose(g(m, m.t()).numpy(), _bump_then_read(ref, ref.t()).numpy(), rtol=1e-6)
+        rows, ref = tp.tensor(_rand((4, 3), seed)), tp.tensor(_rand((4, 3), seed))
+        out = g(rows[1:3], rows[::2])  # strided, and overlapping through row 2 only
+        np.testing.assert_allclose(out.numpy(), _bump_then_read(ref[1:3], ref[::2]).numpy(), rtol=1e-6)
+    assert g.graph(m, m.t()) is not None and g.graph(rows[1:3], rows[::2]) is not None
+
+
+def test_views_that_share_no_bytes_are_staged_as_distinct_tensors():
+    f = tp_compile(_bump_then_read)
+    for _ in range(3):
+        base = tp.ones(8)
+        assert f(base[:4], base[4:]).tolist() == [3.0] * 4
+    assert f.graph(base[:4], base[4:]) is f.graph(tp.ones(4), tp.ones(4))  # one signature
+
+
+def test_memory_shared_by_other_dtypes_or_across_storages():
+    f = tp_compile(_bump_then_read)
+    for _ in range(3):  # the same bytes through another Storage (DLPack): seen as shared
+        a = tp.ones(2)
+        assert f(a, tp.from_dlpack(a)).tolist() == [4.0] * 2
+    assert f.graph(a, tp.from_dlpack(a)) is not None
+    a = tp.ones(2)
+    bits = tp.Tensor._make(a._storage, a._ptr, a.shape, a._strides, tp.int32)  # float32 bits as int32
+    with pytest.warns(
+        UserWarning, match="got tensor arguments of different dtypes over the same memory, .* run eagerly"
+    ):
+        for _ in range(3):
+            f(a, bits)
+    assert f.graph(a, bits) is None

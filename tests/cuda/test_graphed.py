@@ -169,3 +169,63 @@ def test_an_argument_that_requires_grad_needs_a_sample_that_did():
     f = tp.cuda.make_graphed_callables(lambda x: x * 2, (tp.zeros(2),))
     with pytest.raises(ValueError, match="argument 0 of graphed .* requires grad but its sample did not"):
         f(tp.ones(2).requires_grad_())
+
+
+def test_modules_with_hooks_are_refused_before_anything_runs():
+    # Issue 11, item 16: a hook was graphed over and silently stopped running.
+    nn = tp.nn
+    cases = [
+        (lambda net: net.register_forward_hook(lambda m, a, out: None), "Sequential carries a forward hook"),
+        (lambda net: net[0].register_forward_pre_hook(lambda m, a: None),
+         "submodule '0' of Sequential carries a forward pre-hook"),
+    ]  # fmt: skip
+    for register, message in cases:
+        net = nn.Sequential(nn.Linear(3, 2), nn.Tanh())
+        handle = register(net)
+        before = net[0].weight.detach().clone()
+        with pytest.raises(ValueError, match=f"^make_graphed_callables: {message}, which a replay would not run"):
+            tp.cuda.make_graphed_callables(net, (tp.zeros(4, 3),))
+        assert net.forward.__func__ is nn.Sequential.forward  # left as it was
+        assert net[0].weight.grad is None and np.array_equal(net[0].weight.detach().numpy(), before.numpy())
+        handle.remove()
+        graphed = tp.cuda.make_graphed_callables(net, (tp.zeros(4, 3),))
+        x = tp.tensor(np.full((4, 3), 0.5)).float()
+        np.testing.assert_allclose(graphed(x).numpy(), net[1](net[0](x)).numpy(), rtol=1e-6)
+
+
+def test_buffers_that_require_grad_are_refused():
+    nn = tp.nn
+    net = nn.Sequential(nn.Linear(3, 2))
+    net[0].register_buffer("scale", tp.ones(2).requires_grad_())
+    with pytest.raises(
+        ValueError, match="^make_graphed_callables: buffer 'scale' of submodule '0' of Sequential requires"
+    ):
+        tp.cuda.make_graphed_callables(net, (tp.zeros(4, 3),))
+    net[0].scale.requires_grad_(False)
+    tp.cuda.make_graphed_callables(net, (tp.zeros(4, 3),))  # a plain buffer is fine
+
+
+def test_keyword_and_host_arguments_get_a_sentence():
+    # Issue 11, item 14: "forward() got an unexpected keyword argument", and a
+    # NumPy array reported as "captured for shape (4, 3) ... got (4, 3) float32".
+    layer = tp.nn.Linear(3, 2)
+    graphed = tp.cuda.make_graphed_callables(layer, (tp.zeros(4, 3),))
+    with pytest.raises(TypeError, match=r"^graphed Linear takes its 1 tensor arguments by position, as captured; got "
+                       r"keyword argument\(s\) 'x': pass them positionally"):  # fmt: skip
+        graphed(x=tp.ones(4, 3))
+    host = np.ones((4, 3), np.float32)
+    with pytest.raises(TypeError, match=r"^argument 0 of graphed Linear is a NumPy array; graphed callables take "
+                       r"tensorplay Tensors, as captured: copy it to the device with tp.tensor\(...\)"):  # fmt: skip
+        graphed(host)
+    f = tp.cuda.make_graphed_callables(lambda x: x * 2, (tp.zeros(2),))
+    with pytest.raises(TypeError, match="^argument 0 of graphed .*<lambda> is a list; graphed callables take"):
+        f([1.0, 2.0])
+    with pytest.raises(
+        ValueError, match=r"captured for shape \(2,\) and tensorplay.float32; got \(2,\) and tensorplay"
+    ):
+        f(tp.ones(2, dtype=tp.float64))
+    with tp.no_grad():
+        expected = tp.nn.functional.linear(tp.tensor(host), layer.weight, layer.bias).numpy()
+    np.testing.assert_allclose(graphed(tp.tensor(host)).detach().numpy(), expected, rtol=1e-6)
+    layer.eval()  # the other mode runs eagerly, keywords and all
+    np.testing.assert_allclose(graphed(x=tp.ones(4, 3)).numpy(), graphed(tp.ones(4, 3)).numpy())

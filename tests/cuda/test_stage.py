@@ -283,6 +283,60 @@ def test_errors_say_what_to_do_and_copy_nothing():
     assert y.numpy().tolist() == [3.0] * 4
 
 
+def test_static_inputs_that_require_grad_take_host_data_as_they_take_tensors():
+    # Issue 11, item 3: the first static input was written, then the copy into
+    # the second (which requires grad) raised. The copies are not autograd's,
+    # whichever way they go (the gather kernel's never were).
+    x, w = tp.zeros(4), tp.zeros(4).requires_grad_()
+    g, y, s = _affine_graph(x, w)
+    g.stage_and_launch([x, w], [np.full(4, 2.0, np.float32), np.arange(4, dtype=np.float64)])
+    assert x.tolist() == [2.0] * 4 and w.detach().tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert y.tolist() == [5.0] * 4 and s.item() == 6.0
+    g.stage_and_launch([x, w], [tp.ones(4), tp.full((8,), 3.0)[::2]])  # another layout: copy_
+    assert w.detach().tolist() == [3.0] * 4 and s.item() == 12.0
+    g.stage_and_launch([x, w], [tp.full((8,), 4.0)[::2].requires_grad_(), tp.ones(4)])  # a source that does
+    assert y.tolist() == [9.0] * 4 and w.requires_grad
+
+
+def test_host_data_refused_by_a_capture_elsewhere_copies_nothing():
+    x, w = tp.zeros(4), tp.zeros(4)
+    g, y, _ = _affine_graph(x, w)
+    g.stage_and_launch([x, w], [tp.ones(4), tp.ones(4)])  # the plan is built before the other capture
+    x.fill_(5.0)
+    strided, host = tp.full((8,), 2.0)[::2], np.ones(4, np.float32)
+    s, side = tp.cuda.Stream(), tp.cuda.Stream()
+    s.wait_stream(tp.cuda.current_stream())
+    other = tp.cuda.CUDAGraph()
+    with tp.cuda.stream(side):
+        other.capture_begin()  # global mode: no host copies anywhere until it ends
+        z = tp.ones(1) + 1.0
+    try:
+        with pytest.raises(tp.cuda.CaptureError, match=r"^stage_and_launch\(\) with host data .* is not allowed while"):
+            g.stage_and_launch([x, w], [strided, host], stream=s)  # input 0 alone would be copied
+    finally:
+        with tp.cuda.stream(side):
+            other.capture_end()
+    s.synchronize()
+    assert x.tolist() == [5.0] * 4  # the check came before the copy of input 0
+    other.replay()
+    assert z.item() == 2.0
+    g.stage_and_launch([x, w], [strided, host])
+    assert y.tolist() == [5.0] * 4
+
+
+def test_a_static_input_whose_elements_share_memory_is_refused_before_any_copy():
+    x, e = tp.zeros(4), tp.ones(1).expand(4)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        out = x + e
+    x.fill_(5.0)
+    with pytest.raises(ValueError, match=r"^static input 1 of shape \(4,\) and strides \(0,\) has elements that share"):
+        g.stage_and_launch([x, e], [np.ones(4, np.float32), tp.zeros(4)])
+    assert x.tolist() == [5.0] * 4
+    g.stage_and_launch([x], [np.ones(4, np.float32)])
+    assert out.tolist() == [2.0] * 4
+
+
 def test_needs_a_captured_graph():
     g = tp.cuda.CUDAGraph()
     with pytest.raises(RuntimeError, match="needs a captured graph; capture one first"):
@@ -312,15 +366,17 @@ def test_refused_during_a_capture_and_the_runtime_stays_usable():
         with tp.cuda.graph(own):
             own.stage_and_launch([x], [tp.ones(4)])
     _no_capture_left()
-    s = tp.cuda.Stream()
+    s, fresh = tp.cuda.Stream(), tp.ones(4)
     s.wait_stream(tp.cuda.current_stream())
     with tp.cuda.stream(s):
         other.capture_begin()
         y.add_(1.0)
-    with pytest.raises(tp.cuda.CaptureError, match="on the legacy default stream is not allowed while a graph"):
-        g.stage_and_launch([x], [tp.ones(4)], stream=tp.cuda.default_stream())
-    with tp.cuda.stream(s):
-        other.capture_end()
+    try:
+        with pytest.raises(tp.cuda.CaptureError, match=r"^stage_and_launch\(\) on the legacy default stream is not"):
+            g.stage_and_launch([x], [fresh], stream=tp.cuda.default_stream())
+    finally:  # a failed check must not leave the capture open for the tests after it
+        with tp.cuda.stream(s):
+            other.capture_end()
     g.stage_and_launch([x], [tp.full((4,), 2.0)])
     assert y.numpy().tolist() == [3.0] * 4
 

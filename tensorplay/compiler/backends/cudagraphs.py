@@ -3,13 +3,20 @@
 A call's *signature* is the structure of its arguments (tuples, lists and
 dicts are walked) with, for each tensor, its shape, dtype and strides, and for
 any other value the value itself, which must be hashable: it is baked into the
-capture, so another value is another signature. Per signature:
+capture, so another value is another signature. Which tensor arguments share
+memory is part of it too: ``f(a, a)``, ``f(a, b)`` and ``f(x[:4], x[2:])`` are
+three signatures. Per signature:
 
 1. the first ``warmup`` calls run ``fn`` eagerly (its kernels are compiled
    there, outside any capture);
 2. the next call captures ``fn`` once, on private copies of the tensor
    arguments (the graph's static inputs), into a ``CUDAGraph`` with a pool of
-   its own;
+   its own. Arguments that share memory get copies that share it the same
+   way: each group of overlapping arguments is staged as one copy of the
+   memory they span, and their static inputs are views of it with the
+   arguments' offsets and strides, so that a write through one is read
+   through the others, as in eager mode. (A group that mixes dtypes cannot be
+   staged so: its signature runs eagerly, with a warning.);
 3. that call and every later one copies the tensor arguments into the static
    inputs and replays, through ``CUDAGraph.stage_and_launch``: one launch.
 
@@ -50,14 +57,25 @@ def compile_fn(fn, warmup: int = 1) -> CompiledFunction:
 class _Entry:
     """One signature: its eager calls so far, then its graph."""
 
-    __slots__ = ("calls", "eager", "graph", "statics", "out_spec", "out_leaves")
+    __slots__ = ("calls", "eager", "graph", "statics", "sources", "out_spec", "out_leaves")
 
     def __init__(self) -> None:
         self.calls = 0
-        self.eager = False  # autograd records this signature: never captured
+        self.eager = False  # autograd records this signature (or it cannot be staged): never captured
         self.graph: CUDAGraph | None = None
-        self.statics: list[Tensor] = []
+        self.statics: list[Tensor] = []  # what stage_and_launch copies into
+        self.sources: tuple | None = None  # with shared memory: what it copies from (see _aliased_statics)
         self.out_spec = self.out_leaves = None
+
+    def launch(self, tensors: list):
+        """Stage this call's ``tensors``, replay, and return the static outputs."""
+        if self.sources is not None:
+            tensors = [
+                tensors[src] if type(src) is int else tensors[src[0]]._view((src[2],), (1,), src[1])
+                for src in self.sources
+            ]
+        self.graph.stage_and_launch(self.statics, tensors)
+        return _unflatten(self.out_spec, self.out_leaves)
 
 
 class CompiledFunction:
@@ -83,7 +101,7 @@ class CompiledFunction:
         self._warmup = warmup
         self._entries: dict = {}
         self._lock = threading.RLock()  # one capture at a time
-        self._warned = False
+        self._warned = self._warned_unstaged = False
 
     def __call__(self, *args, **kwargs):
         key, tensors = _signature(args, kwargs)
@@ -92,8 +110,7 @@ class CompiledFunction:
         entry = self._entries.get(key)
         if entry is None or entry.graph is None:
             return self._first_calls(key, args, kwargs, tensors)
-        entry.graph.stage_and_launch(entry.statics, tensors)
-        return _unflatten(entry.out_spec, entry.out_leaves)
+        return entry.launch(tensors)
 
     def _first_calls(self, key, args, kwargs, tensors):
         """A signature not captured yet: warm up, or capture."""
@@ -112,18 +129,28 @@ class CompiledFunction:
                 entry.eager = _records_grad(_flatten(out)[1])
                 return out
             if entry.graph is None and not self._capture(entry, key, tensors):
-                return self._fn(*args, **kwargs)  # autograd records it: eager from now on
-        entry.graph.stage_and_launch(entry.statics, tensors)
-        return _unflatten(entry.out_spec, entry.out_leaves)
+                return self._fn(*args, **kwargs)  # eager from now on
+        return entry.launch(tensors)
 
     def _capture(self, entry: _Entry, key, tensors) -> bool:
-        """Capture ``fn`` on private copies of ``tensors``; False (and the
-        signature turns eager) when its outputs record autograd."""
-        statics = [t.clone() for t in tensors]
-        if key[:1] == ("tree",):
-            static_args, static_kwargs = _rebuild_call(key, statics)
+        """Capture ``fn`` on private copies of ``tensors`` (sharing memory as
+        they do); False (and the signature turns eager) when its outputs record
+        autograd or its shared memory cannot be staged."""
+        aliases = key[-1]
+        if not aliases:
+            statics, sources = [t.clone() for t in tensors], None
+            arg_statics = statics
         else:
-            static_args, static_kwargs = tuple(statics), {}
+            staged = _aliased_statics(tensors, aliases)
+            if staged is None:
+                entry.eager = True
+                self._warn_unstaged()
+                return False
+            arg_statics, statics, sources = staged
+        if key[:1] == ("tree",):
+            static_args, static_kwargs = _rebuild_call(key, arg_statics)
+        else:
+            static_args, static_kwargs = tuple(arg_statics), {}
         g = CUDAGraph()
         with graph(g):
             out = self._fn(*static_args, **static_kwargs)
@@ -131,8 +158,20 @@ class CompiledFunction:
         if _records_grad(out_leaves):
             entry.eager = True
             return False
-        entry.graph, entry.statics, entry.out_spec, entry.out_leaves = g, statics, out_spec, out_leaves
+        entry.graph, entry.statics, entry.sources = g, statics, sources
+        entry.out_spec, entry.out_leaves = out_spec, out_leaves
         return True
+
+    def _warn_unstaged(self) -> None:
+        if not self._warned_unstaged:
+            self._warned_unstaged = True
+            name = getattr(self._fn, "__qualname__", repr(self._fn))
+            warnings.warn(
+                f"compiled {name} got tensor arguments of different dtypes over the same memory, which its graph "
+                "cannot stage as they share it; calls with such arguments run eagerly (pass tensors that do not "
+                "share memory, or views of one dtype, to replay a graph)",
+                stacklevel=5,
+            )
 
     def _warn_limit(self) -> None:
         if not self._warned:
@@ -153,7 +192,7 @@ class CompiledFunction:
     def reset(self) -> None:
         """Forget every signature: graphs are freed, the next calls warm up again."""
         with self._lock:
-            self._entries, self._warned = {}, False
+            self._entries, self._warned, self._warned_unstaged = {}, False, False
 
     def __repr__(self) -> str:
         graphs = sum(e.graph is not None for e in self._entries.values())
@@ -172,15 +211,86 @@ _NAN = float("nan")  # NaN != NaN, but a key holding this one object matches its
 
 def _signature(args: tuple, kwargs: dict):
     """``(key, tensors)`` of a call: for positional tensors only, their shapes,
-    dtypes and strides; else ``("tree", args' specs, kwargs' specs)``. Grad mode
-    is part of the key: a graph captured under ``no_grad`` records nothing for
+    dtypes and strides; else ``("tree", args' specs, kwargs' specs)``; either
+    way followed by which tensors share memory (``_aliases``). Grad mode is
+    part of the key: a graph captured under ``no_grad`` records nothing for
     autograd, so a call with grad on must not replay it."""
     if not kwargs and all(isinstance(a, Tensor) for a in args):
-        return (is_grad_enabled(), *[(a.shape, a.dtype, a._strides) for a in args]), args
+        return (is_grad_enabled(), *[(a.shape, a.dtype, a._strides) for a in args], _aliases(args)), args
     tensors: list[Tensor] = []
     positional = tuple(_spec(v, tensors, f"argument {i}") for i, v in enumerate(args))
     named = tuple((k, _spec(kwargs[k], tensors, f"argument {k!r}")) for k in sorted(kwargs))
-    return ("tree", is_grad_enabled(), positional, named), tensors
+    return ("tree", is_grad_enabled(), positional, named, _aliases(tensors)), tensors
+
+
+def _aliases(tensors) -> tuple:
+    """Which of ``tensors`` share memory: ``()`` when none do, else per group
+    of tensors whose bytes overlap (directly or through others), ``((index,
+    byte offset of its data pointer from the group's lowest byte), ...)``."""
+    if len(tensors) < 2:
+        return ()
+    storages = {id(t._storage) for t in tensors}
+    if len(storages) == len(tensors) and all(t._storage.block is not None for t in tensors):
+        return ()  # distinct allocator blocks never overlap (foreign memory may: it is checked)
+    groups: list[list] = []  # [lowest byte, end, members], by address
+    for lo, hi, i in sorted((*_span(t), i) for i, t in enumerate(tensors) if t.numel()):
+        if groups and lo < groups[-1][1]:
+            groups[-1][1] = max(groups[-1][1], hi)
+            groups[-1][2].append(i)
+        else:
+            groups.append([lo, hi, [i]])
+    return tuple(
+        sorted(
+            tuple(sorted((i, tensors[i]._ptr - lo) for i in members)) for lo, _, members in groups if len(members) > 1
+        )
+    )
+
+
+def _span(t: Tensor) -> tuple[int, int]:
+    """The bytes ``t`` reaches: from its lowest element's first byte to its highest's last."""
+    isz = t.dtype.itemsize
+    lo = hi = t._ptr
+    for size, stride in zip(t.shape, t._strides, strict=True):
+        step = (size - 1) * stride * isz
+        if step < 0:
+            lo += step
+        else:
+            hi += step
+    return lo, hi + isz
+
+
+def _aliased_statics(tensors, aliases: tuple):
+    """Private copies of ``tensors`` that share memory as they do, or None
+    when a group of them mixes dtypes. Returns ``(one static per tensor, what
+    stage_and_launch copies into, where each of those is copied from)``: a
+    tensor that shares nothing gets a clone (its source: its index); a group
+    gets one contiguous copy of the bytes it spans, the group's statics are
+    views of it at the tensors' offsets and strides, and its source is
+    ``(index of its first tensor, element offset from that tensor's data to
+    the group's lowest byte, elements)``, rebuilt as a view at every call."""
+    grouped = {i for group in aliases for i, _ in group}
+    per_tensor = [None] * len(tensors)
+    statics, sources = [], []
+    for i, t in enumerate(tensors):
+        if i not in grouped:
+            per_tensor[i] = t.clone()
+            statics.append(per_tensor[i])
+            sources.append(i)
+    for group in aliases:
+        first, first_offset = group[0]
+        dtype = tensors[first].dtype
+        isz = dtype.itemsize
+        if any(tensors[i].dtype is not dtype or offset % isz for i, offset in group):
+            return None
+        lo = tensors[first]._ptr - first_offset
+        n = (max(_span(tensors[i])[1] for i, _ in group) - lo) // isz
+        source = (first, -first_offset // isz, n)
+        base = tensors[first]._view((n,), (1,), source[1]).clone()
+        for i, offset in group:
+            per_tensor[i] = base._view(tensors[i].shape, tensors[i]._strides, offset // isz)
+        statics.append(base)
+        sources.append(source)
+    return per_tensor, statics, tuple(sources)
 
 
 def _rebuild_call(key: tuple, tensors: list) -> tuple[tuple, dict]:
