@@ -18,7 +18,7 @@ def raw_launch_us(n: int = 1024) -> float:
     """cuLaunchKernel of tensorplay's compiled add kernel with parameters packed
     once: the floor any Python launch path can reach."""
     from tensorplay.kernels import elementwise as ew
-    from tensorplay.kernels.launch import _launchers, grid_1d
+    from tensorplay.runtime.launch import _launchers, grid_1d
 
     x, y = tp.rand(n), tp.rand(n)
     z = x + y  # compiles and caches the launcher
@@ -177,7 +177,7 @@ def transpose_bandwidth(rows: list, progress) -> None:
 def bandwidth_launch_shapes(rows: list, progress, mib: int = 1024) -> None:
     """The same ``x + y`` with larger grids than the default (the grid-stride
     kernels allow any): a measurement for choosing ``grid_1d``'s limit."""
-    from tensorplay.kernels import launch
+    from tensorplay.runtime import launch
 
     n = int(mib * (1 << 20)) // 4
     gbytes = 3 * n * 4 / 1e9

@@ -52,7 +52,7 @@ def _ok(result):
 def raw_driver() -> SimpleNamespace:
     """Capture, instantiate, launch, count and destroy through ``cuda.bindings``.
     The simulator has no driver: there its backend's calls of the same names stand in."""
-    from tensorplay.cuda.backend import get
+    from tensorplay.runtime.backend import get
 
     dev = get()
     if dev.name != "cuda":

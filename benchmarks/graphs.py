@@ -45,7 +45,7 @@ def _raw_graph(n_kernels: int, x):
     from cuda.bindings import driver as drv
 
     from tensorplay.kernels import elementwise as ew
-    from tensorplay.kernels.launch import _launchers, grid_1d
+    from tensorplay.runtime.launch import _launchers, grid_1d
 
     x.add_(1.0)
     key = next(k for k in _launchers if k[0] is ew.kernel("add", "as", "flat", "none"))
@@ -149,7 +149,7 @@ def _replay_device_row(n_kernels: int, reps: int = 200) -> dict:
 
 
 def _node_count(graph) -> int:
-    from tensorplay.cuda.backend import get
+    from tensorplay.runtime.backend import get
 
     return get().graph_node_count(graph)
 

@@ -27,7 +27,7 @@ from benchmarks.common import host_us, peer  # noqa: E402
 def _raw_add(n: int):
     """tensorplay's compiled add kernel, its parameters packed once: (function, grid, block, parameter table)."""
     from tensorplay.kernels import elementwise as ew
-    from tensorplay.kernels.launch import _launchers, grid_1d
+    from tensorplay.runtime.launch import _launchers, grid_1d
 
     x, y = tp.rand(n), tp.rand(n)
     z = x + y
@@ -45,7 +45,7 @@ def _empty_kernel():
 
 def _no_param_launch(drv, stream):
     """A launch of a kernel without parameters: what the binding costs when it converts no table."""
-    from tensorplay.kernels.launch import resolve
+    from tensorplay.runtime.launch import resolve
 
     launcher = resolve(_empty_kernel.dispatcher, [])
     launcher((1, 1, 1), (32, 1, 1), stream, [])

@@ -7,12 +7,8 @@ Without a GPU everything runs on a CPU simulator with the same rules.
 
 from __future__ import annotations
 
-from . import (
-    autograd,
-    cuda,  # chooses the backend before anything imports numba.cuda
-    nn,
-    optim,
-)
+from . import runtime  # isort: skip (chooses the backend before anything imports numba.cuda)
+from . import autograd, cuda, nn, optim
 from ._dtype import DType, bool, float16, float32, float64, int32, int64  # noqa: A004
 from ._factories import (
     arange,

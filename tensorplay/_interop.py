@@ -9,8 +9,8 @@ import numpy as np
 from . import _dlpack
 from . import _dtype as dt
 from ._tensor import Storage, Tensor
-from .cuda.backend import get as get_backend
-from .cuda.streams import Event, current_stream
+from .runtime.backend import get as get_backend
+from .runtime.streams import Event, current_stream
 
 __all__ = ["as_tensor", "cuda_array_interface", "dlpack_device", "from_dlpack", "to_dlpack"]
 

@@ -11,9 +11,9 @@ import functools
 
 import numpy as np
 
-from .cuda.backend import get as get_backend
-from .cuda.streams import Stream
-from .kernels.launch import KernelArray, launch
+from .runtime.backend import get as get_backend
+from .runtime.streams import Stream
+from .runtime.launch import KernelArray, launch
 
 __all__ = ["Kernel", "jit", "launch_kernel"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 
 from . import _dtype as dt
-from .cuda.backend import get as get_backend
-from .cuda.streams import current_stream
+from .runtime.backend import get as get_backend
+from .runtime.streams import current_stream
 
 
 class _Lazy:

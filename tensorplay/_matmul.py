@@ -6,7 +6,7 @@ from . import _dtype as dt
 from ._shape import broadcast_shapes
 from ._tensor import TENSOR_TYPES, Tensor, contiguous_strides
 from .kernels import matmul as mk
-from .kernels.launch import launch_packed, launch_with, layout_packer, resolve
+from .runtime.launch import launch_packed, launch_with, layout_packer, resolve
 
 __all__ = ["matmul"]
 

@@ -13,11 +13,11 @@ import numpy as np
 from . import _dtype as dt
 from ._shape import broadcast_shapes, broadcast_strides, coalesce, view_strides
 from ._tensor import _PACK_FLAT, TENSOR_TYPES, Tensor, _is_contiguous, contiguous_strides
-from .cuda.backend import get as get_backend
-from .cuda.backend.params import scalar_struct
+from .runtime.backend import get as get_backend
+from .runtime.backend.params import scalar_struct
 from .kernels import elementwise as ew
 from .kernels import reduce as rk
-from .kernels.launch import ArrayArg, grid_1d, grid_rows, grid_tiles, launch_packed, layout_packer, resolve
+from .runtime.launch import ArrayArg, grid_1d, grid_rows, grid_tiles, launch_packed, layout_packer, resolve
 
 __all__ = ["binary", "elementwise", "internal_overlap", "reduce", "unary"]
 

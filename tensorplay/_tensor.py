@@ -12,11 +12,11 @@ import numpy as np
 
 from . import _dtype as dt
 from ._math import TENSOR_TYPES, TensorMath
-from .cuda import memory as _memory
-from .cuda.backend import get as get_backend
-from .cuda.backend.params import array_struct
-from .cuda.streams import current_stream, refuse_during_capture
-from .kernels.launch import ArrayArg, KernelArray
+from .runtime import memory as _memory
+from .runtime.backend import get as get_backend
+from .runtime.backend.params import array_struct
+from .runtime.streams import current_stream, refuse_during_capture
+from .runtime.launch import ArrayArg, KernelArray
 
 _allocate = _memory.allocator.allocate
 _PACK_FLAT = array_struct(1).pack  # a 1-D array: meminfo, parent, nitems, itemsize, data, shape, stride

@@ -22,7 +22,7 @@ def pytest_collection_modifyitems(config, items):
 def launched(monkeypatch):
     """The kernels launched on the simulator during the test, in order."""
     kernels = []
-    from tensorplay.cuda.backend.sim import SimLauncher
+    from tensorplay.runtime.backend.sim import SimLauncher
 
     real = SimLauncher.__call__
 

@@ -225,7 +225,7 @@ def test_kernel_keeps_the_function_name_and_options():
 
 
 def test_a_launch_during_a_capture_is_captured():
-    from tensorplay.cuda.backend import get as get_backend
+    from tensorplay.runtime.backend import get as get_backend
 
     dev = get_backend()
     a = np.arange(8, dtype=np.float32)

@@ -6,8 +6,8 @@ import importlib
 import pytest
 
 import tensorplay as tp
-from tensorplay.cuda.backend import get as get_backend
-from tensorplay.cuda.backend.sim import H200_LAUNCH_LIMITS
+from tensorplay.runtime.backend import get as get_backend
+from tensorplay.runtime.backend.sim import H200_LAUNCH_LIMITS
 
 # numba.cuda only after tensorplay, which picks the simulator before it loads.
 cuda = importlib.import_module("numba.cuda")

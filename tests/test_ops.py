@@ -119,7 +119,7 @@ def test_few_long_rows_are_shared_between_blocks(monkeypatch):
     """With a launch limit of a few blocks' worth of threads (a GPU's wave, made
     small), two long rows are each walked by several blocks (gridDim.y)."""
     from tensorplay._ops import _ND_PLANS
-    from tensorplay.kernels import launch
+    from tensorplay.runtime import launch
 
     launch.grid_1d(1)  # reads the backend's limits
     monkeypatch.setattr(launch, "_limits", [256, 256 * 8, 1 << 30])

@@ -1,81 +1,46 @@
-"""Device, streams, events, memory and kernel launches.
+"""The graph layer's package, and the face of the runtime below it.
 
-The backend (real CUDA or the CPU simulator) is chosen when this package is
-imported: see ``tensorplay.cuda.backend``.
+``tp.cuda`` gives the runtime's public names (device, streams, events, memory:
+``tensorplay.runtime``) beside the graph layer's own (``graphs``, ``stage``,
+graphed callables), so user code names one place. The backend (real CUDA or the
+CPU simulator) is chosen when ``tensorplay.runtime`` is first imported.
 """
 
 from __future__ import annotations
 
-from .backend import CaptureError, CudaError
-from .backend import get as _get_backend
-from .memory import (
+from .._jit import launch_kernel
+from ..runtime import (
+    CaptureError,
+    CudaError,
+    Event,
+    Stream,
+    backend,
+    capture_stream,
+    current_device,
+    current_stream,
+    default_stream,
+    device_count,
     empty_cache,
+    get_device_name,
+    grid,
+    gridsize,
+    is_available,
     max_memory_allocated,
+    mem_get_info,
     memory_allocated,
     memory_reserved,
     memory_stats,
     reset_peak_memory_stats,
-)
-from .streams import (
-    Event,
-    Stream,
-    capture_stream,
-    current_stream,
-    default_stream,
+    set_conditional,
     set_stream,
     stream,
     synchronize,
 )
+from . import graphs
+from .graphed import make_graphed_callables
+from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing
 
-_device = _get_backend()
-grid = _device.grid  # use inside kernels: i = tp.cuda.grid(1)
-gridsize = _device.gridsize
-# inside kernels: tp.cuda.set_conditional(handle, np.uint32(keep_going)) sets a
-# conditional graph node's condition (the handle from `with g.while_() as handle`)
-try:
-    set_conditional = _device.conditional_setter()
-except Exception as _error:  # conditional nodes then say why when used
-    _reason = f"tp.cuda.set_conditional is not available here: {_error}"
-
-    def set_conditional(handle, value):
-        raise RuntimeError(_reason)
-
-
-def backend() -> str:
-    """``"cuda"`` on a real GPU, ``"sim"`` on the CPU simulator."""
-    return _device.name
-
-
-def is_available() -> bool:
-    """True on a real GPU and on the simulator (which emulates one device)."""
-    return True
-
-
-def device_count() -> int:
-    return _device.device_count()
-
-
-def current_device() -> int:
-    return 0
-
-
-def get_device_name(device: int | None = None) -> str:
-    return _device.device_name()
-
-
-def mem_get_info() -> tuple[int, int]:
-    """(free, total) bytes of device memory, as the driver reports them."""
-    return _device.mem_info()
-
-
-from . import graphs  # noqa: E402
-from .graphs import (  # noqa: E402
-    CUDAGraph,
-    graph,
-    graph_pool_handle,
-    is_current_stream_capturing,
-    make_graphed_callables,
-)
+graphs.make_graphed_callables = make_graphed_callables  # the contract names it there too; it stands on graphs
 
 
 def launch(kernel, blocks, threads, *args, stream: Stream | None = None, shared_bytes: int = 0) -> None:
@@ -96,8 +61,6 @@ def launch(kernel, blocks, threads, *args, stream: Stream | None = None, shared_
     >>> t.tolist()
     [0.0, 2.0, 4.0, 6.0]
     """
-    from .._jit import launch_kernel
-
     launch_kernel(kernel, blocks, threads, args, stream, shared_bytes)
 
 

@@ -34,10 +34,10 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .backend import CaptureError, CudaError
-from .backend import get as get_backend
-from .memory import allocator
-from .streams import (
+from ..runtime.backend import CaptureError, CudaError
+from ..runtime.backend import get as get_backend
+from ..runtime.memory import allocator
+from ..runtime.streams import (
     Stream,
     as_stream,
     capture_state,
@@ -54,7 +54,6 @@ __all__ = [
     "graph",
     "graph_pool_handle",
     "is_current_stream_capturing",
-    "make_graphed_callables",
 ]
 
 CAPTURE_MODES = ("global", "thread_local", "relaxed")
@@ -547,7 +546,7 @@ def _check_predicate(pred) -> None:
 def _set_condition(handle: int, pred, stream: Stream) -> None:
     """Launch the kernel that sets ``handle`` from ``pred`` (to 1 when None)."""
     from ..kernels.conditional import set_from_flag, set_to
-    from ..kernels.launch import launch
+    from ..runtime.launch import launch
 
     if pred is None:
         launch(set_to(), (1, 1, 1), (1, 1, 1), [np.uint64(handle), np.uint32(1)], stream)
@@ -589,6 +588,3 @@ def graph(cuda_graph: CUDAGraph, pool=None, stream: Stream | None = None, captur
         cuda_graph.capture_end()
     finally:
         set_stream(prev)
-
-
-from .graphed import make_graphed_callables  # noqa: E402 (it builds on the graphs above)

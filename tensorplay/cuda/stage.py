@@ -45,11 +45,11 @@ from .._tensor import Tensor
 from ..autograd import no_grad
 from ..kernels.gather import MAX_PAIRS
 from ..kernels.gather import kernel as gather_kernel
-from ..kernels.launch import grid_1d, resolve
-from .backend import CaptureError
-from .backend import get as get_backend
-from .streams import Stream, capture_state, current_stream, refuse_during_capture
-from .streams import stream as use_stream
+from ..runtime.launch import grid_1d, resolve
+from ..runtime.backend import CaptureError
+from ..runtime.backend import get as get_backend
+from ..runtime.streams import Stream, capture_state, current_stream, refuse_during_capture
+from ..runtime.streams import stream as use_stream
 
 __all__ = ["release", "stage_and_launch"]
 

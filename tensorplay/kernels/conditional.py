@@ -7,7 +7,7 @@ import functools
 import numpy as np
 from numba import cuda
 
-from ..cuda.backend import get as get_backend
+from ..runtime.backend import get as get_backend
 
 __all__ = ["set_from_flag", "set_to"]
 

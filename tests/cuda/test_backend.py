@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import tensorplay as tp
-from tensorplay.cuda.backend import get as get_backend
+from tensorplay.runtime.backend import get as get_backend
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ON_GPU = tp.cuda.backend() == "cuda"
@@ -81,7 +81,7 @@ def test_cuda_error_is_raised_from_import_as_a_catchable_cuda_error():
         "    import tensorplay as tp\n"
         "    print('ok', tp.cuda.backend())\n"
         "except Exception as e:\n"
-        "    from tensorplay.cuda.backend.errors import CudaError\n"
+        "    from tensorplay.runtime.backend.errors import CudaError\n"
         "    print(type(e).__name__, isinstance(e, CudaError), e.__cause__ is None, e.__context__ is None)\n"
     )
     proc = run_python(code, "cuda")
@@ -98,7 +98,7 @@ def test_auto_announces_the_simulator_once_in_one_line():
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
         "    import tensorplay as tp\n"
-        "    from tensorplay.cuda.backend import get\n"
+        "    from tensorplay.runtime.backend import get\n"
         "    get(); get(); tp.ones(2).tolist()\n"
         "print(tp.cuda.backend())\n"
         "for w in caught:\n"

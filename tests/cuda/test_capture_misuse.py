@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from tensorplay.cuda.memory import allocator
+from tensorplay.runtime.memory import allocator
 
 
 def _no_capture_left():
@@ -352,7 +352,7 @@ def test_capture_and_reset_cycles_of_a_conditional_graph_return_their_memory():
 def _sim_conditions() -> int:
     if tp.cuda.backend() != "sim":
         return 0
-    from tensorplay.cuda.backend import sim
+    from tensorplay.runtime.backend import sim
 
     return len(sim._CONDITIONS)
 

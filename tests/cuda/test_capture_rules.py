@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from tensorplay.cuda.backend import get as get_backend
+from tensorplay.runtime.backend import get as get_backend
 
 N = 12
 

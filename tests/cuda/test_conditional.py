@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from tensorplay.cuda.backend import get as get_backend
+from tensorplay.runtime.backend import get as get_backend
 
 
 def _no_capture_left():
@@ -261,7 +261,7 @@ def test_a_kernel_first_used_inside_a_body_compiles_without_breaking_the_capture
 _INVALIDATE_IN_A_BODY = """
 import os
 import tensorplay as tp
-from tensorplay.cuda.backend import get
+from tensorplay.runtime.backend import get
 flag, x = tp.tensor([True]), tp.ones(4)
 g = tp.cuda.CUDAGraph()
 try:

@@ -9,7 +9,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay.cuda import graphs
-from tensorplay.cuda.memory import allocator
+from tensorplay.runtime.memory import allocator
 
 
 def _rand(n, seed=0):

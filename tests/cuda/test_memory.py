@@ -6,9 +6,9 @@ import pytest
 from helpers import spin
 
 import tensorplay as tp
-from tensorplay.cuda import memory
-from tensorplay.cuda.backend import get as get_backend
-from tensorplay.cuda.memory import allocator, round_size
+from tensorplay.runtime import memory
+from tensorplay.runtime.backend import get as get_backend
+from tensorplay.runtime.memory import allocator, round_size
 
 MiB = 1 << 20
 

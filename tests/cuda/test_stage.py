@@ -15,7 +15,7 @@ from helpers import spin
 
 import tensorplay as tp
 from tensorplay.cuda import stage
-from tensorplay.cuda.backend import get as get_backend
+from tensorplay.runtime.backend import get as get_backend
 from tensorplay.kernels import gather
 
 SIM = tp.cuda.backend() == "sim"

@@ -36,7 +36,7 @@ def _scalar_name(key) -> str:
 
 def signatures() -> list[dict]:
     """The launched library kernels: how to rebuild each and its argument keys."""
-    from tensorplay.kernels.launch import _launchers
+    from tensorplay.runtime.launch import _launchers
 
     found = []
     for kernel, *argkeys in list(_launchers):

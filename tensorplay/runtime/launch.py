@@ -12,10 +12,10 @@ import struct
 
 import numpy as np
 
-from ..cuda.backend import CaptureError
-from ..cuda.backend import get as get_backend
-from ..cuda.backend.params import array_struct
-from ..cuda.streams import capture_state, current_stream
+from .backend import CaptureError
+from .backend import get as get_backend
+from .backend.params import array_struct
+from .streams import capture_state, current_stream
 
 __all__ = [
     "ArrayArg", "KernelArray", "grid_1d", "grid_rows", "grid_tiles",

@@ -1,0 +1,78 @@
+"""The runtime: the device, streams and events, memory and kernel launches.
+
+It knows nothing of ``Tensor``: everything above stands on it. The backend
+(the CUDA driver, or the CPU simulator) is chosen when this package is first
+imported (see ``runtime.backend``), before anything imports ``numba.cuda``.
+``tp.cuda`` re-exports the public names.
+"""
+
+from __future__ import annotations
+
+from .backend import CaptureError, CudaError
+from .backend import get as _get_backend
+from .memory import (
+    empty_cache,
+    max_memory_allocated,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_peak_memory_stats,
+)
+from .streams import (
+    Event,
+    Stream,
+    capture_stream,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+    synchronize,
+)
+
+_device = _get_backend()
+grid = _device.grid  # use inside kernels: i = tp.cuda.grid(1)
+gridsize = _device.gridsize
+# inside kernels: tp.cuda.set_conditional(handle, np.uint32(keep_going)) sets a
+# conditional graph node's condition (the handle from `with g.while_() as handle`)
+try:
+    set_conditional = _device.conditional_setter()
+except Exception as _error:  # conditional nodes then say why when used
+    _reason = f"tp.cuda.set_conditional is not available here: {_error}"
+
+    def set_conditional(handle, value):
+        raise RuntimeError(_reason)
+
+
+def backend() -> str:
+    """``"cuda"`` on a real GPU, ``"sim"`` on the CPU simulator."""
+    return _device.name
+
+
+def is_available() -> bool:
+    """True on a real GPU and on the simulator (which emulates one device)."""
+    return True
+
+
+def device_count() -> int:
+    return _device.device_count()
+
+
+def current_device() -> int:
+    return 0
+
+
+def get_device_name(device: int | None = None) -> str:
+    return _device.device_name()
+
+
+def mem_get_info() -> tuple[int, int]:
+    """(free, total) bytes of device memory, as the driver reports them."""
+    return _device.mem_info()
+
+
+__all__ = [
+    "CaptureError", "CudaError", "Event", "Stream", "backend", "capture_stream", "current_device",
+    "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name", "grid", "gridsize",
+    "is_available", "max_memory_allocated", "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats",
+    "reset_peak_memory_stats", "set_conditional", "set_stream", "stream", "synchronize",
+]  # fmt: skip
