@@ -7,8 +7,16 @@ Without a GPU everything runs on a CPU simulator with the same rules.
 
 from __future__ import annotations
 
-from . import runtime  # isort: skip (chooses the backend before anything imports numba.cuda)
-from . import autograd, cuda, nn, optim
+from . import runtime  # noqa: F401 (first: it chooses the backend before anything imports numba.cuda)
+
+# isort: split
+from . import (
+    _methods,  # noqa: F401 (gives Tensor its math methods)
+    autograd,
+    cuda,
+    nn,
+    optim,
+)
 from ._dtype import DType, bool, float16, float32, float64, int32, int64  # noqa: A004
 from ._factories import (
     arange,
@@ -26,33 +34,8 @@ from ._factories import (
     zeros,
     zeros_like,
 )
-from ._functions import (
-    add,
-    cat,
-    clamp,
-    div,
-    eq,
-    exp,
-    ge,
-    gt,
-    le,
-    log,
-    logical_and,
-    logical_not,
-    logical_or,
-    lt,
-    maximum,
-    minimum,
-    mul,
-    ne,
-    relu,
-    sigmoid,
-    sqrt,
-    stack,
-    sub,
-    tanh,
-    where,
-)
+from ._functions import *  # noqa: F403 (the ops' functions, made from the op table)
+from ._functions import __all__ as _functions_all
 from ._interop import as_tensor, from_dlpack
 from ._jit import jit
 from ._matmul import matmul
@@ -74,11 +57,9 @@ def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 
 
 __all__ = [
-    "DType", "Tensor", "add", "arange", "autograd", "div", "enable_grad", "eq", "ge", "gt", "is_grad_enabled",
-    "le", "logical_and", "logical_not", "nn", "no_grad", "optim", "set_grad_enabled",
-    "logical_or", "lt", "mul", "ne", "sub", "as_tensor", "bool", "cat", "clamp", "compile", "cuda", "dtype", "empty",
-    "empty_like", "exp", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full",
-    "full_like", "int32", "int64", "jit", "log", "manual_seed", "matmul", "maximum", "mean",
-    "minimum", "ones", "ones_like", "rand", "randn", "relu", "sigmoid", "sqrt", "stack", "sum",
-    "tanh", "tensor", "where", "zeros", "zeros_like",
+    "DType", "Tensor", "arange", "as_tensor", "autograd", "bool", "compile", "cuda", "dtype", "empty", "empty_like",
+    "enable_grad", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full", "full_like", "int32",
+    "int64", "is_grad_enabled", "jit", "manual_seed", "matmul", "mean", "nn", "no_grad", "ones", "ones_like",
+    "optim", "rand", "randn", "set_grad_enabled", "sum", "tensor", "zeros", "zeros_like",
+    *_functions_all,
 ]  # fmt: skip

@@ -7,10 +7,10 @@ import numpy as np
 from . import _dtype as dt
 from ._shape import _as_shape
 from ._tensor import Tensor
-from .runtime.backend import get as get_backend
-from .runtime.streams import current_stream, refuse_during_capture
 from .kernels import random as rnd
+from .runtime.backend import get as get_backend
 from .runtime.launch import grid_1d, launch
+from .runtime.streams import current_stream, refuse_during_capture
 
 __all__ = [
     "arange", "empty", "empty_like", "from_numpy", "full", "full_like", "manual_seed",

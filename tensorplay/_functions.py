@@ -3,56 +3,53 @@ write into an existing tensor (for example a while node's flag)."""
 
 from __future__ import annotations
 
+from . import _differentiable as AG
 from . import _ops
-from ._math import AG, _tracked
+from ._differentiable import tracked as _tracked
+from ._tape import refuse_in_place
 from ._tensor import Tensor
-
-__all__ = [
-    "add", "cat", "clamp", "div", "eq", "exp", "ge", "gt", "le", "log", "logical_and", "logical_not", "logical_or",
-    "lt", "maximum", "minimum", "mul", "ne", "relu", "sigmoid", "sqrt", "stack", "sub", "tanh", "where",
-]  # fmt: skip
+from .kernels.elementwise import OPS as OP_TABLE
 
 
-def _binary(op: str, doc: str):
+def _binary(op: str, name: str, symbol: str):
     def fn(a, b, out: Tensor | None = None) -> Tensor:
         if _tracked(a) or _tracked(b) or _tracked(out):
             if out is not None:
-                AG.refuse_in_place(f"{fn.__name__}(..., out=)", out, a, b)
+                refuse_in_place(f"{name}(..., out=)", out, a, b)
             else:
                 return AG.binary(op, a, b)
         return _ops.binary(op, a, b, out)
 
-    fn.__name__ = fn.__qualname__ = {"truediv": "div", "and": "logical_and", "or": "logical_or"}.get(op, op)
-    fn.__doc__ = f"{doc}, broadcast; written into ``out`` when given."
+    fn.__doc__ = f"``a {symbol} b``, broadcast; written into ``out`` when given."
     return fn
 
 
-def _unary(op: str, doc: str):
+def _unary(op: str, name: str, symbol: str):
     def fn(x: Tensor, out: Tensor | None = None) -> Tensor:
         if _tracked(x) or _tracked(out):
             if out is not None:
-                AG.refuse_in_place(f"{op}(..., out=)", out, x)
+                refuse_in_place(f"{name}(..., out=)", out, x)
             else:
                 return AG.unary(op, x)
         return _ops.unary(op, x, out)
 
-    fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = f"{doc}; written into ``out`` when given."
+    fn.__doc__ = f"``{name}(x)``, elementwise; written into ``out`` when given."
     return fn
 
 
-add, sub, mul, div = (
-    _binary(o, f"``a {s} b``") for o, s in [("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/")]
-)
-eq, ne, lt, le, gt, ge = (
-    _binary(o, f"``a {s} b`` as a bool tensor")
-    for o, s in [("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">=")]
-)
-maximum, minimum = _binary("maximum", "The larger of a and b"), _binary("minimum", "The smaller of a and b")
-logical_and, logical_or = _binary("and", "``a & b`` on bool tensors"), _binary("or", "``a | b`` on bool tensors")
-logical_not = _unary("logical_not", "``~x`` on a bool tensor")
-exp, log, sqrt, tanh = (_unary(o, o) for o in ("exp", "log", "sqrt", "tanh"))
-sigmoid, relu = _unary("sigmoid", "sigmoid"), _unary("relu", "relu")
+def _from_table() -> dict:
+    """The ``tp.`` function each op table entry declares."""
+    functions = {}
+    for op in OP_TABLE.values():
+        if op.function:
+            fn = (_unary if op.arity == 1 else _binary)(op.name, op.function, op.symbol or op.name)
+            fn.__name__ = fn.__qualname__ = op.function
+            functions[op.function] = fn
+    return functions
+
+
+FUNCTIONS = _from_table()
+globals().update(FUNCTIONS)
 
 
 def where(condition: Tensor, a, b) -> Tensor:
@@ -81,3 +78,6 @@ def stack(tensors, dim: int = 0) -> Tensor:
     if any(_tracked(t) for t in tensors):
         return AG.cat(_ops.stack_views(tensors, dim), dim)
     return _ops.stack(tensors, dim)
+
+
+__all__ = sorted([*FUNCTIONS, "cat", "clamp", "stack", "where"])

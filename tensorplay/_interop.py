@@ -1,4 +1,5 @@
-"""Zero-copy exchange with other GPU libraries: CUDA Array Interface and DLPack."""
+"""Zero-copy exchange with other GPU libraries, the import side: tensors over
+memory that others made (CUDA Array Interface, DLPack). ``_export`` gives ours."""
 
 from __future__ import annotations
 
@@ -8,41 +9,14 @@ import numpy as np
 
 from . import _dlpack
 from . import _dtype as dt
+from ._export import dlpack_device
+from ._factories import tensor
+from ._shape import contiguous_strides
 from ._tensor import Storage, Tensor
 from .runtime.backend import get as get_backend
-from .runtime.streams import Event, current_stream
+from .runtime.streams import current_stream
 
-__all__ = ["as_tensor", "cuda_array_interface", "dlpack_device", "from_dlpack", "to_dlpack"]
-
-
-def cuda_array_interface(t: Tensor) -> dict:
-    """Version 3 of the interface, with ``"stream": None`` so that consumers such
-    as Numba do not synchronise a stream (which would break a capture)."""
-    isz = t.dtype.itemsize
-    return {
-        "shape": t.shape,
-        "typestr": t.dtype.np.str,
-        "data": (t._ptr, False),
-        "strides": None if t._contig else tuple(s * isz for s in t._strides),
-        "version": 3,
-        "stream": None,
-    }
-
-
-def dlpack_device() -> tuple[int, int]:
-    # The simulator's memory is host memory, so it is exported as CPU memory.
-    return (_dlpack.DLPACK_CUDA if get_backend().name == "cuda" else _dlpack.DLPACK_CPU, 0)
-
-
-def to_dlpack(t: Tensor, stream=None):
-    """A DLPack capsule for ``t``; the consumer's ``stream`` waits for our work."""
-    if stream is not None and get_backend().name == "cuda" and stream != -1:
-        consumer = get_backend().stream_from_int({1: 0}.get(stream, stream))
-        event = Event()
-        event.record(current_stream())
-        get_backend().stream_wait_event(consumer, event._h)
-    device_type, device_id = dlpack_device()
-    return _dlpack.to_capsule(t._ptr, t.shape, t._strides, t.dtype.np, device_type, device_id, owner=t)
+__all__ = ["as_tensor", "from_dlpack"]
 
 
 def _wrap(ptr: int, shape, strides_elems, np_dtype, owner) -> Tensor:
@@ -105,8 +79,6 @@ def as_tensor(obj) -> Tensor:
         shape = tuple(cai["shape"])
         strides = cai.get("strides")
         if strides is None:
-            from ._tensor import contiguous_strides
-
             strides_elems = contiguous_strides(shape)
         else:
             if any(s % np_dtype.itemsize for s in strides):
@@ -117,6 +89,4 @@ def as_tensor(obj) -> Tensor:
         return _wrap(cai["data"][0], shape, strides_elems, np_dtype, owner=obj)
     if hasattr(obj, "__dlpack__") and not isinstance(obj, (np.ndarray, np.generic)):
         return from_dlpack(obj)  # NumPy's are host data: copied, on every backend
-    from ._factories import tensor
-
     return tensor(obj)

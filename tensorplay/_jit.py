@@ -11,9 +11,10 @@ import functools
 
 import numpy as np
 
+from ._interop import as_tensor
 from .runtime.backend import get as get_backend
-from .runtime.streams import Stream
 from .runtime.launch import KernelArray, launch
+from .runtime.streams import Stream
 
 __all__ = ["Kernel", "jit", "launch_kernel"]
 
@@ -39,8 +40,6 @@ def _kernel_arg(a, position: int):
             "pass tp.tensor(array) (a device copy) instead"
         )
     if hasattr(a, "__cuda_array_interface__") or hasattr(a, "__dlpack__"):
-        from ._interop import as_tensor
-
         return as_tensor(a)
     raise TypeError(
         f"kernel argument {position}: expected a Tensor, a device array or a number, got {type(a).__name__}"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from . import _dtype as dt
-from ._shape import broadcast_shapes
-from ._tensor import TENSOR_TYPES, Tensor, contiguous_strides
+from ._shape import broadcast_shapes, contiguous_strides
+from ._tensor import TENSOR_TYPES, Tensor
 from .kernels import matmul as mk
 from .runtime.launch import launch_packed, launch_with, layout_packer, resolve
 

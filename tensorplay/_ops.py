@@ -11,24 +11,23 @@ import struct
 import numpy as np
 
 from . import _dtype as dt
-from ._shape import broadcast_shapes, broadcast_strides, coalesce, view_strides
-from ._tensor import _PACK_FLAT, TENSOR_TYPES, Tensor, _is_contiguous, contiguous_strides
-from .runtime.backend import get as get_backend
-from .runtime.backend.params import scalar_struct
+from ._factories import tensor
+from ._shape import broadcast_shapes, broadcast_strides, coalesce, contiguous_strides, is_contiguous, view_strides
+from ._tensor import _PACK_FLAT, TENSOR_TYPES, Tensor
 from .kernels import elementwise as ew
 from .kernels import reduce as rk
+from .runtime.backend import get as get_backend
+from .runtime.backend.params import scalar_struct
 from .runtime.launch import ArrayArg, grid_1d, grid_rows, grid_tiles, launch_packed, layout_packer, resolve
 
 __all__ = ["binary", "elementwise", "internal_overlap", "reduce", "unary"]
 
-_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
-_LOGICAL = {"and", "or", "xor"}
-_FLOAT_UNARY = {"exp", "log", "sqrt", "tanh", "sin", "cos", "sigmoid"}
-_SYMBOL = {
-    "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
-    "pow": "**", "and": "&", "or": "|", "xor": "^", "eq": "==", "ne": "!=", "lt": "<",
-    "le": "<=", "gt": ">", "ge": ">=",
-}  # fmt: skip
+# The dtype rules of the op table's entries (kernels/elementwise.OPS)
+_COMPARE = {name for name, op in ew.OPS.items() if op.result == "bool"}
+_LOGICAL = {name for name, op in ew.OPS.items() if op.result == "logical" and op.arity == 2}
+_FLOAT_UNARY = {name for name, op in ew.OPS.items() if op.result == "float"}
+_NO_BOOLS = {name for name, op in ew.OPS.items() if not op.bools}
+_SYMBOL = {name: op.symbol for name, op in ew.OPS.items() if op.symbol}
 
 
 def _nd_arg(t: Tensor, shape, strides) -> ArrayArg:
@@ -170,7 +169,7 @@ def _result_dtype(op: str, a_dtype: dt.DType, b_dtype: dt.DType | None) -> tuple
         if common.kind == "f":
             raise TypeError(f"'{_SYMBOL[op]}' needs bool or integer tensors, got {common}")
         return common, common
-    if op == "truediv":
+    if ew.OPS[op].result == "divide":
         out = common if common.kind == "f" else dt.DEFAULT_FLOAT
         return out, out
     if common is dt.bool:
@@ -202,8 +201,6 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
     elif ta or tb:
         t, s = (a, b) if ta else (b, a)
         if isinstance(s, (list, tuple, np.ndarray)):
-            from ._factories import tensor
-
             # host data promotes like a Python number of its kind: int tensor + [0.5] is float32
             probe = {"b": False, "i": 0, "u": 0, "f": 0.0}.get(np.asarray(s).dtype.kind)
             s = tensor(s, dtype=None if probe is None else dt.promote_scalar(t.dtype, probe))
@@ -322,7 +319,7 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
             raise TypeError(f"'~' needs a bool or integer tensor, got {x.dtype}")
         op = "logical_not" if x.dtype is dt.bool else "invert"
         out_dtype = x.dtype
-    elif x.dtype is dt.bool and op in ("neg", "abs", "relu"):
+    elif x.dtype is dt.bool and op in _NO_BOOLS:
         raise TypeError(f"{op} is not defined for bool tensors")
     else:
         out_dtype = x.dtype
@@ -462,7 +459,7 @@ def _reduce_plan(key: tuple, x: Tensor) -> tuple:
     if m and k:
         isz = x.dtype.itemsize
         strides = (k, 1) if rows_strides is None else tuple(rows_strides)  # the copy, or a view of x
-        contig = _is_contiguous((m, k), strides)
+        contig = is_contiguous((m, k), strides)
         rows = ArrayArg(0, (m, k), [s * isz for s in strides], x.dtype.name, isz, contig)
         steps = _reduction_steps(op, acc, out_dtype, rows)
     final_shape = tuple(1 if d in dims else x.shape[d] for d in range(x.ndim)) if keepdim else out_shape

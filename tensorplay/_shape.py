@@ -2,6 +2,33 @@
 
 from __future__ import annotations
 
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    if len(shape) == 1:
+        return (1,)
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= max(d, 1)
+    return tuple(reversed(strides))
+
+
+def is_contiguous(shape, strides) -> bool:
+    acc = 1
+    for d, s in zip(reversed(shape), reversed(strides), strict=False):
+        if d != 1 and s != acc:
+            return False
+        acc *= d
+    return True
+
+
+def numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 __all__ = [
     "basic_index",
     "broadcast_shapes",
@@ -52,8 +79,6 @@ def view_strides(shape, strides, new_shape):
     if not new_shape and not shape:
         return ()
     if 0 in shape:  # no elements: any strides will do
-        from ._tensor import contiguous_strides
-
         return contiguous_strides(tuple(new_shape))
     old = [(d, s) for d, s in zip(shape, strides, strict=False) if d != 1]
     new_strides = [0] * len(new_shape)

@@ -11,43 +11,20 @@ import functools
 import numpy as np
 
 from . import _dtype as dt
-from ._math import TENSOR_TYPES, TensorMath
+from ._export import cuda_array_interface, dlpack_device, to_dlpack
+from ._grad_mode import no_grad
+from ._shape import basic_index, broadcast_strides, contiguous_strides, infer_shape, is_contiguous, numel, view_strides
+from ._tape import Meta, record, refuse_in_place, sum_to
 from .runtime import memory as _memory
 from .runtime.backend import get as get_backend
 from .runtime.backend.params import array_struct
-from .runtime.streams import current_stream, refuse_during_capture
 from .runtime.launch import ArrayArg, KernelArray
+from .runtime.streams import current_stream, refuse_during_capture
 
 _allocate = _memory.allocator.allocate
 _PACK_FLAT = array_struct(1).pack  # a 1-D array: meminfo, parent, nitems, itemsize, data, shape, stride
 
-__all__ = ["TENSOR_TYPES", "Storage", "Tensor", "contiguous_strides"]
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    if len(shape) == 1:
-        return (1,)
-    strides, acc = [], 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= max(d, 1)
-    return tuple(reversed(strides))
-
-
-def _is_contiguous(shape, strides) -> bool:
-    acc = 1
-    for d, s in zip(reversed(shape), reversed(strides), strict=False):
-        if d != 1 and s != acc:
-            return False
-        acc *= d
-    return True
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+__all__ = ["TENSOR_TYPES", "Storage", "Tensor", "add_methods"]
 
 
 class Storage:
@@ -96,24 +73,31 @@ DEVICE = Device()
 
 def _differentiable_view(kind: str):
     """Record a view method for autograd when its tensor requires grad (see
-    ``autograd/_derivatives.view``); plain tensors pay one attribute test."""
+    ``_record_view`` below); plain tensors pay one attribute test."""
 
     def wrap(method):
         @functools.wraps(method)
         def tracked(self, *args, **kwargs):
             if self._ag is None:
                 return method(self, *args, **kwargs)
-            from .autograd import _derivatives
-
-            return _derivatives.view(kind, method, self, args, kwargs)
+            return _record_view(kind, method, self, args, kwargs)
 
         return tracked
 
     return wrap
 
 
-class Tensor(TensorMath, KernelArray):
+TENSOR_TYPES: set = set()  # Tensor and its subclasses: ``type(x) in TENSOR_TYPES`` is the fast paths' test
+
+
+class Tensor(KernelArray):
     """An n-dimensional array on the device.
+
+    This file holds the object itself: its memory and layout, views (recorded
+    for autograd here), indexing, readback and autograd state. The layers built
+    on it add the rest through ``add_methods``: the ops' methods and operators
+    (``_methods``, generated from the op table in ``kernels/elementwise``) and
+    ``backward`` (``autograd``).
 
     Examples
     --------
@@ -127,6 +111,11 @@ class Tensor(TensorMath, KernelArray):
 
     __slots__ = ("_storage", "_ptr", "shape", "_strides", "dtype", "_contig", "_k", "_kb", "_kf", "_ag", "__weakref__")
     __array_priority__ = 1000  # NumPy scalars on the left defer to our operators
+    __hash__ = object.__hash__  # kept hashable although the op table gives it __eq__
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        TENSOR_TYPES.add(cls)  # nn.Parameter takes the same fast paths
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("create tensors with tp.tensor(), tp.empty(), tp.zeros() and friends")
@@ -135,13 +124,13 @@ class Tensor(TensorMath, KernelArray):
     def _make(cls, storage: Storage, ptr: int, shape, strides, dtype: dt.DType) -> Tensor:
         t = object.__new__(cls)
         t._storage, t._ptr, t.shape, t._strides, t.dtype = storage, ptr, shape, strides, dtype
-        t._contig = _is_contiguous(shape, strides)
+        t._contig = is_contiguous(shape, strides)
         t._k = t._kb = t._kf = t._ag = None
         return t
 
     @classmethod
     def _empty(cls, shape: tuple[int, ...], dtype: dt.DType) -> Tensor:
-        nbytes = _numel(shape) * dtype.itemsize
+        nbytes = numel(shape) * dtype.itemsize
         block = _allocate(nbytes, current_stream())
         storage = Storage(block.ptr, nbytes, block)
         t = object.__new__(cls)
@@ -203,7 +192,7 @@ class Tensor(TensorMath, KernelArray):
         return self.shape if dim is None else self.shape[dim]
 
     def numel(self) -> int:
-        return _numel(self.shape)
+        return numel(self.shape)
 
     def stride(self, dim: int | None = None):
         return self._strides if dim is None else self._strides[dim]
@@ -257,7 +246,6 @@ class Tensor(TensorMath, KernelArray):
     @_differentiable_view("reshape")
     def view(self, *shape) -> Tensor:
         """The same memory seen with another shape (no copy); see ``reshape``."""
-        from ._shape import infer_shape, view_strides
 
         shape = infer_shape(shape, self.numel())
         strides = view_strides(self.shape, self._strides, shape)
@@ -271,7 +259,6 @@ class Tensor(TensorMath, KernelArray):
     @_differentiable_view("reshape")
     def reshape(self, *shape) -> Tensor:
         """``view`` when the memory allows it, otherwise a contiguous copy."""
-        from ._shape import infer_shape, view_strides
 
         shape = infer_shape(shape, self.numel())
         strides = view_strides(self.shape, self._strides, shape)
@@ -332,7 +319,6 @@ class Tensor(TensorMath, KernelArray):
 
     @_differentiable_view("expand")
     def expand(self, *sizes) -> Tensor:
-        from ._shape import broadcast_strides
 
         sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
         sizes = tuple(s if s != -1 else self.shape[i - len(sizes) + self.ndim] for i, s in enumerate(sizes))
@@ -343,15 +329,11 @@ class Tensor(TensorMath, KernelArray):
 
     @_differentiable_view("index")
     def __getitem__(self, index) -> Tensor:
-        from ._shape import basic_index
-
         shape, strides, offset = basic_index(self.shape, self._strides, index)
         return self._view(shape, strides, offset)
 
     def __setitem__(self, index, value) -> None:
         if self._ag is not None or getattr(value, "_ag", None) is not None:
-            from .autograd._derivatives import refuse_in_place
-
             refuse_in_place("x[...] = value", self, value)
         target = self[index]
         if isinstance(value, Tensor):
@@ -424,8 +406,6 @@ class Tensor(TensorMath, KernelArray):
     def __deepcopy__(self, memo) -> Tensor:
         """A copy in new memory (``copy.deepcopy`` of a module copies its
         parameters): same type, values, ``requires_grad`` and ``.grad``."""
-        from .autograd import no_grad
-
         if id(self) in memo:
             return memo[id(self)]
         with no_grad():
@@ -459,8 +439,6 @@ class Tensor(TensorMath, KernelArray):
         >>> w.grad.tolist()
         [2.0, 4.0]
         """
-        from .autograd._graph import Meta
-
         if self._ag is not None and self._ag.node is not None:
             if requires_grad:
                 return self
@@ -486,8 +464,6 @@ class Tensor(TensorMath, KernelArray):
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
-        from .autograd._graph import Meta
-
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(f"expected a Tensor or None as .grad, got {type(value).__name__}")
@@ -526,26 +502,61 @@ class Tensor(TensorMath, KernelArray):
         self._ag = None
         return self
 
-    def backward(self, gradient: Tensor | None = None, retain_graph=None, create_graph: bool = False) -> None:
-        """Accumulate the gradient of this tensor into the leaves' ``.grad``
-        (``gradient`` is implied as 1 for a one-element tensor)."""
-        from .autograd import backward
-
-        backward(self, gradient, retain_graph, create_graph)
-
     # -- interop -------------------------------------------------------------------------
     @property
     def __cuda_array_interface__(self) -> dict:
-        from ._interop import cuda_array_interface
-
         return cuda_array_interface(self)
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        from ._interop import to_dlpack
-
         return to_dlpack(self, stream)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        from ._interop import dlpack_device
-
         return dlpack_device()
+
+
+TENSOR_TYPES.add(Tensor)
+
+
+def add_methods(methods: dict) -> None:
+    """Attach methods made by the layers built on Tensor (which import this
+    module, so cannot be imported by it): see the class docstring."""
+    for name, method in methods.items():
+        setattr(Tensor, name, method)
+
+
+# -- views, recorded for autograd ------------------------------------------------------------
+
+
+def _index_of_narrow(x, dim, start, length):
+    dim = x._dim(dim)
+    start = start + x.shape[dim] if start < 0 else start
+    return (slice(None),) * dim + (slice(start, start + length),)
+
+
+def _scatter(g, shape, dtype, index):
+    """A zero tensor of ``shape`` with ``g`` written at ``index``: the gradient of
+    ``x[index]`` (itself differentiable, for gradients of gradients)."""
+    with no_grad():
+        out = Tensor._empty(shape, dtype).zero_()
+        out[index] = g
+    return record("IndexBackwardBackward", out, (g,), lambda gs: (gs[0][index],))
+
+
+def _record_view(kind: str, method, x, args, kwargs):
+    """Run the view ``method`` and record how its gradient goes back to ``x``."""
+    with no_grad():
+        out = method(x, *args, **kwargs)
+    if kind == "reshape":
+        back = lambda g: g.reshape(x.shape)  # noqa: E731
+    elif kind == "permute":
+        dims = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+        order = [x._dim(d) for d in dims]
+        inverse = [order.index(i) for i in range(len(order))]
+        back = lambda g: g.permute(inverse)  # noqa: E731
+    elif kind == "expand":
+        back = lambda g: sum_to(g, x.shape)  # noqa: E731
+    else:  # "index" or "narrow": the gradient lands in a zero tensor of x's shape
+        index = args[0] if kind == "index" else _index_of_narrow(x, *args, **kwargs)
+        back = lambda g: _scatter(g, x.shape, x.dtype, index)  # noqa: E731
+    name = {"reshape": "ViewBackward", "permute": "PermuteBackward", "expand": "ExpandBackward"}
+    return record(name.get(kind, "IndexBackward"), out, (x,), lambda gs: (back(gs[0]),))

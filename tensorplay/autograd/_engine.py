@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from ._graph import needs_grad, run_backward
+from .._factories import ones
+from .._grad_mode import no_grad
+from .._tape import needs_grad, run_backward
+from .._tensor import Tensor, add_methods
 
 __all__ = ["backward", "clear_grads", "grad"]
 
@@ -13,15 +16,11 @@ def _as_list(x) -> list:
 
 def _roots(outputs, grad_outputs, what: str):
     """The outputs' metas and their starting gradients (ones for one-element outputs)."""
-    from .._factories import ones
-
     outputs = _as_list(outputs)
     grads = _as_list(grad_outputs) if grad_outputs is not None else [None] * len(outputs)
     if len(grads) != len(outputs):
         raise ValueError(f"{what}: got {len(grads)} gradients for {len(outputs)} outputs")
     metas, starts = [], []
-    from .._tensor import Tensor
-
     for i, (out, g) in enumerate(zip(outputs, grads, strict=True)):
         if not isinstance(out, Tensor) or (g is not None and not isinstance(g, Tensor)):
             bad = out if not isinstance(out, Tensor) else g
@@ -94,8 +93,6 @@ def clear_grads(tensors, set_to_none: bool = True) -> None:
     """Drop the tensors' gradients (``set_to_none``) or fill them with zeros in
     place (a captured ``zero_grad`` then clears the same memory at each replay):
     ``Module.zero_grad`` and ``Optimizer.zero_grad``."""
-    from ._mode import no_grad
-
     for t in tensors:
         if t.grad is None:
             continue
@@ -104,3 +101,13 @@ def clear_grads(tensors, set_to_none: bool = True) -> None:
         else:
             with no_grad():
                 t.grad.zero_()
+
+
+def _tensor_backward(self, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
+    """Accumulate the gradient of this tensor into the leaves' ``.grad``
+    (``gradient`` is implied as 1 for a one-element tensor)."""
+    backward(self, gradient, retain_graph, create_graph)
+
+
+_tensor_backward.__name__ = _tensor_backward.__qualname__ = "backward"
+add_methods({"backward": _tensor_backward})

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ._graph import needs_grad, record
-from ._mode import no_grad
+from .._grad_mode import no_grad
+from .._tape import needs_grad, record
+from .._tensor import Tensor
 
 __all__ = ["Function", "FunctionCtx"]
 
@@ -56,8 +57,6 @@ class Function:
 
     @classmethod
     def apply(cls, *args):
-        from .._tensor import Tensor
-
         ctx = FunctionCtx(tuple(needs_grad(a) for a in args))
         with no_grad():
             out = cls.forward(ctx, *args)

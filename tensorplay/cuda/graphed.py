@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import autograd
+from .._factories import empty_like, ones_like
 from .._tensor import Tensor
+from ..autograd import Function
 from .graphs import CUDAGraph, graph, graph_pool_handle
 
 __all__ = ["make_graphed_callables"]
@@ -81,9 +84,6 @@ class _Captured:
     """The two graphs of one callable and the tensors they read and write."""
 
     def __init__(self, fn, args: tuple, pool, warmup: int, allow_unused: bool, mode: str) -> None:
-        from .. import autograd
-        from .._factories import empty_like, ones_like
-
         self.name = getattr(fn, "__qualname__", type(fn).__name__)
         self.fn, self.static_args, self.n_args = fn, args, len(args)
         self.static_inputs = args + _parameters(fn)
@@ -102,8 +102,6 @@ class _Captured:
         self.calls = 0  # forwards so far: a backward must belong to the latest one
 
     def capture_backward(self) -> None:
-        from .. import autograd
-
         self.backward = CUDAGraph()
         with graph(self.backward, pool=self.pool, capture_error_mode=self.mode):
             self.grad_inputs = self._grads(self.outputs, [g for g in self.grad_outputs if g is not None], autograd)
@@ -148,7 +146,6 @@ def _refuse_hidden_leaves(outs, inputs, name: str) -> None:
 
 def _function(c: _Captured):
     """The ``autograd.Function`` that replays ``c``'s graphs."""
-    from ..autograd import Function
 
     class Graphed(Function):
         @staticmethod

@@ -24,7 +24,6 @@ tensor([3., 3., 3., 3.])
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import subprocess
@@ -34,8 +33,11 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .._tensor import Tensor
+from ..kernels.conditional import set_from_flag, set_to
 from ..runtime.backend import CaptureError, CudaError
 from ..runtime.backend import get as get_backend
+from ..runtime.launch import launch
 from ..runtime.memory import allocator
 from ..runtime.streams import (
     Stream,
@@ -47,6 +49,7 @@ from ..runtime.streams import (
     retire_capture_stream,
     set_stream,
 )
+from . import stage
 
 __all__ = [
     "CUDAGraph",
@@ -399,7 +402,7 @@ class CUDAGraph:
         >>> y.tolist()
         [3.0, 5.0, 7.0, 9.0]
         """
-        _stage().stage_and_launch(self, static_inputs, inputs, stream)
+        stage.stage_and_launch(self, static_inputs, inputs, stream)
 
     # -- lifetime ----------------------------------------------------------------
     def reset(self) -> None:
@@ -419,7 +422,7 @@ class CUDAGraph:
 
     def _destroy(self) -> None:
         if self._staged:
-            _stage().release(self)
+            stage.release(self)
         dev = get_backend()
         if self._exec is not None:
             dev.graph_exec_destroy(self._exec)
@@ -524,17 +527,7 @@ class _OpenConditional:
         self.kind, self.handle, self.pred, self.body, self.previous = kind, handle, pred, body, previous
 
 
-@functools.cache
-def _stage():
-    """``tensorplay.cuda.stage``, imported on first use (it needs the Tensor)."""
-    from . import stage
-
-    return stage
-
-
 def _check_predicate(pred) -> None:
-    from .._tensor import Tensor
-
     if not isinstance(pred, Tensor):
         raise TypeError(f"expected a one-element bool device tensor as predicate, got {type(pred).__name__}")
     if pred.dtype.name != "bool":
@@ -545,9 +538,6 @@ def _check_predicate(pred) -> None:
 
 def _set_condition(handle: int, pred, stream: Stream) -> None:
     """Launch the kernel that sets ``handle`` from ``pred`` (to 1 when None)."""
-    from ..kernels.conditional import set_from_flag, set_to
-    from ..runtime.launch import launch
-
     if pred is None:
         launch(set_to(), (1, 1, 1), (1, 1, 1), [np.uint64(handle), np.uint32(1)], stream)
     else:

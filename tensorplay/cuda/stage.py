@@ -45,9 +45,9 @@ from .._tensor import Tensor
 from ..autograd import no_grad
 from ..kernels.gather import MAX_PAIRS
 from ..kernels.gather import kernel as gather_kernel
-from ..runtime.launch import grid_1d, resolve
 from ..runtime.backend import CaptureError
 from ..runtime.backend import get as get_backend
+from ..runtime.launch import grid_1d, resolve
 from ..runtime.streams import Stream, capture_state, current_stream, refuse_during_capture
 from ..runtime.streams import stream as use_stream
 

@@ -8,6 +8,7 @@ function and prints the shapes involved.
 
 from __future__ import annotations
 
+from .._factories import arange
 from .._tensor import Tensor
 
 __all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
@@ -189,8 +190,6 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
 def _class_indices(n: int) -> Tensor:
     classes = _CLASS_INDICES.get(n)
     if classes is None:
-        from .._factories import arange
-
         classes = _CLASS_INDICES[n] = arange(n)
     return classes
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._factories import empty
 from .._tensor import Tensor
 
 __all__ = ["Parameter"]
@@ -33,8 +34,6 @@ class Parameter(Tensor):
 
     def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> Parameter:
         if data is None:
-            from .._factories import empty
-
             data = empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter expects a Tensor, got {type(data).__name__}")

@@ -14,6 +14,7 @@ from typing import Any
 from .._tensor import Tensor
 from ..autograd import enable_grad, no_grad
 from ..autograd._engine import clear_grads
+from ..cuda.graphs import is_current_stream_capturing
 
 __all__ = ["Optimizer"]
 
@@ -168,8 +169,6 @@ class Optimizer:
     def _refuse_capture_without_state(self) -> None:
         """State made inside a capture would be made again at every replay
         (zeroed moments, a restarted momentum): ask for an eager step first."""
-        from ..cuda.graphs import is_current_stream_capturing
-
         if not is_current_stream_capturing():
             return
         for group in self.param_groups:

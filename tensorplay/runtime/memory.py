@@ -15,6 +15,7 @@ handed to anyone else while a graph that replays into it lives.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import defaultdict
 
 from .backend import CaptureError, CudaError
@@ -111,6 +112,7 @@ class CachingAllocator:
         self._live_by_capture: dict[object, set] = {}  # capture token -> live blocks
         self._pool_users: dict[object, int] = defaultdict(int)  # pool -> captures and graphs
         self._dead_pools: set = set()  # pools no graph uses, whose memory goes back to the device
+        self._pools_lock = threading.RLock()  # pool bookkeeping, from any thread (not the allocation path)
         self._pool_ids = itertools.count(1)
         self.counts = Counts()
         self._reserved: dict[object, int] = defaultdict(int)  # pool -> bytes
@@ -140,8 +142,9 @@ class CachingAllocator:
 
     def begin_capture(self, stream, pool, token) -> None:
         """A capture on ``stream`` (begun on the device) starts using ``pool``."""
-        self._pool_users[pool] += 1
-        self._dead_pools.discard(pool)  # a pool handle used again
+        with self._pools_lock:
+            self._pool_users[pool] += 1
+            self._dead_pools.discard(pool)  # a pool handle used again
         self.route_to_pool(stream, pool, token)
 
     def end_capture(self, stream, pool, keep: bool) -> None:
@@ -168,23 +171,26 @@ class CachingAllocator:
     def release_pool(self, pool) -> None:
         """One graph or capture stopped using ``pool``; once none does, its
         memory goes back to the device (as soon as no capture is in progress)."""
-        self._pool_users[pool] -= 1
-        if self._pool_users[pool] <= 0:
-            del self._pool_users[pool]
-            self._dead_pools.add(pool)
-            if not capture_state.active:
-                self._release_dead_pools()
+        with self._pools_lock:
+            self._pool_users[pool] -= 1
+            if self._pool_users[pool] <= 0:
+                del self._pool_users[pool]
+                self._dead_pools.add(pool)
+                if not capture_state.active:
+                    self._release_dead_pools()
 
     def _release_dead_pools(self) -> None:
         """Give the cached blocks of unused pools back to the device. A graph
         replay may still be using them: the device is synchronised first."""
-        if any(key[0] in self._dead_pools for key, blocks in self._free.items() if blocks):
-            get_backend().synchronize()
-            for pool in self._dead_pools:
-                self.release_cached(pool)
-        for pool in [p for p in self._dead_pools if not self._reserved.get(p)]:
-            self._dead_pools.discard(pool)
-            self._reserved.pop(pool, None)
+        with self._pools_lock:
+            dead = set(self._dead_pools)
+            if any(key[0] in dead for key, blocks in list(self._free.items()) if blocks):
+                get_backend().synchronize()
+                for pool in dead:
+                    self.release_cached(pool)
+            for pool in [p for p in dead if not self._reserved.get(p)]:
+                self._dead_pools.discard(pool)
+                self._reserved.pop(pool, None)
 
     def forget_capture(self, token) -> None:
         """Stop tracking the blocks of a capture whose graph is gone."""
@@ -314,7 +320,7 @@ class CachingAllocator:
         if self._pending and not capture_state.active:
             self._collect_pending()
         released = 0
-        for key in [k for k in self._free if pool is None or k[0] == pool]:
+        for key in [k for k in list(self._free) if pool is None or k[0] == pool]:
             for block in self._free.pop(key):
                 dev.mem_free(block.ptr)
                 released += block.size

@@ -159,3 +159,12 @@ def test_cuda_error_from_a_failing_device_call():
     assert info.value.function == "cuEventElapsedTime"
     assert info.value.code == "CUDA_ERROR_INVALID_HANDLE"
     assert not isinstance(info.value, tp.cuda.CaptureError)
+
+
+def test_the_backend_implements_the_protocol_and_is_registered_by_name():
+    from tensorplay.runtime.backend import BACKENDS, Backend, get
+
+    backend = get()
+    assert isinstance(backend, Backend)  # every member of every concern, checked by name
+    assert type(backend).__name__ == BACKENDS[backend.name][1]
+    assert isinstance(backend.host_addressable, bool) and isinstance(backend.warp_shuffles, bool)

@@ -15,8 +15,8 @@ from helpers import spin
 
 import tensorplay as tp
 from tensorplay.cuda import stage
-from tensorplay.runtime.backend import get as get_backend
 from tensorplay.kernels import gather
+from tensorplay.runtime.backend import get as get_backend
 
 SIM = tp.cuda.backend() == "sim"
 

@@ -9,44 +9,25 @@ Nothing above this package imports ``cuda.bindings`` or ``numba.cuda.simulator``
 or ``auto``, the default). The choice must be made before ``numba.cuda`` is first
 imported, because Numba reads ``NUMBA_ENABLE_CUDASIM`` once.
 
-The protocol, in words (both classes implement it with the same behaviour):
-
-- memory: ``mem_alloc(nbytes) -> int``, ``mem_free(ptr)``,
-  ``copy_htod(dst, host, stream)``, ``read(src, nbytes, stream) -> bytes array``,
-  ``copy_dtod(dst, src, nbytes, stream)``, ``memset(ptr, byte, nbytes, stream)``,
-  ``adopt_foreign(ptr, nbytes) -> token | None`` and ``release_foreign(token)``
-  (memory shared in from another library: the simulator must learn its range);
-- streams and events: ``stream_create``, ``stream_destroy``, ``stream_synchronize``,
-  ``stream_query``, ``stream_wait_event``, ``event_create``, ``event_record``,
-  ``event_synchronize``, ``event_query``, ``event_elapsed_ms``, ``event_destroy``,
-  ``synchronize`` (waits that Ctrl-C can interrupt); stream and event handles are opaque objects, ``handle_int(h)``
-  gives the integer a user sees;
-- kernels: ``launcher(dispatcher, argtypes) -> callable(grid, block, stream, args)``
-  where each arg is a ``KernelArray`` (anything with ``ptr``, ``shape``,
-  ``strides`` in bytes, ``dtype``, ``size``) or a scalar already of its type;
-- launch limits: ``launch_limits() -> dict`` (``max_grid_dim``,
-  ``max_block_dim``, ``max_threads_per_block``, ``max_shared_memory_per_block``):
-  the device's on the GPU, the H200's on the simulator, which refuses what the
-  GPU would;
-- capture: ``capture_status(stream)``, ``capture_id(stream)`` (0 when not
-  capturing; a stream forked from a capture shares its id), ``begin_capture``, ``end_capture``,
-  ``graph_instantiate``, ``graph_launch`` and friends (see the graphs layer);
-- staged graphs: ``staged_graph(graph, graph_exec, heads)`` puts kernels
-  (``heads``: ``[(launcher, grid, block, packed)]``) in front of a captured
-  graph and returns an object with ``single_launch`` (True when the kernels
-  and a clone of the graph go in one ``cuGraphLaunch``), ``launch(params, stream)``
-  (each kernel's packed parameters, taken at the call) and ``destroy()``.
+The contract both implement, with the same behaviour (capture rules included),
+is code: ``protocol.Backend``, split into its concerns (device, memory,
+streams and events, kernels, graphs), with capability attributes
+(``host_addressable``, ``warp_shuffles``, launch shapes) for callers to ask
+what a backend can do rather than which it is. ``BACKENDS`` registers them by
+name.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import warnings
 
 from .errors import CaptureError, CudaError
+from .protocol import Backend
 
-__all__ = ["CaptureError", "CudaError", "SimulatorWarning", "get", "name"]
+__all__ = ["BACKENDS", "Backend", "CaptureError", "CudaError", "SimulatorWarning", "get", "name"]
 
 _backend = None
 
@@ -109,19 +90,22 @@ def _enable_simulator() -> None:
     config.ENABLE_CUDASIM = 1
 
 
-def get():
+# The backends, by name: (module in this package, class). A backend is one
+# module implementing ``protocol.Backend`` and one line here. Only the chosen
+# one is imported: the driver's needs cuda-python and a driver, the simulator's
+# must come after NUMBA_ENABLE_CUDASIM is set.
+BACKENDS = {"cuda": ("driver", "DriverBackend"), "sim": ("sim", "SimBackend")}
+
+
+def get() -> Backend:
     """The process's backend, chosen on first use."""
     global _backend
     if _backend is None:
-        if _choose() == "sim":
+        chosen = _choose()
+        if chosen == "sim":
             _enable_simulator()
-            from .sim import SimBackend
-
-            _backend = SimBackend()
-        else:
-            from .driver import DriverBackend
-
-            _backend = DriverBackend()
+        module, cls = BACKENDS[chosen]
+        _backend = getattr(importlib.import_module(f".{module}", __name__), cls)()
     return _backend
 
 

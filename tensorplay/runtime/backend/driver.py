@@ -316,6 +316,8 @@ class DriverBackend:
     """Device calls through ``cuda.bindings.driver``."""
 
     name = "cuda"
+    host_addressable = False
+    warp_shuffles = True
 
     def __init__(self) -> None:
         from numba import cuda

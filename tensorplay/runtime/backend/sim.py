@@ -232,6 +232,8 @@ class SimBackend:
     """Device calls simulated on the CPU."""
 
     name = "sim"
+    host_addressable = True  # device memory is host memory
+    warp_shuffles = False  # Numba's simulator has none
     grid, gridsize = staticmethod(_grid), staticmethod(_gridsize)  # for kernels: tp.cuda.grid
     # One Python thread per simulated CUDA thread: keep launches small (kernels
     # loop over their data, so any launch shape covers it).

@@ -1,38 +1,31 @@
-"""Tensor methods and operators, each a thin call into ``_ops``."""
+"""Tensor's math: its operators and methods, generated from the op table
+(``kernels/elementwise.OPS``) plus the few written by hand (matmul, clamp,
+where, copies and fills, conversions), and attached to ``Tensor`` at import.
+
+A method goes to ``_ops`` for plain tensors and to ``_differentiable`` when an
+operand requires grad: plain tensors pay one attribute test.
+"""
 
 from __future__ import annotations
 
-import importlib
-
+from . import _differentiable as AG
 from . import _dtype as dt
+from . import _ops as OPS
+from ._differentiable import tracked as _tracked
+from ._factories import upload
+from ._matmul import matmul as _matmul
+from ._tape import refuse_in_place
+from ._tensor import TENSOR_TYPES, Tensor, add_methods
+from .kernels.elementwise import OPS as OP_TABLE
 from .runtime.backend import get as get_backend
 from .runtime.streams import current_stream
 
+__all__ = ["tensor_methods"]
 
-class _Lazy:
-    """A module that imports ``Tensor`` (so not at import time here): bound on
-    first use, then a plain global."""
-
-    def __init__(self, module: str, name: str) -> None:
-        self._module, self._name = module, name
-
-    def __getattr__(self, attr: str):
-        module = importlib.import_module(self._module, __package__)
-        globals()[self._name] = module
-        return getattr(module, attr)
+_NUMBERS = {int, float, bool}
 
 
-OPS = _Lazy("._ops", "OPS")
-MATMUL = _Lazy("._matmul", "MATMUL")
-AG = _Lazy(".autograd._derivatives", "AG")  # ops on tensors that require grad
-
-
-def _tracked(x) -> bool:
-    """Whether ``x`` is a tensor with autograd state (then the op goes through ``AG``)."""
-    return getattr(x, "_ag", None) is not None
-
-
-def _binary(op: str, reflected: bool = False):
+def _binary(op: str, name: str, reflected: bool = False):
     if reflected:
 
         def method(self, other):
@@ -46,30 +39,27 @@ def _binary(op: str, reflected: bool = False):
                 return OPS.binary(op, self, other)
             return AG.binary(op, self, other)
 
-    method.__name__ = f"__{'r' if reflected else ''}{op}__"
+    method.__name__ = method.__qualname__ = name
     return method
 
 
-_NUMBERS = {int, float, bool}
-
-
-def _inplace(op: str):
+def _inplace(op: str, name: str):
     def method(self, other):
         if self._ag is not None or _tracked(other):
-            AG.refuse_in_place(f"{op}_()", self, other)
+            refuse_in_place(f"{name}()", self, other)
         return OPS.binary(op, self, other, out=self)
 
-    method.__name__ = f"{op}_"
+    method.__name__ = method.__qualname__ = name
     return method
 
 
-def _unary(op: str):
+def _unary(op: str, name: str):
     def method(self):
         if self._ag is None:
             return OPS.unary(op, self)
         return AG.unary(op, self)
 
-    method.__name__ = op
+    method.__name__ = method.__qualname__ = name
     return method
 
 
@@ -84,47 +74,26 @@ def _reduction(op: str):
     return method
 
 
-TENSOR_TYPES: set = set()  # Tensor and its subclasses: ``type(x) in TENSOR_TYPES`` is the fast paths' test
+def _from_table() -> dict:
+    """The methods and operators each op table entry declares."""
+    methods: dict = {}
+    for op in OP_TABLE.values():
+        make = _unary if op.arity == 1 else _binary
+        if op.method:
+            methods[op.method] = make(op.name, op.method)
+        if op.symbol and op.arity == 1:
+            methods[f"__{op.name}__"] = make(op.name, f"__{op.name}__")
+        elif op.symbol:
+            methods[f"__{op.name}__"] = make(op.name, f"__{op.name}__")
+            if op.result != "bool":  # comparisons reflect through their mirror (a < b is b > a)
+                methods[f"__r{op.name}__"] = _binary(op.name, f"__r{op.name}__", reflected=True)
+        if op.inplace:
+            methods[op.inplace] = methods[f"__i{op.name}__"] = _inplace(op.name, op.inplace)
+    return methods
 
 
 class TensorMath:
-    """Operators and math methods of ``Tensor``."""
-
-    __slots__ = ()
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        TENSOR_TYPES.add(cls)  # Tensor, and nn.Parameter, which takes the same fast paths
-
-    __add__, __radd__ = _binary("add"), _binary("add", True)
-    __sub__, __rsub__ = _binary("sub"), _binary("sub", True)
-    __mul__, __rmul__ = _binary("mul"), _binary("mul", True)
-    __truediv__, __rtruediv__ = _binary("truediv"), _binary("truediv", True)
-    __floordiv__, __rfloordiv__ = _binary("floordiv"), _binary("floordiv", True)
-    __mod__, __rmod__ = _binary("mod"), _binary("mod", True)
-    __pow__, __rpow__ = _binary("pow"), _binary("pow", True)
-    __and__, __rand__ = _binary("and"), _binary("and", True)
-    __or__, __ror__ = _binary("or"), _binary("or", True)
-    __xor__, __rxor__ = _binary("xor"), _binary("xor", True)
-    __eq__, __ne__ = _binary("eq"), _binary("ne")
-    __lt__, __le__ = _binary("lt"), _binary("le")
-    __gt__, __ge__ = _binary("gt"), _binary("ge")
-    __hash__ = object.__hash__
-    __iadd__ = add_ = _inplace("add")
-    __isub__ = sub_ = _inplace("sub")
-    __imul__ = mul_ = _inplace("mul")
-    __itruediv__ = div_ = _inplace("truediv")
-
-    add, sub, mul = _binary("add"), _binary("sub"), _binary("mul")
-    div = _binary("truediv")
-    maximum, minimum = _binary("maximum"), _binary("minimum")
-    eq, ne, lt, le, gt, ge = (_binary(o) for o in ("eq", "ne", "lt", "le", "gt", "ge"))
-
-    __neg__ = neg = _unary("neg")
-    __abs__ = abs = _unary("abs")
-    __invert__ = logical_not = _unary("invert")
-    exp, log, sqrt, tanh = _unary("exp"), _unary("log"), _unary("sqrt"), _unary("tanh")
-    sin, cos, sigmoid, relu = _unary("sin"), _unary("cos"), _unary("sigmoid"), _unary("relu")
+    """The methods written by hand (the rest come from the op table)."""
 
     sum, mean = _reduction("sum"), _reduction("mean")
     max, min = _reduction("max"), _reduction("min")  # noqa: A003 (PyTorch's names)
@@ -132,12 +101,12 @@ class TensorMath:
 
     def __matmul__(self, other):
         if self._ag is None and not _tracked(other):
-            return MATMUL.matmul(self, other)
+            return _matmul(self, other)
         return AG.matmul(self, other)
 
     def __rmatmul__(self, other):
         if self._ag is None:
-            return MATMUL.matmul(other, self)
+            return _matmul(other, self)
         return AG.matmul(other, self)
 
     matmul = __matmul__
@@ -160,7 +129,7 @@ class TensorMath:
     def copy_(self, src):
         """Copy ``src`` (a tensor, broadcast and cast, or host data) into this tensor."""
         if self._ag is not None or _tracked(src):
-            AG.refuse_in_place("copy_()", self, src)
+            refuse_in_place("copy_()", self, src)
         if type(src) in TENSOR_TYPES:
             if (
                 src.dtype is self.dtype and src.shape == self.shape and src._contig and self._contig
@@ -171,18 +140,16 @@ class TensorMath:
                     get_backend().copy_dtod(self._ptr, src._ptr, nbytes, current_stream()._h)
                 return self
             return OPS.copy(self, src)
-        from ._factories import upload
-
         return upload(self, src)
 
     def fill_(self, value):
         if self._ag is not None:
-            AG.refuse_in_place("fill_()", self)
+            refuse_in_place("fill_()", self)
         return OPS.fill(self, value)
 
     def zero_(self):
         if self._ag is not None:
-            AG.refuse_in_place("zero_()", self)
+            refuse_in_place("zero_()", self)
         if self._contig and self.numel():
             get_backend().memset(self._ptr, 0, self.numel() * self.dtype.itemsize, current_stream()._h)
             return self
@@ -191,7 +158,7 @@ class TensorMath:
     def clone(self):
         if self._ag is not None:
             return AG.copy(self)
-        return OPS.Tensor._empty(self.shape, self.dtype).copy_(self)  # a Tensor, also for a Parameter
+        return Tensor._empty(self.shape, self.dtype).copy_(self)  # a Tensor, also for a Parameter
 
     def contiguous(self):
         return self if self._contig else self.clone()
@@ -205,7 +172,7 @@ class TensorMath:
             return self
         if self._ag is not None:
             return AG.copy(self, dtype)
-        return OPS.copy(OPS.Tensor._empty(self.shape, dtype), self)
+        return OPS.copy(Tensor._empty(self.shape, dtype), self)
 
     def float(self):
         return self.to(dt.float32)
@@ -230,3 +197,13 @@ class TensorMath:
 
     def cuda(self):
         return self
+
+
+def tensor_methods() -> dict:
+    """Every method this module gives Tensor, by name."""
+    methods = _from_table()
+    methods.update({k: v for k, v in vars(TensorMath).items() if not k.startswith("__") or k.endswith("matmul__")})
+    return methods
+
+
+add_methods(tensor_methods())

@@ -9,9 +9,9 @@ and the metas of the inputs it sends gradients to.
 
 from __future__ import annotations
 
-from ._mode import is_grad_enabled, set_grad_enabled
+from ._grad_mode import is_grad_enabled, set_grad_enabled
 
-__all__ = ["Meta", "Node", "record", "run_backward"]
+__all__ = ["Meta", "Node", "needs_grad", "record", "refuse_in_place", "run_backward", "sum_to"]
 
 
 class Meta:
@@ -136,13 +136,18 @@ def _leading_to(order: list, targets: dict) -> set:
     return needed
 
 
+def _zeros_like_one_of(slots: list, shape, dtype):
+    """A zero gradient for an output no gradient reached, made as a tensor of
+    its sibling outputs' gradients is (``_empty`` of the Tensor class)."""
+    made = next(g for g in slots if g is not None)
+    return made._empty(shape, dtype).zero_()
+
+
 def run_backward(roots, grads, retain_graph: bool, create_graph: bool, targets=None):
     """Send ``grads`` back from the ``roots`` (metas). Without ``targets`` the
     gradients accumulate into the leaves' ``.grad``; with them (a list of metas)
     they are returned instead, one per target (None where none arrived), and
     only the nodes that lead to a target run."""
-    from .._factories import zeros
-
     pending: dict[Node, list] = {}
     found = {id(m): None for m in targets} if targets is not None else None
     seen = {id(g._storage) for g in grads}
@@ -179,7 +184,7 @@ def run_backward(roots, grads, retain_graph: bool, create_graph: bool, targets=N
                     "pass retain_graph=True to the first backward() to run it again"
                 )
             outs = tuple(
-                g if g is not None else zeros(shape, dtype=dtype)
+                g if g is not None else _zeros_like_one_of(slots, shape, dtype)
                 for g, (shape, dtype) in zip(slots, node.outputs, strict=True)
             )
             in_grads = node.backward(outs)
@@ -189,3 +194,30 @@ def run_backward(roots, grads, retain_graph: bool, create_graph: bool, targets=N
                 if meta is not None and g is not None:
                     arrive(meta, g)
     return None if targets is None else [found[id(m)] for m in targets]
+
+
+def sum_to(g, shape):
+    """``g`` summed down to ``shape``: the gradient of broadcasting to ``g.shape``."""
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
+    return (g.sum(dims, keepdim=True) if dims else g).reshape(shape)
+
+
+def refuse_in_place(what: str, target, *sources) -> None:
+    """In-place ops are not recorded: refuse them where a gradient would be lost."""
+    if not is_grad_enabled():
+        return
+    if needs_grad(target):
+        leaf = target._ag.node is None
+        raise RuntimeError(
+            f"{what} on a tensor that requires grad is not recorded by autograd"
+            + ("; update a leaf inside `with tp.no_grad():`" if leaf else "; write it out of place (y = y + x)")
+        )
+    if any(needs_grad(s) for s in sources):
+        raise RuntimeError(
+            f"{what} would write a tensor that requires grad into one that does not; "
+            "autograd does not record in-place ops: write it out of place (y = x * 1 ...) or detach() the source"
+        )

@@ -1,0 +1,197 @@
+"""The differentiable primitives: each op's forward next to its backward.
+
+Tensor methods come here only when an operand requires grad, so ops on plain
+tensors pay one attribute test. Each function runs the op with recording off,
+then records a node whose backward gives the gradient of every input that
+needs one; composite ops (``nn.functional``) are built from these, so they
+carry no gradient code of their own.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from . import _ops as ops
+from ._grad_mode import is_grad_enabled, no_grad
+from ._matmul import matmul as _matmul
+from ._shape import broadcast_shapes
+from ._tape import Meta, needs_grad, record, sum_to
+from ._tensor import Tensor
+from .kernels import elementwise as ew
+
+__all__ = ["binary", "cat", "clamp", "copy", "matmul", "reduce", "tracked", "unary", "where"]
+
+
+def tracked(x) -> bool:
+    """Whether ``x`` is a tensor with autograd state (then its ops come here)."""
+    return getattr(x, "_ag", None) is not None
+
+
+def _grad_for(g, x):
+    """``g`` as the gradient of ``x``: summed to its shape, in its dtype; None for numbers."""
+    if not needs_grad(x):
+        return None
+    g = sum_to(g, x.shape)
+    return g if g.dtype is x.dtype else g.to(x.dtype)
+
+
+class _Saved:
+    """An op's result as its own backward keeps it. Holding the tensor would make
+    a cycle (result -> node -> backward -> result) whose memory only Python's
+    cyclic collector frees; this holds its memory, and for gradients of
+    gradients a weak reference to the tensor, or else its node, to rebuild it."""
+
+    __slots__ = ("data", "tensor", "node")
+
+    def __init__(self, out) -> None:
+        self.data, self.tensor, self.node = out.detach(), weakref.ref(out), None
+
+    def recorded(self, out):
+        """Called with the recorded result: remember its node (weakly)."""
+        if out.grad_fn is not None:
+            self.node = weakref.ref(out.grad_fn)
+        return out
+
+    def get(self):
+        if not is_grad_enabled():  # a plain backward needs the values only
+            return self.data
+        out = self.tensor()
+        if out is not None:
+            return out
+        node = self.node() if self.node is not None else None
+        if node is None:
+            return self.data
+        rebuilt = self.data.detach()
+        rebuilt._ag = Meta(True, node, 0)
+        return rebuilt
+
+
+# -- elementwise: the backwards are the op table's (kernels/elementwise.OPS) ------------------
+
+
+def binary(op: str, a, b):
+    with no_grad():
+        out = ops.binary(op, a, b)
+    entry = ew.OPS[op]
+    backward = entry.backward
+    if backward is None or out.dtype.kind != "f":  # comparisons, logic, //, %: no gradient
+        return out
+    saved = _Saved(out) if entry.uses_result else None
+
+    def grads(gs):
+        ga, gb = backward(gs[0], a, b, saved and saved.get())
+        return _grad_for(ga, a) if ga is not None else None, _grad_for(gb, b) if gb is not None else None
+
+    record(entry.grad_name or f"{op.capitalize()}Backward", out, (a, b), grads)
+    return saved.recorded(out) if saved else out
+
+
+def unary(op: str, x):
+    with no_grad():
+        out = ops.unary(op, x)
+    entry = ew.OPS[op]
+    backward = entry.backward
+    if backward is None or out.dtype.kind != "f":
+        return out
+    saved = _Saved(out) if entry.uses_result else None
+
+    def grads(gs):
+        (g,) = backward(gs[0], x, saved and saved.get())
+        return (_grad_for(g, x),)
+
+    record(entry.grad_name or f"{op.capitalize()}Backward", out, (x,), grads)
+    return saved.recorded(out) if saved else out
+
+
+def clamp(x, lo, hi):
+    with no_grad():
+        out = ops.clamp(x, lo, hi)
+
+    def grads(gs):  # out = min(max(x, lo), hi): the gradient goes to whichever of x, lo, hi it is
+        g, raised = gs[0], x if lo is None else ops.binary("maximum", x, lo)
+        above = (raised > hi) if hi is not None else None
+        g_raised = g if above is None else g * ~above
+        below = (x < lo) if lo is not None else None
+        return (
+            _grad_for(g_raised if below is None else g_raised * ~below, x),
+            None if below is None else _grad_for(g_raised * below, lo),
+            None if above is None else _grad_for(g * above, hi),
+        )
+
+    return record("ClampBackward", out, (x, lo, hi), grads)
+
+
+def where(cond, a, b):
+    with no_grad():
+        out = ops.where(cond, a, b)
+    return record(
+        "WhereBackward",
+        out,
+        (a, b),
+        lambda gs: (_grad_for(where(cond, gs[0], 0.0), a), _grad_for(where(cond, 0.0, gs[0]), b)),
+    )
+
+
+def copy(x, dtype=None):
+    """``x.clone()`` (or ``x.to(dtype)``): the gradient passes back unchanged."""
+    with no_grad():
+        out = ops.copy(Tensor._empty(x.shape, x.dtype if dtype is None else dtype), x)
+    if out.dtype.kind != "f":
+        return out
+    return record("CloneBackward" if dtype is None else "ToCopyBackward", out, (x,), lambda gs: (_grad_for(gs[0], x),))
+
+
+# -- reductions and matmul -----------------------------------------------------------------
+
+
+def reduce(op: str, x, dim, keepdim: bool):
+    with no_grad():
+        out = ops.reduce(op, x, dim, keepdim)
+    dims = ops._reduce_dims(x, dim)
+    kept = tuple(1 if i in dims else d for i, d in enumerate(x.shape))
+    count = max(x.numel(), 1) // max(out.numel(), 1)
+    extreme = out.detach() if op in ("max", "min") else None  # values only: no gradient flows through the mask
+
+    def grads(gs):
+        g = gs[0].reshape(kept)
+        if op == "sum":
+            return (g.expand(x.shape),)
+        if op == "mean":
+            return ((g / count).expand(x.shape),)
+        hit = (x == extreme.reshape(kept)).to(x.dtype)  # max/min: ties share the gradient
+        return (g * hit / hit.sum(dims, keepdim=True),)
+
+    return record(f"{op.capitalize()}Backward", out, (x,), grads)
+
+
+def matmul(a, b):
+    with no_grad():
+        out = _matmul(a, b)
+
+    def grads(gs):
+        a2 = a if a.ndim > 1 else a.unsqueeze(0)
+        b2 = b if b.ndim > 1 else b.unsqueeze(-1)
+        batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        g = gs[0].reshape(tuple(batch) + (a2.shape[-2], b2.shape[-1]))
+        ga = sum_to(g @ b2.transpose(-1, -2), a2.shape).reshape(a.shape) if needs_grad(a) else None
+        gb = sum_to(a2.transpose(-1, -2) @ g, b2.shape).reshape(b.shape) if needs_grad(b) else None
+        return _grad_for(ga, a) if ga is not None else None, _grad_for(gb, b) if gb is not None else None
+
+    return record("MmBackward", out, (a, b), grads)
+
+
+# -- joining ----------------------------------------------------------------------------------
+
+
+def cat(tensors, dim: int):
+    with no_grad():
+        out = ops.cat(tensors, dim)
+    dim = tensors[0]._dim(dim)
+
+    def grads(gs):
+        starts = [0]
+        for t in tensors:
+            starts.append(starts[-1] + t.shape[dim])
+        return tuple(_grad_for(gs[0].narrow(dim, s, t.shape[dim]), t) for s, t in zip(starts, tensors, strict=False))
+
+    return record("CatBackward", out, tuple(tensors), grads)

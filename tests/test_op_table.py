@@ -1,0 +1,90 @@
+"""The op table (``kernels/elementwise.OPS``): every name an entry declares
+exists and computes that entry's op, and every backward it declares matches
+finite differences."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from helpers.gradcheck import check_gradients
+
+import tensorplay as tp
+from tensorplay.kernels.elementwise import OPS
+
+# NumPy's float64 twin of each entry, the independent reference
+REFERENCE = {
+    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
+    "sin": np.sin, "cos": np.cos, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "relu": lambda x: np.maximum(x, 0),
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.divide, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum, "eq": np.equal, "ne": np.not_equal, "lt": np.less,
+    "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+}  # fmt: skip
+POSITIVE = {"log", "sqrt", "pow"}  # defined for positive operands
+
+X = np.array([0.3, 1.7, 2.2, 0.9])
+Y = np.array([1.1, 0.4, 2.5, 0.9])
+
+
+def _operands(op):
+    n = OPS[op].arity
+    return [X, Y][:n] if op in POSITIVE else [X - 1.0, Y - 1.2][:n]
+
+
+@pytest.mark.parametrize("op", sorted(o for o in OPS if OPS[o].function and o in REFERENCE))
+def test_each_entrys_function_and_method_compute_its_op(op):
+    entry = OPS[op]
+    arrays = _operands(op)
+    expected = REFERENCE[op](*arrays)
+    tensors = [tp.tensor(a) for a in arrays]
+    results = [getattr(tp, entry.function)(*tensors)]
+    if entry.method:
+        results.append(getattr(tensors[0], entry.method)(*tensors[1:]))
+    for got in results:
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("op", sorted(o for o in OPS if OPS[o].symbol and OPS[o].arity == 2 and o in REFERENCE))
+def test_each_entrys_operator_and_its_reflection(op):
+    entry = OPS[op]
+    a, b = _operands(op)
+    expected = REFERENCE[op](a, b)
+    dunder = f"__{op}__"
+    np.testing.assert_allclose(getattr(tp.tensor(a), dunder)(tp.tensor(b)).numpy(), expected, rtol=1e-12)
+    if entry.result != "bool":  # 2.0 <op> tensor
+        reflected = getattr(tp.tensor(b), f"__r{op}__")(float(a[0]))
+        np.testing.assert_allclose(reflected.numpy(), REFERENCE[op](a[0], b), rtol=1e-12)
+
+
+@pytest.mark.parametrize("op", sorted(o for o in OPS if OPS[o].backward is not None))
+def test_each_declared_backward_matches_finite_differences(op):
+    entry = OPS[op]
+    fn = getattr(tp, entry.function) if entry.function else lambda *t: getattr(t[0], f"__{op}__")(*t[1:])
+    check_gradients(fn, *_operands(op))
+
+
+def test_sin_and_cos_come_from_the_table():
+    x = tp.tensor([0.0, math.pi / 2]).requires_grad_()
+    assert tp.sin(x).tolist() == pytest.approx([0.0, 1.0], abs=1e-7)
+    assert x.cos().tolist() == pytest.approx([1.0, 0.0], abs=1e-7)
+    tp.sin(x).sum().backward()
+    assert x.grad.tolist() == pytest.approx([1.0, 0.0], abs=1e-7)
+    assert tp.sin(x).grad_fn.name == "SinBackward"
+    assert {"sin", "cos"} <= set(tp.__all__)
+
+
+def test_an_entry_is_all_it_takes(monkeypatch):
+    """A new entry gives a kernel, a method, a tp. function and a backward:
+    the mechanism docs/internals.md describes, run on a made-up op."""
+    from tensorplay import _functions, _methods
+    from tensorplay.kernels import elementwise as ew
+
+    cube = ew._unary("cube", lambda x: x * x * x, backward=lambda g, x, out: (g * 3 * x * x,))
+    monkeypatch.setitem(ew.OPS, "cube", cube)
+    methods, functions = _methods._from_table(), _functions._from_table()
+    x = tp.tensor([1.0, 2.0]).requires_grad_()
+    y = methods["cube"](x)
+    assert y.tolist() == [1.0, 8.0] and functions["cube"](x).tolist() == [1.0, 8.0]
+    y.sum().backward()
+    assert x.grad.tolist() == [3.0, 12.0]
