@@ -12,6 +12,7 @@ from __future__ import annotations
 import weakref
 
 from . import _ops as ops
+from . import _reduce
 from ._grad_mode import is_grad_enabled, no_grad
 from ._matmul import matmul as _matmul
 from ._shape import broadcast_shapes
@@ -146,8 +147,8 @@ def copy(x, dtype=None):
 
 def reduce(op: str, x, dim, keepdim: bool):
     with no_grad():
-        out = ops.reduce(op, x, dim, keepdim)
-    dims = ops._reduce_dims(x, dim)
+        out = _reduce.reduce(op, x, dim, keepdim)
+    dims = _reduce.reduce_dims(x, dim)
     kept = tuple(1 if i in dims else d for i, d in enumerate(x.shape))
     count = max(x.numel(), 1) // max(out.numel(), 1)
     extreme = out.detach() if op in ("max", "min") else None  # values only: no gradient flows through the mask

@@ -9,8 +9,9 @@ from ._shape import _as_shape
 from ._tensor import Tensor
 from .kernels import random as rnd
 from .runtime.backend import get as get_backend
+from .runtime.capture import refuse_host_transfer
 from .runtime.launch import grid_1d, launch
-from .runtime.streams import current_stream, refuse_during_capture
+from .runtime.streams import current_stream
 
 __all__ = [
     "arange", "empty", "empty_like", "from_numpy", "full", "full_like", "manual_seed",
@@ -45,7 +46,7 @@ def _host_array(data, dtype: dt.DType | None) -> np.ndarray:
 
 def upload(dst: Tensor, data) -> Tensor:
     """Copy host data into ``dst`` (cast and broadcast to its dtype and shape)."""
-    refuse_during_capture("copying host data to the device (tensor/from_numpy/copy_ from NumPy)")
+    refuse_host_transfer("copying host data to the device (tensor/from_numpy/copy_ from NumPy)", current_stream())
     host = _host_array(data, dst.dtype)
     if host.shape != dst.shape:
         try:
@@ -80,7 +81,7 @@ def tensor(data, dtype=None, *, requires_grad: bool = False) -> Tensor:
     >>> tp.tensor([[1.5, 2.0]]).shape
     (1, 2)
     """
-    refuse_during_capture("copying host data to the device (tensor/from_numpy/copy_ from NumPy)")
+    refuse_host_transfer("copying host data to the device (tensor/from_numpy/copy_ from NumPy)", current_stream())
     host = _host_array(data, None if dtype is None else dt.as_dtype(dtype))
     t = Tensor._empty(host.shape, dt.from_numpy_dtype(host.dtype))
     return _leaf(upload(t, host), requires_grad)

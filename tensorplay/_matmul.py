@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from . import _dtype as dt
 from ._shape import broadcast_shapes, contiguous_strides
 from ._tensor import TENSOR_TYPES, Tensor
 from .kernels import matmul as mk
+from .runtime.caches import BoundedCache, track_factories
 from .runtime.launch import launch_packed, launch_with, layout_packer, resolve
 
 __all__ = ["matmul"]
+
+track_factories(mk)  # tp.cuda.clear_caches() drops the kernels it built too
 
 
 def _as3d(t: Tensor, batch_shape, dtype: dt.DType) -> Tensor:
@@ -37,13 +43,12 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if type(a) in TENSOR_TYPES and type(b) in TENSOR_TYPES:
         plan = _PLANS.get((a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides))
         if plan is not None:
-            launcher, grid, block, packers, shape3, final_shape, final_strides, dense = plan
-            out = Tensor._empty(shape3, a.dtype)
-            a3 = a.contiguous() if dense[0] else a  # a transposed operand (a backward's) is copied dense
-            b3 = b.contiguous() if dense[1] else b
-            params = b"".join([pack(t) for pack, t in zip(packers, (a3, b3, out), strict=True)])
-            launch_packed(launcher, grid, block, params)
-            return out._view(final_shape, final_strides)
+            out = Tensor._empty(plan.shape3, a.dtype)
+            a3 = a.contiguous() if plan.dense_a else a  # a transposed operand (a backward's) is copied dense
+            b3 = b.contiguous() if plan.dense_b else b
+            pack_a, pack_b, pack_out = plan.packers
+            launch_packed(plan.launcher, plan.grid, plan.block, pack_a(a3) + pack_b(b3) + pack_out(out))
+            return out._view(plan.final_shape, plan.final_strides)
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(f"matmul expects two tensors, got {type(a).__name__} and {type(b).__name__}")
     if a.ndim == 0 or b.ndim == 0:
@@ -73,14 +78,30 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         launcher = resolve(mk.matmul_tiled, [a3._kkey, b3._kkey, out._kkey])
         launch_with(launcher, grid, block, [a3, b3, out])
         dense = (_copied_dense(a3, a, batch), _copied_dense(b3, b, batch))
-        if None not in dense and len(_PLANS) < 4096:
-            packers = [layout_packer(t) for t in (a3, b3, out)]
+        if None not in dense:
+            packers = tuple(layout_packer(t) for t in (a3, b3, out))
             key = (a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides)
-            _PLANS[key] = (launcher, grid, block, packers, out.shape, shape, contiguous_strides(shape), dense)
+            plan = MatmulPlan(launcher, grid, block, packers, out.shape, shape, contiguous_strides(shape), *dense)
+            _PLANS.put(key, plan)
     return out.view(shape)
 
 
-_PLANS: dict[tuple, tuple] = {}  # the operands' layouts -> launcher, launch shape, packers, shapes
+@dataclass(frozen=True, slots=True)
+class MatmulPlan:
+    """The product of operands of one layout each, without ``_as3d``."""
+
+    launcher: Any
+    grid: tuple
+    block: tuple
+    packers: tuple  # (a, b, output), each seen in 3-D
+    shape3: tuple  # the output's, (batch, m, n)
+    final_shape: tuple
+    final_strides: tuple
+    dense_a: bool  # True: a is copied dense (a.contiguous()), False: a is used as it is
+    dense_b: bool
+
+
+_PLANS = BoundedCache("matmul.plans", 4096)  # the operands' layouts -> MatmulPlan
 
 
 def _copied_dense(t3: Tensor, t: Tensor, batch) -> bool | None:

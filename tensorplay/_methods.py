@@ -11,6 +11,7 @@ from __future__ import annotations
 from . import _differentiable as AG
 from . import _dtype as dt
 from . import _ops as OPS
+from . import _reduce
 from ._differentiable import tracked as _tracked
 from ._factories import upload
 from ._matmul import matmul as _matmul
@@ -66,7 +67,7 @@ def _unary(op: str, name: str):
 def _reduction(op: str):
     def method(self, dim=None, keepdim: bool = False):
         if self._ag is None:
-            return OPS.reduce(op, self, dim, keepdim)
+            return _reduce.reduce(op, self, dim, keepdim)
         return AG.reduce(op, self, dim, keepdim)
 
     method.__name__ = op

@@ -5,22 +5,24 @@ Nothing here synchronises the host; every kernel goes on the current stream.
 
 from __future__ import annotations
 
-import functools
 import struct
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from . import _dtype as dt
 from ._factories import tensor
-from ._shape import broadcast_shapes, broadcast_strides, coalesce, contiguous_strides, is_contiguous, view_strides
+from ._shape import broadcast_shapes, broadcast_strides, coalesce
 from ._tensor import _PACK_FLAT, TENSOR_TYPES, Tensor
 from .kernels import elementwise as ew
-from .kernels import reduce as rk
-from .runtime.backend import get as get_backend
 from .runtime.backend.params import scalar_struct
+from .runtime.caches import BoundedCache, track_factories
 from .runtime.launch import ArrayArg, grid_1d, grid_rows, grid_tiles, launch_packed, layout_packer, resolve
 
-__all__ = ["binary", "elementwise", "internal_overlap", "reduce", "unary"]
+__all__ = ["binary", "elementwise", "internal_overlap", "unary"]
+
+track_factories(ew)  # tp.cuda.clear_caches() drops the kernels it built too
 
 # The dtype rules of the op table's entries (kernels/elementwise.OPS)
 _COMPARE = {name for name, op in ew.OPS.items() if op.result == "bool"}
@@ -55,9 +57,9 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
         return out
     key = (op, pattern, cast, out.dtype, shape, out._strides)
     key += tuple((o.dtype, o.shape, o._strides) if isinstance(o, Tensor) else type(o) for o in operands)
-    launcher, grid, block, packers = _ND_PLANS.get(key) or _nd_plan(key, out, operands, n)
-    packed = b"".join([pack(o) for pack, o in zip(packers, (out, *operands), strict=True)])
-    launch_packed(launcher, grid, block, packed)
+    plan = _ND_PLANS.get(key) or _nd_plan(key, out, operands, n)
+    packed = b"".join([pack(o) for pack, o in zip(plan.packers, (out, *operands), strict=True)])
+    launch_packed(plan.launcher, plan.grid, plan.block, packed)
     return out
 
 
@@ -88,10 +90,20 @@ def _byte_range(t: Tensor) -> tuple[int, int]:
     return t._ptr, t._ptr + (last + 1) * t.dtype.itemsize
 
 
-_ND_PLANS: dict[tuple, tuple] = {}  # (op, pattern, cast, layouts...) -> launcher, grid, block, packers
+@dataclass(frozen=True, slots=True)
+class NdPlan:
+    """A broadcast or strided elementwise launch, for one layout of its operands."""
+
+    launcher: Any
+    grid: tuple
+    block: tuple
+    packers: tuple  # per parameter, the output's first: packs a tensor of its layout (or a scalar)
 
 
-def _nd_plan(key: tuple, out: Tensor, operands, n: int) -> tuple:
+_ND_PLANS = BoundedCache("ops.nd_plans", 4096)  # (op, pattern, cast, layouts...) -> NdPlan
+
+
+def _nd_plan(key: tuple, out: Tensor, operands, n: int) -> NdPlan:
     """The launch of a broadcast or strided elementwise op, for one layout of its
     operands: the kernel for its coalesced dimensions, its launch shape, and per
     parameter a packer that only has to add the data pointer (kept for up to
@@ -119,11 +131,8 @@ def _nd_plan(key: tuple, out: Tensor, operands, n: int) -> tuple:
     else:
         layout, launch_shape = f"nd{ndim}", grid_1d(n)
     launcher = resolve(ew.kernel(op, pattern, layout, cast), keys)
-    packers = [layout_packer(a) if isinstance(a, ArrayArg) else scalar_struct(type(a)).pack for a in args]
-    plan = (launcher, *launch_shape, packers)
-    if len(_ND_PLANS) < 4096:
-        _ND_PLANS[key] = plan
-    return plan
+    packers = tuple(layout_packer(a) if isinstance(a, ArrayArg) else scalar_struct(type(a)).pack for a in args)
+    return _ND_PLANS.put(key, NdPlan(launcher, *launch_shape, packers))
 
 
 def _is_transpose(pattern: str, shape, strides) -> bool:
@@ -134,23 +143,31 @@ def _is_transpose(pattern: str, shape, strides) -> bool:
     )  # fmt: skip
 
 
-_FLAT_LAUNCHERS: dict[tuple, tuple] = {}
+@dataclass(frozen=True, slots=True)
+class FlatPlan:
+    """Contiguous operands of the output's shape: the flat kernel's launcher and,
+    per operand, None for a tensor or the packer of a scalar."""
+
+    launcher: Any
+    packers: tuple
+
+
+_FLAT_PLANS = BoundedCache("ops.flat_plans", 4096)  # (op, pattern, cast, dtypes and scalar types) -> FlatPlan
 
 
 def _flat_launch(op: str, pattern: str, cast: str, out: Tensor, operands, n: int) -> None:
     """Contiguous operands of the output's shape: one cached launcher and scalar
     packers per (op, types), parameters packed straight into the launch."""
     key = (op, pattern, cast, out.dtype, *[o.dtype if isinstance(o, Tensor) else type(o) for o in operands])
-    plan = _FLAT_LAUNCHERS.get(key)
+    plan = _FLAT_PLANS.get(key)
     if plan is None:
         keys = [(t.dtype.name, 1, True) if isinstance(t, Tensor) else type(t) for t in (out, *operands)]
-        packers = [None if isinstance(o, Tensor) else scalar_struct(type(o)).pack for o in operands]
-        plan = _FLAT_LAUNCHERS[key] = (resolve(ew.kernel(op, pattern, "flat", cast), keys), packers)
-    launcher, packers = plan
+        packers = tuple(None if isinstance(o, Tensor) else scalar_struct(type(o)).pack for o in operands)
+        plan = _FLAT_PLANS.put(key, FlatPlan(resolve(ew.kernel(op, pattern, "flat", cast), keys), packers))
     packed = out._kflat + b"".join(
-        [o._kflat if pack is None else pack(o) for pack, o in zip(packers, operands, strict=True)]
+        [o._kflat if pack is None else pack(o) for pack, o in zip(plan.packers, operands, strict=True)]
     )
-    launch_packed(launcher, *grid_1d(n), packed)
+    launch_packed(plan.launcher, *grid_1d(n), packed)
 
 
 def _cast_for(compute: dt.DType) -> tuple[str, type]:
@@ -230,7 +247,18 @@ def _binary_types(op: str, compute_in: dt.DType) -> tuple[dt.DType, str, type]:
 
 
 _PYTHON_NUMBERS = (float, int)  # bool is its own type and takes the general path
-_FAST_PLANS: dict[tuple, tuple] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class FastPlan:
+    """A binary op on contiguous operands of one shape (or a tensor and a Python number)."""
+
+    out_dtype: dt.DType
+    launcher: Any  # the flat kernel's
+    pack: Any  # packs the Python number operand
+
+
+_FAST_PLANS = BoundedCache("ops.fast_plans", 4096)  # (op, pattern, dtype or type, dtype or type) -> FastPlan
 
 
 def _fast_binary(op: str, a, b, pattern: str) -> Tensor:
@@ -239,13 +267,13 @@ def _fast_binary(op: str, a, b, pattern: str) -> Tensor:
     number packer) per op and operand types; a call allocates, packs, launches."""
     key = (op, pattern, a.dtype if pattern[0] == "a" else type(a), b.dtype if pattern[1] == "a" else type(b))
     plan = _FAST_PLANS.get(key) or _fast_plan(key, a, b)
-    out_dtype, launcher, pack = plan
-    out = Tensor._empty((a if pattern[0] == "a" else b).shape, out_dtype)
+    out = Tensor._empty((a if pattern[0] == "a" else b).shape, plan.out_dtype)
     if pattern == "aa":
-        return _launch_into_new(launcher, out, a._kflat + b._kflat)
+        return _launch_into_new(plan.launcher, out, a._kflat + b._kflat)
+    pack = plan.pack  # a local: calling plan.pack() directly is a slower lookup
     if pattern == "as":
-        return _launch_into_new(launcher, out, a._kflat + pack(b))
-    return _launch_into_new(launcher, out, pack(a) + b._kflat)
+        return _launch_into_new(plan.launcher, out, a._kflat + pack(b))
+    return _launch_into_new(plan.launcher, out, pack(a) + b._kflat)
 
 
 def _fast_in_place(op: str, a, b, pattern: str) -> bool:
@@ -254,13 +282,14 @@ def _fast_in_place(op: str, a, b, pattern: str) -> bool:
     if pattern == "aa" and b._storage is a._storage and overlaps(b, a):
         return False  # the general path copies b first
     key = (op, pattern, a.dtype, b.dtype if pattern == "aa" else type(b))
-    out_dtype, launcher, pack = _FAST_PLANS.get(key) or _fast_plan(key, a, b)
-    if out_dtype is not a.dtype:
+    plan = _FAST_PLANS.get(key) or _fast_plan(key, a, b)
+    if plan.out_dtype is not a.dtype:
         return False
     n = a.numel()
     if n:
         kf = a._kflat
-        launch_packed(launcher, *grid_1d(n), kf + kf + (b._kflat if pattern == "aa" else pack(b)))
+        pack = plan.pack  # a local: calling plan.pack() directly is a slower lookup
+        launch_packed(plan.launcher, *grid_1d(n), kf + kf + (b._kflat if pattern == "aa" else pack(b)))
     return True
 
 
@@ -275,7 +304,7 @@ def _launch_into_new(launcher, out: Tensor, operand_params: bytes) -> Tensor:
     return out
 
 
-def _fast_plan(key: tuple, a, b) -> tuple:
+def _fast_plan(key: tuple, a, b) -> FastPlan:
     op, pattern = key[0], key[1]
     if pattern == "aa":
         compute_in = dt.promote(a.dtype, b.dtype)
@@ -284,8 +313,7 @@ def _fast_plan(key: tuple, a, b) -> tuple:
     out_dtype, cast, scalar_type = _binary_types(op, compute_in)
     keys = [(x.dtype.name, 1, True) if pattern[i] == "a" else scalar_type for i, x in enumerate((a, b))]
     launcher = resolve(ew.kernel(op, pattern, "flat", cast), [(out_dtype.name, 1, True), *keys])
-    plan = _FAST_PLANS[key] = (out_dtype, launcher, _number_packer(scalar_type))
-    return plan
+    return _FAST_PLANS.put(key, FastPlan(out_dtype, launcher, _number_packer(scalar_type)))
 
 
 def _number_packer(scalar_type: type):
@@ -302,7 +330,15 @@ def _number_packer(scalar_type: type):
     return pack_number
 
 
-_UNARY_PLANS: dict[tuple, tuple] = {}  # (op, dtype) -> (output dtype, flat launcher)
+@dataclass(frozen=True, slots=True)
+class UnaryPlan:
+    """A unary op on a contiguous tensor into a new one."""
+
+    out_dtype: dt.DType
+    launcher: Any  # the flat kernel's
+
+
+_UNARY_PLANS = BoundedCache("ops.unary_plans", 4096)  # (op, dtype) -> UnaryPlan
 
 
 def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
@@ -310,7 +346,7 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
     if fast:
         plan = _UNARY_PLANS.get((op, x.dtype))
         if plan is not None:
-            return _launch_into_new(plan[1], Tensor._empty(x.shape, plan[0]), x._kflat)
+            return _launch_into_new(plan.launcher, Tensor._empty(x.shape, plan.out_dtype), x._kflat)
     key = (op, x.dtype)
     if op in _FLOAT_UNARY:
         out_dtype = x.dtype if x.dtype.kind == "f" else dt.DEFAULT_FLOAT
@@ -326,8 +362,8 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
     cast, _ = _cast_for(out_dtype if op in _FLOAT_UNARY else x.dtype)
     if fast:  # checked once: this and later calls launch from the plan
         keys = [(out_dtype.name, 1, True), (x.dtype.name, 1, True)]
-        plan = _UNARY_PLANS[key] = (out_dtype, resolve(ew.kernel(op, "a", "flat", cast), keys))
-        return _launch_into_new(plan[1], Tensor._empty(x.shape, out_dtype), x._kflat)
+        plan = _UNARY_PLANS.put(key, UnaryPlan(out_dtype, resolve(ew.kernel(op, "a", "flat", cast), keys)))
+        return _launch_into_new(plan.launcher, Tensor._empty(x.shape, out_dtype), x._kflat)
     out = Tensor._empty(x.shape, out_dtype) if out is None else out
     return elementwise(op, out, [x], cast)
 
@@ -388,145 +424,6 @@ def clamp(x: Tensor, lo=None, hi=None) -> Tensor:
     out = Tensor._empty(broadcast_shapes(*shapes), common)
     operands = [x] + [v if isinstance(v, Tensor) else scalar_type(v) for v in (lo, hi)]
     return elementwise("clamp", out, operands, cast)
-
-
-# -- reductions ---------------------------------------------------------------------
-
-
-def _reduce_dims(x: Tensor, dim) -> tuple[int, ...]:
-    if dim is None:
-        return tuple(range(x.ndim))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    dims = tuple(x._dim(d) for d in dims)
-    if x.ndim == 0:  # dim 0 or -1 of a 0-d tensor names the tensor itself
-        return ()
-    if len(set(dims)) != len(dims):
-        raise ValueError(f"dimension repeated in {dim}")
-    return dims
-
-
-def _reduce_types(op: str, d: dt.DType) -> tuple[dt.DType, np.dtype]:
-    """(output dtype, accumulator dtype)."""
-    if op == "mean":
-        if d.kind != "f":
-            raise TypeError(f"mean() needs a floating point tensor, got {d}; convert with .float() first")
-        return d, np.dtype(np.float64 if d is dt.float64 else np.float32)
-    if op == "sum":
-        if d.kind != "f":
-            return dt.int64, np.dtype(np.int64)
-        return d, np.dtype(np.float64 if d is dt.float64 else np.float32)
-    if d is dt.bool:
-        return d, np.dtype(np.int32)  # warp shuffles take no bools
-    return d, np.dtype(np.float32) if d is dt.float16 else d.np
-
-
-_REDUCE_PLANS: dict[tuple, tuple] = {}  # (op, dtype, shape, strides, dim, keepdim) -> plan
-
-
-def reduce(op: str, x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """``sum``, ``mean``, ``max`` or ``min`` over ``dim`` (all dimensions if None)."""
-    key = (op, x.dtype, x.shape, x._strides, dim if dim is None or isinstance(dim, int) else tuple(dim), keepdim)
-    plan = _REDUCE_PLANS.get(key) or _reduce_plan(key, x)
-    out_dtype, m, k, order, rows_strides, steps, final_shape, final_strides = plan
-    out = Tensor._empty((m,), out_dtype)
-    if steps is None:  # nothing to reduce: empty rows or no rows
-        if m:
-            fill(out, np.nan if op == "mean" else 0)
-    else:
-        if rows_strides is not None:  # the rows are a view of x
-            rows = x._view((m, k), rows_strides)
-        else:
-            rows = x.permute(order).reshape(m, k)
-        _run_reduction(steps, rows, out)
-    return out._view(final_shape, final_strides)
-
-
-def _reduce_plan(key: tuple, x: Tensor) -> tuple:
-    """What ``reduce`` needs for one (op, dtype, layout, dim, keepdim): checked once,
-    then kept (for layouts seen up to 4096 times over)."""
-    op, _, _, _, dim, keepdim = key
-    dims = _reduce_dims(x, dim)
-    keep = [d for d in range(x.ndim) if d not in dims]
-    out_shape = tuple(x.shape[d] for d in keep)
-    m = int(np.prod(out_shape, dtype=np.int64))
-    k = int(np.prod([x.shape[d] for d in dims], dtype=np.int64))
-    out_dtype, acc = _reduce_types(op, x.dtype)
-    if k == 0 and op in ("max", "min") and m:
-        raise ValueError(f"{op}() of an empty dimension has no identity; shape {x.shape}, dim {dim}")
-    order = keep + list(dims)
-    rows_strides = view_strides(tuple(x.shape[d] for d in order), tuple(x._strides[d] for d in order), (m, k))
-    steps = None
-    if m and k:
-        isz = x.dtype.itemsize
-        strides = (k, 1) if rows_strides is None else tuple(rows_strides)  # the copy, or a view of x
-        contig = is_contiguous((m, k), strides)
-        rows = ArrayArg(0, (m, k), [s * isz for s in strides], x.dtype.name, isz, contig)
-        steps = _reduction_steps(op, acc, out_dtype, rows)
-    final_shape = tuple(1 if d in dims else x.shape[d] for d in range(x.ndim)) if keepdim else out_shape
-    plan = (out_dtype, m, k, order, rows_strides, steps, final_shape, contiguous_strides(final_shape))
-    if len(_REDUCE_PLANS) < 4096:
-        _REDUCE_PLANS[key] = plan
-    return plan
-
-
-def _contiguous_arg(shape: tuple, dtype: dt.DType) -> ArrayArg:
-    """The layout of a new contiguous tensor (no data: for launch keys and packers)."""
-    isz = dtype.itemsize
-    return ArrayArg(0, shape, [s * isz for s in contiguous_strides(shape)], dtype.name, isz, True)
-
-
-def _reduction_steps(op: str, acc: np.dtype, out_dtype: dt.DType, rows: ArrayArg) -> tuple:
-    """(chunk step or None, final step): the launchers, launch shapes and packers
-    that reduce (m, k) rows laid out as ``rows`` into an (m,) output."""
-    m, k = rows._karray[5:7]
-    init = rk.identity_value(op, acc)
-    init_bytes = scalar_struct(type(init)).pack(init)
-    chunks, block, rows_grid, rows_block = _rows_launch_shape(m, k)
-    chunk_step, source = None, rows
-    if chunks > 1:  # few long rows: reduce chunks in parallel first
-        partial_dtype = dt.from_numpy_dtype(acc)
-        partial = _contiguous_arg((m, chunks), partial_dtype)
-        launcher = resolve(rk.chunks_kernel(op, acc.name), [rows._kkey, partial._kkey, type(init)])
-        packers = (layout_packer(rows), layout_packer(partial))
-        chunk_step = (launcher, (chunks, m, 1), (block, 1, 1), packers, (m, chunks), partial_dtype, init_bytes)
-        source = partial
-    out = _contiguous_arg((m,), out_dtype)
-    launcher = resolve(rk.rows_kernel(op, acc.name), [source._kkey, out._kkey, type(init), np.float64])
-    tail = init_bytes + scalar_struct(np.float64).pack(1.0 / k)  # the mean's scale
-    return chunk_step, (launcher, rows_grid, rows_block, (layout_packer(source), layout_packer(out)), tail)
-
-
-def _run_reduction(steps: tuple, rows: Tensor, out: Tensor) -> None:
-    chunk_step, (launcher, grid, block, (pack_source, pack_out), tail) = steps
-    source = rows
-    if chunk_step is not None:
-        chunk_launcher, chunk_grid, chunk_block, (pack_rows, pack_partial), shape, dtype, init_bytes = chunk_step
-        source = Tensor._empty(shape, dtype)
-        params = pack_rows(rows) + pack_partial(source) + init_bytes
-        launch_packed(chunk_launcher, chunk_grid, chunk_block, params)
-    params = pack_source(source) + pack_out(out) + tail
-    launch_packed(launcher, grid, block, params)
-
-
-@functools.lru_cache(maxsize=4096)
-def _rows_launch_shape(m: int, k: int) -> tuple:
-    """(chunks, chunk block, rows grid, rows block) for reducing m rows of k items."""
-    dev = get_backend()
-    threads = 1 << (min(rk.BLOCK, dev.max_block).bit_length() - 1)  # a power of two
-    # About 16 items per lane: the fastest of 4, 8 and 16 on the H200
-    # (benchmarks/reduction_variants.py).
-    block = min(threads, max(32, _pow2_at_least(-(-k // 16))))
-    chunks = min(-(-k // (block * 16)), max(1, dev.max_threads_per_launch // block // m))
-    if chunks > 1:
-        k = chunks
-    lanes = min(threads, _pow2_at_least(-(-k // 16)))  # short rows: several per block
-    per_block = threads // lanes
-    blocks = max(1, min(-(-m // per_block), dev.max_threads_per_launch // threads))
-    return chunks, block, (blocks, 1, 1), (lanes, per_block, 1)
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 # -- joining ----------------------------------------------------------------------------

@@ -18,8 +18,9 @@ from ._tape import Meta, record, refuse_in_place, sum_to
 from .runtime import memory as _memory
 from .runtime.backend import get as get_backend
 from .runtime.backend.params import array_struct
+from .runtime.capture import refuse_host_transfer
 from .runtime.launch import ArrayArg, KernelArray
-from .runtime.streams import current_stream, refuse_during_capture
+from .runtime.streams import current_stream
 
 _allocate = _memory.allocator.allocate
 _PACK_FLAT = array_struct(1).pack  # a 1-D array: meminfo, parent, nitems, itemsize, data, shape, stride
@@ -357,7 +358,7 @@ class Tensor(KernelArray):
     def _read(self) -> np.ndarray:
         """The elements, in order, as a new flat host array."""
         s = current_stream()
-        refuse_during_capture("reading a tensor back to the host (numpy/item/tolist/bool)", s)
+        refuse_host_transfer("reading a tensor back to the host (numpy/item/tolist/bool)", s)
         nbytes = self.numel() * self.dtype.itemsize
         if not nbytes:
             return np.empty(0, self.dtype.np)

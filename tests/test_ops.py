@@ -2,7 +2,7 @@
 reductions, clamp/where, matmul, cat/stack, broadcasting and type promotion.
 
 Sizes stay tiny because the simulator runs one Python thread per CUDA thread;
-the reductions still take the two-pass path there (see ``_ops._reduce_rows``).
+the reductions still take the two-pass path there (see ``_reduce``).
 """
 
 import operator
@@ -112,7 +112,7 @@ def test_broadcast_layouts(shape_a, shape_b, layout):
     (x, a), (y, b) = random_tensor(shape_a, tp.float32, seed=1), random_tensor(shape_b, tp.float32, seed=2)
     assert_close(x * y, reference(np.multiply, a, b), dtype=tp.float32)
     assert_close(y - x, reference(np.subtract, b, a), dtype=tp.float32)
-    assert {plan[0].name.rsplit("_", 1)[1] for plan in _ND_PLANS.values()} == {layout}
+    assert {plan.launcher.name.rsplit("_", 1)[1] for plan in _ND_PLANS.values()} == {layout}
 
 
 def test_few_long_rows_are_shared_between_blocks(monkeypatch):
@@ -172,7 +172,7 @@ def test_transposed_copies_and_unary_ops_go_through_tiles(dtype):
     assert_close(x.t().to(tp.float64), a.T.astype(np.float64), dtype=tp.float64)
     if dtype.is_floating_point:
         assert_close(x.t().exp(), reference(np.exp, a.T), dtype=dtype)
-    assert {plan[0].name.split("_")[-2] for plan in _ND_PLANS.values()} == {"transpose"}
+    assert {plan.launcher.name.split("_")[-2] for plan in _ND_PLANS.values()} == {"transpose"}
 
 
 def test_seven_unmergeable_dimensions_are_refused_with_advice():

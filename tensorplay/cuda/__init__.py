@@ -16,6 +16,7 @@ from ..runtime import (
     Stream,
     backend,
     capture_stream,
+    clear_caches,
     current_device,
     current_stream,
     default_stream,
@@ -67,7 +68,7 @@ def launch(kernel, blocks, threads, *args, stream: Stream | None = None, shared_
 __all__ = [
     "CUDAGraph", "CaptureError", "CudaError", "Event", "Stream", "backend", "capture_stream",
     "current_device", "graph", "graph_pool_handle", "graphs", "is_current_stream_capturing", "make_graphed_callables",
-    "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name",
+    "clear_caches", "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name",
     "grid", "gridsize", "is_available", "set_conditional", "launch", "max_memory_allocated", "memory_allocated",
     "mem_get_info", "memory_reserved", "memory_stats", "reset_peak_memory_stats", "set_stream", "stream",
     "synchronize",

@@ -27,29 +27,38 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import threading
 import weakref
 from contextlib import contextmanager
 
 import numpy as np
 
 from .._tensor import Tensor
+from ..kernels import conditional
 from ..kernels.conditional import set_from_flag, set_to
 from ..runtime.backend import CaptureError, CudaError
 from ..runtime.backend import get as get_backend
+from ..runtime.caches import track_factories
+from ..runtime.capture import (
+    capture_state,
+    nested_capture_error,
+    refuse_legacy_capture,
+    refuse_nested_capture,
+    refuse_replay_into_capture,
+    wait_for_device_unless_capturing,
+)
 from ..runtime.launch import launch
 from ..runtime.memory import allocator
 from ..runtime.streams import (
     Stream,
     as_stream,
-    capture_state,
     capture_stream,
     current_stream,
     default_stream,
+    is_current_stream_capturing,
     retire_capture_stream,
     set_stream,
 )
-from . import stage
+from .stage import Stager
 
 __all__ = [
     "CUDAGraph",
@@ -59,6 +68,7 @@ __all__ = [
     "is_current_stream_capturing",
 ]
 
+track_factories(conditional)  # tp.cuda.clear_caches() drops its kernels too
 CAPTURE_MODES = ("global", "thread_local", "relaxed")
 _launch_raw = get_backend().graph_launch_raw  # replay's hot path: the driver call itself
 _last_capture: list = [None]  # weak reference to the most recently captured graph
@@ -86,13 +96,6 @@ def graph_pool_handle():
     [3.0, 3.0]
     """
     return allocator.new_pool_id()
-
-
-def is_current_stream_capturing() -> bool:
-    """True while the current stream captures a graph (never creates a context)."""
-    if not capture_state.active:
-        return False
-    return current_stream().is_capturing()
 
 
 def _pool_of(pool):
@@ -124,7 +127,7 @@ class CUDAGraph:
         self._debug = False
         self._mode = "global"
         self._open: list[_OpenConditional] = []  # conditional nodes being captured, innermost last
-        self._staged: dict = {}  # stage_and_launch's plans, by the ids of their static inputs
+        self._stager: Stager | None = None  # stage_and_launch's plans, made on its first call
 
     # -- capture ---------------------------------------------------------------
     def capture_begin(self, pool=None, capture_error_mode: str = "global", stream: Stream | None = None) -> None:
@@ -143,30 +146,27 @@ class CUDAGraph:
         if self._exec is not None:
             raise RuntimeError("this CUDAGraph already holds a capture; call reset() before capturing again")
         s, restore = as_stream(stream), None
-        if s == default_stream():
-            if stream is not None:
-                raise CaptureError(
-                    "the legacy default stream cannot capture a graph; capture on a tp.cuda.Stream() "
-                    "or use `with tp.cuda.graph(g):`, which captures on a side stream"
-                )
+        if stream is not None:
+            refuse_legacy_capture(s)
+        elif s == default_stream():
             s, restore = capture_stream(), s
         pool = _pool_of(pool)
         dev = get_backend()
-        if dev.capture_status(s._h) != "none":
-            raise CaptureError(_already_capturing(s))
-        if restore is not None:
-            s.wait_stream(restore)
-        try:
-            dev.begin_capture(s._h, capture_error_mode)
-        except CudaError as e:
-            if e.code == "CUDA_ERROR_ILLEGAL_STATE":  # another thread began on it since the check
-                raise CaptureError(_already_capturing(s)) from None
-            raise
-        # Routing starts only once the capture is ours: a failed begin leaves
-        # every other capture's routing as it was.
-        token = object()
-        allocator.begin_capture(s, pool, token)
-        capture_state.begin(s, capture_error_mode)
+        with capture_state.lock:  # not inside another thread's device-wide wait
+            refuse_nested_capture(s)
+            if restore is not None:
+                s.wait_stream(restore)
+            try:
+                dev.begin_capture(s._h, capture_error_mode)
+            except CudaError as e:
+                if e.code == "CUDA_ERROR_ILLEGAL_STATE":  # begun outside tensorplay since the check
+                    raise nested_capture_error(s) from None
+                raise
+            # Routing starts only once the capture is ours: a failed begin leaves
+            # every other capture's routing as it was.
+            token = object()
+            allocator.begin_capture(s, pool, token)
+            capture_state.begin(s, capture_error_mode)
         self._stream, self._pool, self._token, self._mode = s, pool, token, capture_error_mode
         if restore is not None:
             self._restore = restore
@@ -359,7 +359,7 @@ class CUDAGraph:
             raise RuntimeError("replay() needs a captured graph; capture one first")
         s = current_stream() if stream is None else stream
         if capture_state.active:
-            _refuse_replay_into_capture(as_stream(s))
+            refuse_replay_into_capture(as_stream(s))
         try:
             h = s._h
         except AttributeError:
@@ -402,7 +402,11 @@ class CUDAGraph:
         >>> y.tolist()
         [3.0, 5.0, 7.0, 9.0]
         """
-        stage.stage_and_launch(self, static_inputs, inputs, stream)
+        if self._stream is not None:
+            raise RuntimeError("stage_and_launch() called while this CUDAGraph is capturing; call capture_end() first")
+        if self._stager is None:
+            self._stager = Stager()
+        self._stager.launch(static_inputs, inputs, stream, self._graph, self._exec, self.replay)
 
     # -- lifetime ----------------------------------------------------------------
     def reset(self) -> None:
@@ -421,8 +425,8 @@ class CUDAGraph:
         self._destroy()
 
     def _destroy(self) -> None:
-        if self._staged:
-            stage.release(self)
+        if self._stager is not None:
+            self._stager.release()
         dev = get_backend()
         if self._exec is not None:
             dev.graph_exec_destroy(self._exec)
@@ -499,27 +503,6 @@ class CUDAGraph:
         return f"<tensorplay.cuda.CUDAGraph {state}{nodes}, pool={self._pool}>"
 
 
-def _already_capturing(s: Stream) -> str:
-    owner = capture_state.modes.get(s._key)
-    if owner is None:
-        who = "outside tensorplay"
-    else:
-        who = "by this thread" if owner[1] == threading.get_ident() else "by another thread"
-    return (
-        f"stream {s.handle:#x} is already capturing a graph (begun {who}), and captures do not nest "
-        "on one stream; end that capture first, or capture on another tp.cuda.Stream() (each thread "
-        "has its own side stream for `with tp.cuda.graph(g):`). To branch inside a graph, use g.if_() or g.while_()"
-    )
-
-
-def _refuse_replay_into_capture(s: Stream) -> None:
-    if get_backend().capture_status(s._h) != "none":
-        raise CaptureError(
-            f"replay() on stream {s.handle:#x}, which is capturing a graph: a graph cannot be launched into "
-            "another capture; issue its work directly inside the capture, or replay after capture_end()"
-        )
-
-
 class _OpenConditional:
     __slots__ = ("kind", "handle", "pred", "body", "previous")
 
@@ -563,8 +546,7 @@ def graph(cuda_graph: CUDAGraph, pool=None, stream: Stream | None = None, captur
     if not isinstance(cuda_graph, CUDAGraph):
         raise TypeError(f"expected a CUDAGraph, got {type(cuda_graph).__name__}")
     s = as_stream(stream, "stream") if stream is not None else capture_stream()
-    if not capture_state.active:  # a device-wide wait would break another capture
-        get_backend().synchronize()
+    wait_for_device_unless_capturing(get_backend().synchronize)  # another capture would break
     prev = current_stream()
     s.wait_stream(prev)
     set_stream(s)

@@ -2,7 +2,9 @@
 
 ``CUDAGraph.stage_and_launch(static_inputs, inputs)`` has the effect of
 ``static.copy_(x)`` for each pair followed by ``replay()``, in one launch from
-the host where the driver allows it:
+the host where the driver allows it. Each graph owns a ``Stager``, made on
+its first call, that holds its plans; the graph hands it its handles and its
+``replay``, and has it release the plans when it is reset or freed.
 
 - The first call for a tuple of static inputs builds a plan: the contiguous
   static inputs become the destinations of the gather-copy kernel
@@ -43,95 +45,99 @@ import numpy as np
 from .._factories import tensor
 from .._tensor import Tensor
 from ..autograd import no_grad
+from ..kernels import gather
 from ..kernels.gather import MAX_PAIRS
 from ..kernels.gather import kernel as gather_kernel
-from ..runtime.backend import CaptureError
 from ..runtime.backend import get as get_backend
+from ..runtime.backend.params import PackedLaunch
+from ..runtime.caches import track_factories
+from ..runtime.capture import capture_state, refuse_host_transfer, refuse_staged_launch
 from ..runtime.launch import grid_1d, resolve
-from ..runtime.streams import Stream, capture_state, current_stream, refuse_during_capture
+from ..runtime.streams import Stream, current_stream
 from ..runtime.streams import stream as use_stream
 
-__all__ = ["release", "stage_and_launch"]
+__all__ = ["Stager"]
 
 _TABLE_KEY = ("int64", 1, True)  # the launch key of the destination table
 _HOST_DATA = (np.ndarray, np.generic, int, float, bool, list, tuple)
 
+track_factories(gather)  # tp.cuda.clear_caches() drops its kernels too
 
-def stage_and_launch(graph, static_inputs, inputs, stream: Stream | None = None) -> None:
-    """Copy ``inputs[i]`` into ``static_inputs[i]`` for every i, then replay
-    ``graph`` on ``stream`` (the current stream if None); see the module's
-    docstring for how. ``CUDAGraph.stage_and_launch`` calls this."""
-    if stream is None:
-        s = current_stream()
-    elif isinstance(stream, Stream):
-        s = stream
-    else:
-        raise TypeError(f"expected stream=None or a tensorplay.cuda.Stream, got {type(stream).__name__}")
-    if capture_state.active:
-        _refuse_capture(graph, s)
-    plan = graph._staged.get(tuple(map(id, static_inputs))) if type(static_inputs) in (list, tuple) else None
-    if plan is not None and plan.fast is not None and type(inputs) in (list, tuple):
-        # The common case inline (host time is the point): every input is
-        # contiguous with its static input's dtype and shape, one gather kernel.
-        layouts, sizes, table, pack = plan.fast
-        storages = plan.storages
-        ptrs = []
-        if len(inputs) == len(layouts):
-            for x, (dtype, shape) in zip(inputs, layouts, strict=True):
-                try:
-                    if x.dtype is not dtype or x.shape != shape or not x._contig or id(x._storage) in storages:
+
+class Stager:
+    """The staged replays of one ``CUDAGraph``: its plans, by the ids of their
+    static inputs.
+
+    The graph makes its stager on its first ``stage_and_launch`` and owns it.
+    It passes at each call what a plan needs of it (its graph and executable
+    graph handles, None until it holds a capture, and its ``replay``), and
+    calls ``release()`` when it is reset or freed. The stager keeps no
+    reference to the graph.
+    """
+
+    __slots__ = ("_plans", "__weakref__")
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple, _Plan] = {}
+
+    def plans(self) -> tuple:
+        """The plans built so far (for tests and debugging)."""
+        return tuple(self._plans.values())
+
+    def launch(self, static_inputs, inputs, stream: Stream | None, graph_handle, exec_handle, replay) -> None:
+        """Copy ``inputs[i]`` into ``static_inputs[i]`` for every i, then launch the
+        captured graph on ``stream`` (the current stream if None); see the
+        module's docstring for how. ``CUDAGraph.stage_and_launch`` calls this."""
+        if stream is None:
+            s = current_stream()
+        elif isinstance(stream, Stream):
+            s = stream
+        else:
+            raise TypeError(f"expected stream=None or a tensorplay.cuda.Stream, got {type(stream).__name__}")
+        if capture_state.active:
+            refuse_staged_launch(s)
+        plan = self._plans.get(tuple(map(id, static_inputs))) if type(static_inputs) in (list, tuple) else None
+        if plan is not None and plan.fast is not None and type(inputs) in (list, tuple):
+            # The common case inline (host time is the point): every input is
+            # contiguous with its static input's dtype and shape, one gather kernel.
+            layouts, sizes, table, pack = plan.fast
+            storages = plan.storages
+            ptrs = []
+            if len(inputs) == len(layouts):
+                for x, (dtype, shape) in zip(inputs, layouts, strict=True):
+                    try:
+                        if x.dtype is not dtype or x.shape != shape or not x._contig or id(x._storage) in storages:
+                            break
+                    except AttributeError:  # not a Tensor: the general path says what is wrong
                         break
-                except AttributeError:  # not a Tensor: the general path says what is wrong
-                    break
-                ptrs.append(x._ptr)
-            else:
-                if s is not plan.home:
-                    plan.streams.add(s)
-                plan.staged.launch([table + pack(*ptrs, *sizes)], s._h)
-                return
-    _general(graph, static_inputs, inputs, s, plan)
+                    ptrs.append(x._ptr)
+                else:
+                    if s is not plan.home:
+                        plan.streams.add(s)
+                    plan.staged.launch([table + pack(*ptrs, *sizes)], s._h)
+                    return
+        if exec_handle is None:
+            raise RuntimeError(
+                "stage_and_launch() needs a captured graph; capture one first (after reset(), capture again)"
+            )
+        if not isinstance(static_inputs, (list, tuple)):
+            raise TypeError(f"expected a list or tuple of static input tensors, got {type(static_inputs).__name__}")
+        if not isinstance(inputs, (list, tuple)):
+            raise TypeError(f"expected a list or tuple of inputs, got {type(inputs).__name__}")
+        if len(inputs) != len(static_inputs):
+            raise ValueError(
+                f"stage_and_launch() got {len(inputs)} inputs for {len(static_inputs)} static inputs; "
+                "pass one input per static input, in the same order"
+            )
+        if plan is None:
+            plan = _Plan(self, static_inputs, tuple(map(id, static_inputs)), graph_handle, exec_handle)
+        plan.launch(static_inputs, inputs, s, replay)
 
-
-def _general(graph, static_inputs, inputs, s: Stream, plan) -> None:
-    """Every check, the plan built on first use, then ``_Plan.launch``."""
-    if graph._exec is None:
-        raise RuntimeError(
-            "stage_and_launch() needs a captured graph; capture one first (after reset(), capture again)"
-        )
-    if not isinstance(static_inputs, (list, tuple)):
-        raise TypeError(f"expected a list or tuple of static input tensors, got {type(static_inputs).__name__}")
-    if not isinstance(inputs, (list, tuple)):
-        raise TypeError(f"expected a list or tuple of inputs, got {type(inputs).__name__}")
-    if len(inputs) != len(static_inputs):
-        raise ValueError(
-            f"stage_and_launch() got {len(inputs)} inputs for {len(static_inputs)} static inputs; "
-            "pass one input per static input, in the same order"
-        )
-    if plan is None:
-        plan = _Plan(graph, static_inputs, tuple(map(id, static_inputs)))
-    plan.launch(graph, static_inputs, inputs, s)
-
-
-def release(graph) -> None:
-    """Free the staged graphs built for ``graph`` (it is being reset or freed)."""
-    plans, graph._staged = graph._staged, {}
-    for plan in plans.values():
-        plan.destroy()
-
-
-def _refuse_capture(graph, s: Stream) -> None:
-    if graph._stream is not None:
-        raise RuntimeError("stage_and_launch() called while this CUDAGraph is capturing; call capture_end() first")
-    if not s._key and capture_state.owned_strict() is not None:  # the rule of every launch (kernels/launch.py)
-        raise CaptureError(
-            "stage_and_launch() on the legacy default stream is not allowed while this thread captures a graph "
-            "(it would not be captured); launch it on a tp.cuda.Stream() or after capture_end()"
-        )
-    if s.is_capturing():
-        raise CaptureError(
-            f"stage_and_launch() is not allowed on stream {s.handle:#x} while it is capturing a graph; "
-            "call it after capture_end(), or copy the inputs with copy_() inside the capture"
-        )
+    def release(self) -> None:
+        """Free the staged graphs of every plan (the graph is being reset or freed)."""
+        plans, self._plans = self._plans, {}
+        for plan in plans.values():
+            plan.destroy()
 
 
 class _Plan:
@@ -144,7 +150,7 @@ class _Plan:
 
     __slots__ = ("pairs", "nslots", "chunks", "tables", "staged", "storages", "home", "streams", "refs", "fast")
 
-    def __init__(self, graph, statics, key: tuple) -> None:
+    def __init__(self, stager: Stager, statics, key: tuple, graph_handle, exec_handle) -> None:
         for i, t in enumerate(statics):
             if not isinstance(t, Tensor):
                 raise TypeError(f"expected a Tensor as static input {i}, got {type(t).__name__}")
@@ -177,22 +183,22 @@ class _Plan:
             (blocks, _, _), block = grid_1d(-(-max(sizes[first : first + k]) // 8))
             self.chunks.append((first, first + k, table._kbytes, pack))
             self.tables.append(table)
-            heads.append((launcher, (blocks, k, 1), block, table._kbytes + pack(*[0] * (2 * k))))
+            heads.append(PackedLaunch(launcher, (blocks, k, 1), block, table._kbytes + pack(*[0] * (2 * k))))
         self.home = current_stream()
         self.streams: set = set()  # other streams launched on: the tables' reuse waits for them
         if heads:
             self.home.synchronize()  # the tables' upload is done before any stream reads them
-            self.staged = get_backend().staged_graph(graph._graph, graph._exec, heads)
+            self.staged = get_backend().staged_graph(graph_handle, exec_handle, heads)
         else:
             self.staged = None
         self.fast = None  # when one gather kernel copies every pair: (dtypes and shapes, sizes, table, packer)
         if len(self.chunks) == 1 and self.nslots == len(statics):
             self.fast = ([(t.dtype, t.shape) for t in statics], sizes, self.chunks[0][2], self.chunks[0][3])
-        forget = functools.partial(_forget, weakref.ref(graph), key)
+        forget = functools.partial(_forget, weakref.ref(stager), key)
         self.refs = [weakref.ref(t, forget) for t in statics]
-        graph._staged[key] = self
+        stager._plans[key] = self
 
-    def launch(self, graph, statics, inputs, s: Stream) -> None:
+    def launch(self, statics, inputs, s: Stream, replay) -> None:
         srcs = [0] * self.nslots
         sizes = [0] * self.nslots  # a slot left at 0 bytes copies nothing
         storages = self.storages
@@ -218,7 +224,7 @@ class _Plan:
             host = host or not isinstance(src, Tensor)
             copies.append((i, src))
         if host:  # the upload would refuse it too, but after the copies before it
-            refuse_during_capture("stage_and_launch() with host data (a NumPy array or numbers)", s)
+            refuse_host_transfer("stage_and_launch() with host data (a NumPy array or numbers)", s)
         if serial:  # an input aliases a static input: every copy with copy_, in order
             checked, skipped = dict(copies), set(slow)
             copies = [
@@ -240,7 +246,7 @@ class _Plan:
                 params = [prefix + pack(*srcs[a:b], *sizes[a:b]) for a, b, prefix, pack in self.chunks]
             self.staged.launch(params, s._h)
         else:
-            graph.replay(s)
+            replay(s)
 
     def destroy(self) -> None:
         if self.staged is not None:
@@ -252,10 +258,10 @@ class _Plan:
         self.tables = []
 
 
-def _forget(graph_ref, key: tuple, _dead) -> None:
+def _forget(stager_ref, key: tuple, _dead) -> None:
     """A static input died: its plan goes (its id may name another tensor next)."""
-    graph = graph_ref()
-    plan = graph._staged.pop(key, None) if graph is not None else None
+    stager = stager_ref()
+    plan = stager._plans.pop(key, None) if stager is not None else None
     if plan is not None:
         try:
             plan.destroy()

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda
-from numba.cuda.core import config
+
+from ._target import IEEE_MATH
 
 __all__ = ["MAXDIM", "OPS", "Op", "kernel"]
 
@@ -59,7 +60,7 @@ def _ieee(name: str):
     """``math.<name>`` for the kernels. On the simulator, NumPy's instead: it
     gives inf and NaN where Python's ``math`` raises (``log(0)``, ``sqrt(-1)``,
     ``exp(1000)``, ``sin(inf)``), as the GPU does."""
-    if not config.ENABLE_CUDASIM:
+    if IEEE_MATH:
         return getattr(math, name)
     fn = getattr(np, name)
 

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda, types
-from numba.cuda.core import config
 from numba.np import numpy_support
+
+from ._target import ALIGNED_SHARED, INTRINSICS, SMALL_BLOCKS
 
 __all__ = [
     "TILES",
@@ -117,13 +118,13 @@ class MatmulTiles:
             "A_TILE_WIDTH": self.bm + 4,
             # Vector shared loads need the tiles 16-byte aligned; the
             # simulator refuses any alignment argument.
-            "SHARED_ALIGN": None if config.ENABLE_CUDASIM else 16,
+            "SHARED_ALIGN": 16 if ALIGNED_SHARED else None,
         }
 
 
 # The simulator runs one Python thread per CUDA thread, so it gets a small
 # block by default: the same code with smaller constants.
-if config.ENABLE_CUDASIM:
+if SMALL_BLOCKS:
     TILES = MatmulTiles(bm=16, bn=16, bk=4, tm=4, tn=4, vec=2, ku=2)
 else:
     TILES = MatmulTiles(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, ku=4)
@@ -156,7 +157,7 @@ def _accumulator_type(dtype: types.Type) -> types.Type:
     raise TypeError(f"matmul: expected a float or integer dtype, got {dtype}")
 
 
-if config.ENABLE_CUDASIM:
+if not INTRINSICS:
 
     def accumulator_dtype(x):
         """The NumPy scalar type that products of ``x``'s elements sum in."""

@@ -14,7 +14,8 @@ import functools
 
 import numpy as np
 from numba import cuda
-from numba.cuda.core import config
+
+from ._target import WARP_SHUFFLES
 
 __all__ = ["BLOCK", "chunks_kernel", "identity_value", "rows_kernel"]
 
@@ -80,7 +81,7 @@ def _parts(op: str, acc: str):
             k += step
         return combine(combine(combine(a0, a1), combine(a2, a3)), combine(combine(a4, a5), combine(a6, a7)))
 
-    if config.ENABLE_CUDASIM:  # Numba's simulator has no warp shuffles
+    if not WARP_SHUFFLES:
 
         @cuda.jit(device=True, inline=True)
         def segment(lane, lanes, acc):

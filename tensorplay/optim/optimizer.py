@@ -14,7 +14,7 @@ from typing import Any
 from .._tensor import Tensor
 from ..autograd import enable_grad, no_grad
 from ..autograd._engine import clear_grads
-from ..cuda.graphs import is_current_stream_capturing
+from ..runtime.streams import is_current_stream_capturing
 
 __all__ = ["Optimizer"]
 

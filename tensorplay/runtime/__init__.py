@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .backend import CaptureError, CudaError
 from .backend import get as _get_backend
+from .caches import clear_caches
 from .memory import (
     empty_cache,
     max_memory_allocated,
@@ -71,7 +72,7 @@ def mem_get_info() -> tuple[int, int]:
 
 
 __all__ = [
-    "CaptureError", "CudaError", "Event", "Stream", "backend", "capture_stream", "current_device",
+    "CaptureError", "CudaError", "Event", "Stream", "backend", "capture_stream", "clear_caches", "current_device",
     "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name", "grid", "gridsize",
     "is_available", "max_memory_allocated", "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats",
     "reset_peak_memory_stats", "set_conditional", "set_stream", "stream", "synchronize",

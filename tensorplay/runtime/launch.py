@@ -12,17 +12,18 @@ import struct
 
 import numpy as np
 
-from .backend import CaptureError
 from .backend import get as get_backend
 from .backend.params import array_struct
-from .streams import capture_state, current_stream
+from .caches import BoundedCache
+from .capture import capture_state, refuse_legacy_launch
+from .streams import current_stream
 
 __all__ = [
     "ArrayArg", "KernelArray", "grid_1d", "grid_rows", "grid_tiles",
     "launch", "launch_packed", "layout_packer", "numba_type",
 ]  # fmt: skip
 
-_launchers: dict[tuple, object] = {}
+_launchers = BoundedCache("launch.launchers", 16384)  # (kernel, argument keys...) -> the backend's launcher
 
 
 class KernelArray:
@@ -85,9 +86,7 @@ def numba_type(key):
 def _launcher(key):
     kernel, argkeys = key[0], key[1:]
     argtypes = tuple(numba_type(k) for k in argkeys)
-    launcher = get_backend().launcher(kernel, argtypes)
-    _launchers[key] = launcher
-    return launcher
+    return _launchers.put(key, get_backend().launcher(kernel, argtypes))
 
 
 def resolve(kernel, argkeys):
@@ -116,8 +115,8 @@ def launch_packed(launcher, grid, block, params: bytes) -> None:
     """Launch on the current stream with every parameter already packed (the ops'
     plans), refusing the legacy default stream during a capture."""
     s = current_stream()
-    if capture_state.active and not s._key and capture_state.owned_strict() is not None:
-        _refuse_legacy(launcher.name)
+    if capture_state.active:  # inline: no call while nothing captures
+        refuse_legacy_launch(launcher.name, s)
     launcher.launch_packed(grid, block, s._h, params)
 
 
@@ -125,21 +124,13 @@ def launch_stream(kernel_name: str, stream=None):
     """The stream to launch on (the current one if None), refusing the legacy
     default stream while a graph is being captured."""
     s = stream or current_stream()
-    if capture_state.active and not s._key and capture_state.owned_strict() is not None:
-        _refuse_legacy(kernel_name)
+    if capture_state.active:
+        refuse_legacy_launch(kernel_name, s)
     return s
 
 
-def _refuse_legacy(name: str) -> None:
-    raise CaptureError(
-        f"launching {name} on the legacy default stream is not allowed while this thread captures a graph "
-        "(it would not be captured); issue it on the capturing stream (the current stream inside "
-        "`with tp.cuda.graph(g):`), or capture with capture_error_mode='relaxed'"
-    )
-
-
 _limits: list = []  # (max_block, max_threads_per_launch, max_grid_threads), read once
-_grids: dict[tuple[int, int], tuple] = {}  # (n, block) -> launch shape
+_grids = BoundedCache("launch.grids", 4096)  # (n, block) -> launch shape
 
 
 def _read_limits() -> None:
@@ -186,7 +177,5 @@ def grid_1d(n: int, block: int = 256) -> tuple[tuple[int, int, int], tuple[int, 
         threads = min(block, _limits[0], max(32, -(-n // 32) * 32))  # small n: one small block
         cap = min(max(_limits[1], -(-n // 4)), _limits[2])
         blocks = max(1, min(-(-n // threads), cap // threads))
-        shape = ((blocks, 1, 1), (threads, 1, 1))
-        if len(_grids) < 4096:
-            _grids[(n, block)] = shape
+        shape = _grids.put((n, block), ((blocks, 1, 1), (threads, 1, 1)))
     return shape

@@ -18,9 +18,11 @@ import itertools
 import threading
 from collections import defaultdict
 
-from .backend import CaptureError, CudaError
+from .backend import CudaError
 from .backend import get as get_backend
-from .streams import Event, capture_state
+from .caches import BoundedCache
+from .capture import capture_state, refuse_empty_cache, wait_for_device_unless_capturing
+from .streams import Event
 
 __all__ = [
     "Block",
@@ -47,14 +49,11 @@ def round_size(nbytes: int) -> int:
     return -(-nbytes // _LARGE_ROUND) * _LARGE_ROUND
 
 
-_SIZES: dict[int, int] = {}  # request -> size class, for the sizes seen
+_SIZES = BoundedCache("memory.size_classes", 65536)  # request -> size class, for the sizes seen
 
 
 def _size_class(nbytes: int) -> int:
-    size = round_size(nbytes)
-    if len(_SIZES) < 65536:
-        _SIZES[nbytes] = size
-    return size
+    return _SIZES.put(nbytes, round_size(nbytes))
 
 
 class Block:
@@ -181,11 +180,13 @@ class CachingAllocator:
 
     def _release_dead_pools(self) -> None:
         """Give the cached blocks of unused pools back to the device. A graph
-        replay may still be using them: the device is synchronised first."""
+        replay may still be using them: the device is synchronised first (not
+        while a capture is in progress, which that would break: then later)."""
         with self._pools_lock:
             dead = set(self._dead_pools)
             if any(key[0] in dead for key, blocks in list(self._free.items()) if blocks):
-                get_backend().synchronize()
+                if not wait_for_device_unless_capturing(get_backend().synchronize):
+                    return
                 for pool in dead:
                     self.release_cached(pool)
             for pool in [p for p in dead if not self._reserved.get(p)]:
@@ -331,10 +332,7 @@ class CachingAllocator:
 
     def empty_cache(self) -> None:
         """Give back the cached blocks of the default pool and of pools no graph uses."""
-        if self._capture_pools:
-            raise CaptureError(
-                "empty_cache() is not allowed while a stream is capturing a graph; call it after capture_end()"
-            )
+        refuse_empty_cache()
         for pool in {k[0] for k in self._free} - set(self._pool_users):
             self.release_cached(pool)
 

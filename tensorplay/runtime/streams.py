@@ -6,109 +6,23 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .backend import CaptureError
 from .backend import get as _device
+from .capture import capture_state, refuse_captured_event, refuse_device_wide_wait, refuse_host_wait
 
 __all__ = [
     "Event",
-    "capture_state",
     "Stream",
+    "as_stream",
     "capture_stream",
     "current_stream",
     "default_stream",
+    "is_current_stream_capturing",
     "set_stream",
     "stream",
     "synchronize",
 ]
 
 _tls = threading.local()
-
-
-class _CaptureState:
-    """The captures in progress in this process, for checks made before a call
-    reaches the device (so both backends give the same sentence).
-
-    The rules are the driver's, as measured on the H200 (driver 580): a
-    ``global`` capture forbids host waits and allocations in every thread, a
-    ``thread_local`` one in its own thread, a ``relaxed`` one nowhere; a
-    context-wide synchronise breaks a capture of any mode, from any thread.
-    """
-
-    def __init__(self) -> None:
-        self.active = 0
-        self.modes: dict[int, tuple[str, int]] = {}  # stream key -> (capture mode, thread)
-
-    def begin(self, s: Stream, mode: str) -> None:
-        self.modes[s._key] = (mode, threading.get_ident())
-        self.active = len(self.modes)
-
-    def end(self, s: Stream) -> None:
-        self.modes.pop(s._key, None)
-        self.active = len(self.modes)
-
-    def prohibiting(self) -> tuple[int, str, int] | None:
-        """(stream key, mode, thread) of a capture that forbids host waits on
-        this thread, or None."""
-        if not self.active:
-            return None
-        me = threading.get_ident()
-        for key, (mode, thread) in list(self.modes.items()):
-            if mode == "global" or (mode == "thread_local" and thread == me):
-                return key, mode, thread
-        return None
-
-    def owned_strict(self) -> int | None:
-        """The stream key of a non-relaxed capture this thread has open, or None:
-        work this thread puts on the legacy default stream would not be in it."""
-        me = threading.get_ident()
-        for key, (mode, thread) in list(self.modes.items()):
-            if thread == me and mode != "relaxed":
-                return key
-        return None
-
-    def refuse(self, what: str, s: Stream | None = None) -> None:
-        """CaptureError if ``what`` (a host wait) would break a capture in progress."""
-        if not self.active:
-            return
-        if s is not None and s._key in self.modes:
-            raise CaptureError(
-                f"{what} waits on the host, which is not allowed while stream {s._key:#x} is capturing "
-                "a graph; wait before capture_begin() or after capture_end()"
-            )
-        found = self.prohibiting()
-        if found is not None:
-            raise CaptureError(_capture_advice(what, *found))
-
-    def refuse_context_wide(self, what: str) -> None:
-        """CaptureError while any capture is in progress: a device-wide wait
-        breaks captures of every mode, in every thread."""
-        if not self.active:
-            return
-        key, (mode, thread) = next(iter(list(self.modes.items())))
-        if thread == threading.get_ident():
-            advice = "wait before capture_begin() or after capture_end()"
-        else:
-            advice = (
-                "another thread began that capture: wait for the streams you used (stream.synchronize()) "
-                "instead, or synchronise once that capture has ended"
-            )
-        raise CaptureError(
-            f"{what} waits for the whole device, which breaks a graph capture in any mode, and stream "
-            f"{key:#x} is capturing one; {advice}"
-        )
-
-
-def _capture_advice(what: str, key: int, mode: str, thread: int) -> str:
-    if thread == threading.get_ident():
-        return (
-            f"{what} waits on the host, which is not allowed while stream {key:#x} is capturing "
-            "a graph; wait before capture_begin() or after capture_end()"
-        )
-    return (
-        f"{what} waits on the host, which is not allowed while another thread captures a graph on stream "
-        f"{key:#x} in 'global' mode; do it once that capture has ended, or have that thread capture with "
-        "capture_error_mode='thread_local' (which leaves other threads free)"
-    )
 
 
 def as_stream(s, what: str = "stream") -> Stream:
@@ -120,7 +34,6 @@ def as_stream(s, what: str = "stream") -> Stream:
     return s
 
 
-capture_state = _CaptureState()
 _singletons: dict[str, Stream] = {}
 
 
@@ -163,12 +76,12 @@ class Stream:
 
     def synchronize(self) -> None:
         """Wait on the host until all work queued on this stream has finished."""
-        capture_state.refuse("stream.synchronize()", self)
+        refuse_host_wait("stream.synchronize()", self)
         _device().stream_synchronize(self._h)
 
     def query(self) -> bool:
         """True when all work queued on this stream has finished."""
-        capture_state.refuse("stream.query()", self)
+        refuse_host_wait("stream.query()", self)
         return _device().stream_query(self._h)
 
     def wait_event(self, event: Event) -> None:
@@ -244,23 +157,15 @@ class Event:
 
     def synchronize(self) -> None:
         """Wait on the host until the event has completed."""
-        self._refuse_if_captured("event.synchronize()")
-        capture_state.refuse("event.synchronize()")
+        refuse_captured_event("event.synchronize()", self._captured)
+        refuse_host_wait("event.synchronize()")
         _device().event_synchronize(self._h)
 
     def query(self) -> bool:
         """True when the work before the event has completed."""
-        self._refuse_if_captured("event.query()")
-        capture_state.refuse("event.query()")
+        refuse_captured_event("event.query()", self._captured)
+        refuse_host_wait("event.query()")
         return _device().event_query(self._h)
-
-    def _refuse_if_captured(self, what: str) -> None:
-        if self._captured:
-            raise CaptureError(
-                f"{what} on an event recorded during a graph capture: such an event marks a point in the "
-                "graph, not in a stream, so only stream.wait_event() inside that capture can use it; "
-                "record an event after replay() to wait for or query a replay"
-            )
 
     def elapsed_time(self, end: Event) -> float:
         """Milliseconds between this event and ``end`` (both recorded, both timing)."""
@@ -336,17 +241,13 @@ def stream(s: Stream | None) -> Iterator[Stream | None]:
 def synchronize() -> None:
     """Wait on the host until all work on the device has finished (Ctrl-C
     interrupts the wait)."""
-    capture_state.refuse_context_wide("tp.cuda.synchronize()")
-    _device().synchronize()
+    with capture_state.lock:  # no capture begins during the wait
+        refuse_device_wide_wait("tp.cuda.synchronize()")
+        _device().synchronize()
 
 
-def refuse_during_capture(what: str, s: Stream | None = None) -> None:
-    """Raise ``CaptureError`` if ``s`` (the current stream if None) is capturing,
-    or if another stream's capture forbids host waits (global and thread-local modes)."""
-    s = s or current_stream()
-    if _device().capture_status(s._h) != "none":
-        raise CaptureError(
-            f"{what} is not allowed while stream {s.handle:#x} is capturing a graph; "
-            "do it before capture_begin() or after capture_end()"
-        )
-    capture_state.refuse(what)
+def is_current_stream_capturing() -> bool:
+    """True while the current stream captures a graph (never creates a context)."""
+    if not capture_state.active:
+        return False
+    return current_stream().is_capturing()

@@ -35,7 +35,7 @@ def _affine_graph(x, w):
 
 
 def _plan(g):
-    (plan,) = g._staged.values()
+    (plan,) = g._stager.plans()
     return plan
 
 
@@ -58,7 +58,7 @@ def test_fresh_inputs_each_call_match_numpy():
         np.testing.assert_allclose(y.numpy(), a.astype(np.float64) * 2 + 1, rtol=1e-6)
         np.testing.assert_allclose(s.item(), b.sum(), rtol=1e-12)
         np.testing.assert_array_equal(x.numpy(), a)  # the static input holds the input
-    assert len(g._staged) == 1  # one plan for the tuple of static inputs
+    assert len(g._stager.plans()) == 1  # one plan for the tuple of static inputs
     assert _plan(g).staged.single_launch
 
 
@@ -70,7 +70,7 @@ def test_copies_and_replay_are_one_graph_launch(monkeypatch):
     g.stage_and_launch([x, w], [tp.ones(8), tp.ones(4)])  # builds the staged graph
     dev = get_backend()
     calls, inside = [], []
-    real_launch, real_kernel = type(dev).graph_launch, type(_plan(g).staged._heads[0][0]).__call__
+    real_launch, real_kernel = type(dev).graph_launch, type(_plan(g).staged._heads[0].launcher).__call__
 
     def graph_launch(self, *args):
         calls.append("graph")
@@ -85,7 +85,7 @@ def test_copies_and_replay_are_one_graph_launch(monkeypatch):
         return real_kernel(self, *args, **kwargs)
 
     monkeypatch.setattr(type(dev), "graph_launch", graph_launch)
-    monkeypatch.setattr(type(_plan(g).staged._heads[0][0]), "__call__", kernel)
+    monkeypatch.setattr(type(_plan(g).staged._heads[0].launcher), "__call__", kernel)
     a, b = tp.tensor(_rand(8)), tp.tensor(_rand(4, seed=1))
     g.stage_and_launch([x, w], [a, b])
     assert calls == ["graph", "kernel in graph"]  # the copies run inside the one launch
@@ -235,13 +235,13 @@ def test_replay_is_unchanged_and_plans_follow_their_static_inputs():
     assert y.numpy().tolist() == [7.0] * 4
     x2 = tp.zeros(4)
     g.stage_and_launch([x2, w], [tp.ones(4), tp.ones(4)])  # another tuple: another plan
-    assert len(g._staged) == 2
+    assert len(g._stager.plans()) == 2
     del x2
     gc.collect()
-    assert len(g._staged) == 1  # a plan goes with its static inputs
+    assert len(g._stager.plans()) == 1  # a plan goes with its static inputs
     del y, _
     g.reset()
-    assert not g._staged
+    assert not g._stager.plans()
 
 
 def test_plans_hold_no_static_input_alive():

@@ -16,11 +16,12 @@ compiler libraries are missing.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import multiprocessing
 import os
 import sys
+import types
 from pathlib import Path
 
 KERNELS = Path(__file__).resolve().parents[2] / "tensorplay" / "kernels"
@@ -54,11 +55,17 @@ def signatures() -> list[dict]:
 
 
 def _load(stem: str):
-    spec = importlib.util.spec_from_file_location(f"gpu_compile_{stem}", KERNELS / f"{stem}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """The kernel module ``stem``, loaded on its own: as a module of a package
+    over the kernels folder (its relative imports, ``_target``, resolve there),
+    without ``tensorplay/__init__`` or the rest of tensorplay."""
+    if _PACKAGE not in sys.modules:
+        package = types.ModuleType(_PACKAGE)
+        package.__path__ = [str(KERNELS)]
+        sys.modules[_PACKAGE] = package
+    return importlib.import_module(f"{_PACKAGE}.{stem}")
+
+
+_PACKAGE = "gpu_compile_kernels"
 
 
 def _numba_type(arg):

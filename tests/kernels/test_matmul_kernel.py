@@ -5,9 +5,10 @@ the same launches run on the GPU with its full-size tiles. The module is
 loaded by path so that these tests need nothing else from the package.
 """
 
-import importlib.util
+import importlib
 import os
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -28,11 +29,12 @@ if not ON_GPU and not config.ENABLE_CUDASIM:
 if ON_GPU and not cuda.is_available():
     pytest.skip("TENSORPLAY_BACKEND=cuda but no GPU is visible", allow_module_level=True)
 
-_PATH = Path(__file__).resolve().parents[2] / "tensorplay" / "kernels" / "matmul.py"
-_SPEC = importlib.util.spec_from_file_location("_tp_kernels_matmul_under_test", _PATH)
-mm = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = mm
-_SPEC.loader.exec_module(mm)
+# The kernels folder as a package of its own (its modules import each other,
+# never the rest of tensorplay), so matmul.py is tested without the package.
+_KERNELS = types.ModuleType("_tp_kernels_under_test")
+_KERNELS.__path__ = [str(Path(__file__).resolve().parents[2] / "tensorplay" / "kernels")]
+sys.modules[_KERNELS.__name__] = _KERNELS
+mm = importlib.import_module("_tp_kernels_under_test.matmul")
 
 # The GPU's default tiles; on the simulator they run as a variant.
 FULL_TILES = mm.MatmulTiles(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, ku=4)

@@ -29,7 +29,8 @@ tensors.
 Calls run eagerly, never captured, when autograd must record them: grad mode
 is on and a tensor argument requires grad, or the warm-up's outputs require
 grad (parameters captured by the function). Graphs are freed with the compiled
-function (or by ``reset()``).
+function (or by ``reset()``, or ``tp.cuda.clear_caches()`` for every compiled
+function).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import warnings
 from ..._tensor import Tensor
 from ...autograd import is_grad_enabled
 from ...cuda.graphs import CUDAGraph, graph
+from ...runtime.caches import BoundedCache
 
 __all__ = ["CompiledFunction", "compile_fn"]
 
@@ -99,7 +101,7 @@ class CompiledFunction:
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._warmup = warmup
-        self._entries: dict = {}
+        self._entries = BoundedCache("compile.cudagraphs.signatures", SIGNATURE_LIMIT)  # signature -> _Entry
         self._lock = threading.RLock()  # one capture at a time
         self._warned = self._warned_unstaged = False
 
@@ -117,7 +119,7 @@ class CompiledFunction:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                if len(self._entries) >= SIGNATURE_LIMIT:
+                if len(self._entries) >= self._entries.cap:
                     self._warn_limit()
                     return self._fn(*args, **kwargs)
                 entry = self._entries[key] = _Entry()
@@ -178,7 +180,7 @@ class CompiledFunction:
             self._warned = True
             name = getattr(self._fn, "__qualname__", repr(self._fn))
             warnings.warn(
-                f"compiled {name} has seen {SIGNATURE_LIMIT} argument signatures (shapes, dtypes, strides, "
+                f"compiled {name} has seen {self._entries.cap} argument signatures (shapes, dtypes, strides, "
                 "values and grad mode), each with its own graph and memory; new ones now run eagerly. "
                 "Keep shapes fixed, or call reset() to start again",
                 stacklevel=4,
@@ -192,7 +194,8 @@ class CompiledFunction:
     def reset(self) -> None:
         """Forget every signature: graphs are freed, the next calls warm up again."""
         with self._lock:
-            self._entries, self._warned, self._warned_unstaged = {}, False, False
+            self._entries.clear()
+            self._warned = self._warned_unstaged = False
 
     def __repr__(self) -> str:
         graphs = sum(e.graph is not None for e in self._entries.values())

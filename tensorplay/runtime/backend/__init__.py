@@ -12,7 +12,8 @@ imported, because Numba reads ``NUMBA_ENABLE_CUDASIM`` once.
 The contract both implement, with the same behaviour (capture rules included),
 is code: ``protocol.Backend``, split into its concerns (device, memory,
 streams and events, kernels, graphs), with capability attributes
-(``host_addressable``, ``warp_shuffles``, launch shapes) for callers to ask
+(``host_addressable``, launch shapes; what kernels may use is
+``kernels/_target``'s) for callers to ask
 what a backend can do rather than which it is. ``BACKENDS`` registers them by
 name.
 """

@@ -17,7 +17,7 @@ import numpy as np
 from cuda.bindings import driver as drv
 
 from .errors import CaptureError, CudaError
-from .params import param_formats
+from .params import PackedLaunch, param_formats
 
 R = drv.CUresult
 _SUCCESS = R.CUDA_SUCCESS
@@ -253,15 +253,15 @@ class StagedGraph:
     are launched on the stream just before it.
     """
 
-    def __init__(self, graph, graph_exec, heads: list) -> None:
+    def __init__(self, graph, graph_exec, heads: list[PackedLaunch]) -> None:
         self.single_launch = _clone_refusal(graph) is None
-        self._heads = [(launcher, grid, block) for launcher, grid, block, _ in heads]
+        self._heads = list(heads)
         self._lock = threading.Lock()  # a launch's parameter updates belong to it
         self._graph = self._one = None
         self._exec = graph_exec
         if not self.single_launch:
             return
-        self._nodes = [_KernelNode(*head) for head in heads]
+        self._nodes = [_KernelNode(h.launcher, h.grid, h.block, h.params) for h in heads]
         self._graph = check("cuGraphClone", drv.cuGraphClone(graph))
         try:
             roots = _nodes(self._graph, roots_only=True)
@@ -290,8 +290,8 @@ class StagedGraph:
                     self._update(kn, packed)
                 err = _graph_launch(self._exec, stream)[0]
         else:
-            for (launcher, grid, block), packed in zip(self._heads, params, strict=True):
-                launcher.launch_packed(grid, block, stream, packed)
+            for head, packed in zip(self._heads, params, strict=True):
+                head.launcher.launch_packed(head.grid, head.block, stream, packed)
             err = _graph_launch(self._exec, stream)[0]
         if err:
             raise fail("cuGraphLaunch", err)
@@ -317,7 +317,6 @@ class DriverBackend:
 
     name = "cuda"
     host_addressable = False
-    warp_shuffles = True
 
     def __init__(self) -> None:
         from numba import cuda
@@ -341,6 +340,7 @@ class DriverBackend:
         self._staging: tuple[np.ndarray, int] | None = None  # pinned, for small reads: (bytes, address)
         self._staging_lock = threading.Lock()
         self._streams: dict[int, object] = {}  # the streams made here, by handle
+        self._streams_lock = threading.RLock()  # re-entrant: a Stream collected during a query
         self._compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tensorplay-compile")
 
     # -- device ------------------------------------------------------------
@@ -374,8 +374,9 @@ class DriverBackend:
     def synchronize(self) -> None:
         # Wait for the streams this backend made first, interruptibly (a graph
         # whose loop never ends must not leave the process deaf to Ctrl-C).
-        for stream in list(self._streams.values()):
-            _wait_until_done("cuStreamSynchronize", drv.cuStreamQuery, stream)
+        self.ensure_thread()  # a thread's first call may be this one
+        for key in list(self._streams):
+            _wait_until_done("cuStreamSynchronize", self._query_made_stream, key)
         check("cuCtxSynchronize", drv.cuCtxSynchronize())
 
     def jit(self):
@@ -450,12 +451,21 @@ class DriverBackend:
     # -- streams and events --------------------------------------------------
     def stream_create(self):
         stream = check("cuStreamCreate", drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING))
-        self._streams[int(stream)] = stream
+        with self._streams_lock:
+            self._streams[int(stream)] = stream
         return stream
 
     def stream_destroy(self, stream) -> None:
-        check("cuStreamDestroy", drv.cuStreamDestroy(stream))
-        self._streams.pop(int(stream), None)
+        with self._streams_lock:  # never while synchronize() queries it
+            self._streams.pop(int(stream), None)
+            check("cuStreamDestroy", drv.cuStreamDestroy(stream))
+
+    def _query_made_stream(self, key: int) -> tuple:
+        """cuStreamQuery of a stream made here, or success once it is destroyed
+        (another thread may destroy it while synchronize() waits)."""
+        with self._streams_lock:
+            stream = self._streams.get(key)
+            return (_SUCCESS,) if stream is None else drv.cuStreamQuery(stream)
 
     @staticmethod
     def handle_int(handle) -> int:
@@ -609,10 +619,10 @@ class DriverBackend:
     def graph_exec_destroy(self, graph_exec) -> None:
         check("cuGraphExecDestroy", drv.cuGraphExecDestroy(graph_exec))
 
-    def staged_graph(self, graph, graph_exec, heads: list) -> StagedGraph:
+    def staged_graph(self, graph, graph_exec, heads: list[PackedLaunch]) -> StagedGraph:
         """``graph`` (instantiated as ``graph_exec``) behind kernels whose
-        parameters each launch sets: ``heads`` is ``[(launcher, grid, block,
-        packed)]``; see ``StagedGraph``."""
+        parameters each launch sets, one per ``PackedLaunch`` of ``heads`` (its
+        first parameters); see ``StagedGraph``."""
         return StagedGraph(graph, graph_exec, heads)
 
     def graph_node_count(self, graph) -> int:

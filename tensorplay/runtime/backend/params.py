@@ -8,16 +8,30 @@ from __future__ import annotations
 
 import functools
 import struct
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["array_struct", "param_formats", "scalar_struct"]
+__all__ = ["PackedLaunch", "array_struct", "param_formats", "scalar_struct"]
 
 _SCALAR_CODES = {
     "int8": "b", "int16": "h", "int32": "i", "int64": "q",
     "uint8": "B", "uint16": "H", "uint32": "I", "uint64": "Q",
     "float16": "e", "float32": "f", "float64": "d", "bool": "?",
 }  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PackedLaunch:
+    """A kernel launch with its parameters packed: a launcher (the backend's),
+    its grid and block (3-tuples), and the parameter bytes (``staged_graph``
+    takes these for the kernels it puts in front of a graph)."""
+
+    launcher: Any
+    grid: tuple
+    block: tuple
+    params: bytes
 
 
 @functools.cache

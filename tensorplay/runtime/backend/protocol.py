@@ -10,8 +10,6 @@ Capabilities are attributes, so callers ask what a backend can do rather than
 which backend it is:
 
 - ``host_addressable``: device memory is host memory (DLPack reports the CPU);
-- ``warp_shuffles`` and ``aligned_shared``: what kernels may use (the
-  simulator has neither);
 - ``max_block``, ``max_threads_per_launch``, ``max_grid_threads``: the launch
   shapes the ops choose (small on the simulator, which runs a Python thread per
   CUDA thread).
@@ -30,7 +28,6 @@ __all__ = ["Backend", "Device", "Graphs", "Kernels", "Memory", "Streams"]
 class Device(Protocol):
     name: str
     host_addressable: bool
-    warp_shuffles: bool
     max_block: int
     max_threads_per_launch: int
     max_grid_threads: int
@@ -116,7 +113,8 @@ class Graphs(Protocol):
     def graph_node_count(self, graph: Any) -> int: ...
     def graph_dot(self, graph: Any, path: str) -> None: ...
     def staged_graph(self, graph: Any, graph_exec: Any, heads: list) -> Any:
-        """``graph`` behind kernels whose parameters each launch sets."""
+        """``graph`` behind kernels whose parameters each launch sets (``heads``:
+        ``params.PackedLaunch`` records: launcher, grid, block, packed parameters)."""
 
 
 @runtime_checkable

@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 from .errors import CaptureError, CudaError
-from .params import param_formats
+from .params import PackedLaunch, param_formats
 from .simgraph import Capture, SimCondition, SimGraph, SimGraphExec
 
 # Conditional handles of the process: the simulator's twin of the driver's
@@ -191,19 +191,23 @@ class SimStagedGraph:
     conditional nodes, which the driver does not clone, the kernels launched
     just before it)."""
 
-    def __init__(self, backend: SimBackend, graph: SimGraph, graph_exec: SimGraphExec, heads: list) -> None:
+    def __init__(
+        self, backend: SimBackend, graph: SimGraph, graph_exec: SimGraphExec, heads: list[PackedLaunch]
+    ) -> None:
         self.single_launch = not any(n.kind == "conditional" for n in graph.nodes)
         self._backend = backend
-        self._heads = [(launcher, grid, block) for launcher, grid, block, _ in heads]
-        self._params = [bytes(packed) for *_, packed in heads]
+        self._heads = list(heads)
+        self._params = [bytes(h.params) for h in heads]
         self._graph = None
         self._exec = graph_exec
         if self.single_launch:
             self._stream = backend.stream_create()  # the kernels run when the graph runs
             staged = SimGraph()
             first = tuple(
-                staged.add("kernel", functools.partial(self._run, i), f"{launcher.name}\\n<<<{grid}, {block}>>>", ())
-                for i, (launcher, grid, block) in enumerate(self._heads)
+                staged.add(
+                    "kernel", functools.partial(self._run, i), f"{h.launcher.name}\\n<<<{h.grid}, {h.block}>>>", ()
+                )
+                for i, h in enumerate(self._heads)
             )
             ids: dict[int, int] = {}
             for n in graph.nodes:  # the clone: roots wait for the kernels
@@ -212,16 +216,16 @@ class SimStagedGraph:
             self._graph, self._exec = staged, SimGraphExec(staged)
 
     def _run(self, i: int) -> None:
-        launcher, grid, block = self._heads[i]
-        launcher.launch_packed(grid, block, self._stream, self._params[i])
+        head = self._heads[i]
+        head.launcher.launch_packed(head.grid, head.block, self._stream, self._params[i])
 
     def launch(self, params: list, stream) -> None:
         """Launch with ``params[i]`` (packed bytes) for the i-th kernel."""
         if self.single_launch:
             self._params = [bytes(p) for p in params]  # copied at the call, as the driver does
         else:
-            for (launcher, grid, block), packed in zip(self._heads, params, strict=True):
-                launcher.launch_packed(grid, block, stream, packed)
+            for head, packed in zip(self._heads, params, strict=True):
+                head.launcher.launch_packed(head.grid, head.block, stream, packed)
         self._backend.graph_launch(self._exec, stream)
 
     def destroy(self) -> None:
@@ -233,7 +237,6 @@ class SimBackend:
 
     name = "sim"
     host_addressable = True  # device memory is host memory
-    warp_shuffles = False  # Numba's simulator has none
     grid, gridsize = staticmethod(_grid), staticmethod(_gridsize)  # for kernels: tp.cuda.grid
     # One Python thread per simulated CUDA thread: keep launches small (kernels
     # loop over their data, so any launch shape covers it).
@@ -592,7 +595,7 @@ class SimBackend:
         self.graph_launch(graph_exec, stream)
         return (0,)
 
-    def staged_graph(self, graph: SimGraph, graph_exec: SimGraphExec, heads: list) -> SimStagedGraph:
+    def staged_graph(self, graph: SimGraph, graph_exec: SimGraphExec, heads: list[PackedLaunch]) -> SimStagedGraph:
         """``graph`` behind kernels whose parameters each launch sets (see ``SimStagedGraph``)."""
         return SimStagedGraph(self, graph, graph_exec, heads)
 

@@ -1,0 +1,23 @@
+"""What the kernels here are compiled for, as capabilities, read once.
+
+The runtime's backend chose the target before any kernel module was imported:
+the GPU, or Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM``), which runs a
+kernel as Python, one thread per CUDA thread. Kernel source asks what the
+target can do, never which target it is. This module imports nothing of
+tensorplay, so the GPU compile check (``tests/helpers/gpu_compile.py``) loads
+the kernel modules on their own.
+"""
+
+from __future__ import annotations
+
+from numba.cuda.core import config
+
+__all__ = ["ALIGNED_SHARED", "INTRINSICS", "IEEE_MATH", "SMALL_BLOCKS", "WARP_SHUFFLES"]
+
+_SIMULATED = bool(config.ENABLE_CUDASIM)
+
+WARP_SHUFFLES = not _SIMULATED  # cuda.shfl_*_sync
+ALIGNED_SHARED = not _SIMULATED  # cuda.shared.array(..., alignment=16)
+INTRINSICS = not _SIMULATED  # numba @intrinsic lowering (pointer loads, typing helpers)
+IEEE_MATH = not _SIMULATED  # math.* gives inf and NaN (Python's raises instead)
+SMALL_BLOCKS = _SIMULATED  # a Python thread per CUDA thread: keep tiles and blocks small

@@ -1,0 +1,258 @@
+"""The capture rules: what is refused while a CUDA graph is being captured.
+
+Host waits, readbacks, host-to-device copies and launches a capture would miss
+are refused here, before they reach the device, with a sentence that says what
+to do instead: the driver never sees them, so the capture stays valid, and both
+backends give the same error. (The simulator enforces the driver's rules
+underneath as well, for calls that get past these checks.)
+
+``capture_state`` knows the captures in progress. Each rule is one function
+named for what it refuses; it raises ``CaptureError`` (or returns). Hot paths
+test ``capture_state.active``, a plain int that is 0 when no capture is in
+progress, before calling a rule, so that eager work pays no call.
+
+This module sits below ``streams``: it takes streams by their public face
+(``handle``, ``is_capturing()``) and never asks which stream is current.
+
+Examples
+--------
+>>> import tensorplay as tp
+>>> x, g = tp.ones(2), tp.cuda.CUDAGraph()
+>>> with tp.cuda.graph(g):
+...     try:
+...         x.tolist()
+...     except tp.cuda.CaptureError as e:
+...         refused = str(e)
+>>> refused.startswith("reading a tensor back to the host (numpy/item/tolist/bool) is not allowed while stream")
+True
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+from .backend import CaptureError
+
+__all__ = [
+    "capture_state", "nested_capture_error", "refuse_captured_event", "refuse_device_wide_wait",
+    "refuse_empty_cache", "refuse_host_transfer", "refuse_host_wait", "refuse_legacy_capture", "refuse_legacy_launch",
+    "refuse_nested_capture", "refuse_replay_into_capture", "refuse_staged_launch", "wait_for_device_unless_capturing",
+]  # fmt: skip
+
+
+class StreamLike(Protocol):
+    """What the rules read of a stream (``tensorplay.cuda.Stream`` has it)."""
+
+    @property
+    def handle(self) -> int: ...  # 0 for the legacy default stream
+
+    def is_capturing(self) -> bool: ...
+
+
+class _CaptureState:
+    """The captures in progress in this process, by stream handle.
+
+    The rules are the driver's, as measured on the H200 (driver 580): a
+    ``global`` capture forbids host waits and allocations in every thread, a
+    ``thread_local`` one in its own thread, a ``relaxed`` one nowhere; a
+    context-wide synchronise breaks a capture of any mode, from any thread.
+    """
+
+    def __init__(self) -> None:
+        self.active = 0  # len(modes), read first on hot paths
+        self.modes: dict[int, tuple[str, int]] = {}  # stream handle -> (capture mode, thread)
+        # Held while a capture begins and across "no capture in progress, so wait
+        # for the whole device": otherwise another thread could begin a capture
+        # between the test and the wait, which would break it.
+        self.lock = threading.RLock()
+
+    def begin(self, s: StreamLike, mode: str) -> None:
+        self.modes[s.handle] = (mode, threading.get_ident())
+        self.active = len(self.modes)
+
+    def end(self, s: StreamLike) -> None:
+        self.modes.pop(s.handle, None)
+        self.active = len(self.modes)
+
+    def prohibiting(self) -> tuple[int, str, int] | None:
+        """(stream handle, mode, thread) of a capture that forbids host waits on
+        this thread, or None."""
+        if not self.active:
+            return None
+        me = threading.get_ident()
+        for key, (mode, thread) in list(self.modes.items()):
+            if mode == "global" or (mode == "thread_local" and thread == me):
+                return key, mode, thread
+        return None
+
+    def owned_strict(self) -> int | None:
+        """The stream handle of a non-relaxed capture this thread has open, or None:
+        work this thread puts on the legacy default stream would not be in it."""
+        me = threading.get_ident()
+        for key, (mode, thread) in list(self.modes.items()):
+            if thread == me and mode != "relaxed":
+                return key
+        return None
+
+
+capture_state = _CaptureState()
+
+
+# -- host waits ----------------------------------------------------------------------
+def refuse_host_wait(what: str, s: StreamLike | None = None) -> None:
+    """A host wait (``what``) on ``s``, or one that a capture in progress forbids
+    on this thread (``global`` mode anywhere, ``thread_local`` in its thread)."""
+    if not capture_state.active:
+        return
+    if s is not None and s.handle in capture_state.modes:
+        raise CaptureError(
+            f"{what} waits on the host, which is not allowed while stream {s.handle:#x} is capturing "
+            "a graph; wait before capture_begin() or after capture_end()"
+        )
+    found = capture_state.prohibiting()
+    if found is not None:
+        raise CaptureError(_host_wait_advice(what, *found))
+
+
+def _host_wait_advice(what: str, key: int, mode: str, thread: int) -> str:
+    if thread == threading.get_ident():
+        return (
+            f"{what} waits on the host, which is not allowed while stream {key:#x} is capturing "
+            "a graph; wait before capture_begin() or after capture_end()"
+        )
+    return (
+        f"{what} waits on the host, which is not allowed while another thread captures a graph on stream "
+        f"{key:#x} in 'global' mode; do it once that capture has ended, or have that thread capture with "
+        "capture_error_mode='thread_local' (which leaves other threads free)"
+    )
+
+
+def refuse_device_wide_wait(what: str) -> None:
+    """A wait for the whole device (``what``) while any capture is in progress:
+    it breaks captures of every mode, in every thread."""
+    if not capture_state.active:
+        return
+    key, (mode, thread) = next(iter(list(capture_state.modes.items())))
+    if thread == threading.get_ident():
+        advice = "wait before capture_begin() or after capture_end()"
+    else:
+        advice = (
+            "another thread began that capture: wait for the streams you used (stream.synchronize()) "
+            "instead, or synchronise once that capture has ended"
+        )
+    raise CaptureError(
+        f"{what} waits for the whole device, which breaks a graph capture in any mode, and stream "
+        f"{key:#x} is capturing one; {advice}"
+    )
+
+
+def refuse_captured_event(what: str, captured: bool) -> None:
+    """A host wait or query (``what``) on an event last recorded inside a capture
+    (``captured``): it marks a point in the graph, not in a stream."""
+    if captured:
+        raise CaptureError(
+            f"{what} on an event recorded during a graph capture: such an event marks a point in the "
+            "graph, not in a stream, so only stream.wait_event() inside that capture can use it; "
+            "record an event after replay() to wait for or query a replay"
+        )
+
+
+# -- copies between host and device --------------------------------------------------
+def refuse_host_transfer(what: str, s: StreamLike) -> None:
+    """A readback or host-to-device copy (``what``) on ``s`` while ``s`` captures
+    (even a capture begun outside tensorplay), or while a capture forbids host
+    waits on this thread."""
+    if s.is_capturing():
+        raise CaptureError(
+            f"{what} is not allowed while stream {s.handle:#x} is capturing a graph; "
+            "do it before capture_begin() or after capture_end()"
+        )
+    refuse_host_wait(what)
+
+
+# -- launches ------------------------------------------------------------------------
+def refuse_legacy_launch(kernel_name: str, s: StreamLike) -> None:
+    """A kernel launch on the legacy default stream while this thread captures
+    in a non-relaxed mode: the capture would silently miss it."""
+    if not s.handle and capture_state.owned_strict() is not None:
+        raise CaptureError(
+            f"launching {kernel_name} on the legacy default stream is not allowed while this thread captures "
+            "a graph (it would not be captured); issue it on the capturing stream (the current stream inside "
+            "`with tp.cuda.graph(g):`), or capture with capture_error_mode='relaxed'"
+        )
+
+
+def refuse_replay_into_capture(s: StreamLike) -> None:
+    """``replay()`` on a capturing stream: a graph is not launched into another capture."""
+    if s.is_capturing():
+        raise CaptureError(
+            f"replay() on stream {s.handle:#x}, which is capturing a graph: a graph cannot be launched into "
+            "another capture; issue its work directly inside the capture, or replay after capture_end()"
+        )
+
+
+def refuse_staged_launch(s: StreamLike) -> None:
+    """``stage_and_launch()`` on the legacy default stream while this thread
+    captures (the rule of every launch), or on a capturing stream."""
+    if not s.handle and capture_state.owned_strict() is not None:
+        raise CaptureError(
+            "stage_and_launch() on the legacy default stream is not allowed while this thread captures a graph "
+            "(it would not be captured); launch it on a tp.cuda.Stream() or after capture_end()"
+        )
+    if s.is_capturing():
+        raise CaptureError(
+            f"stage_and_launch() is not allowed on stream {s.handle:#x} while it is capturing a graph; "
+            "call it after capture_end(), or copy the inputs with copy_() inside the capture"
+        )
+
+
+# -- memory --------------------------------------------------------------------------
+def refuse_empty_cache() -> None:
+    """``empty_cache()`` while a capture is in progress: its pool's blocks are
+    routed to the capture, and ``cuMemFree`` would break it."""
+    if capture_state.active:
+        raise CaptureError(
+            "empty_cache() is not allowed while a stream is capturing a graph; call it after capture_end()"
+        )
+
+
+# -- beginning a capture -------------------------------------------------------------
+def refuse_legacy_capture(s: StreamLike) -> None:
+    """A capture asked for on the legacy default stream, which cannot capture."""
+    if not s.handle:
+        raise CaptureError(
+            "the legacy default stream cannot capture a graph; capture on a tp.cuda.Stream() "
+            "or use `with tp.cuda.graph(g):`, which captures on a side stream"
+        )
+
+
+def refuse_nested_capture(s: StreamLike) -> None:
+    """A capture begun on a stream that already captures: captures do not nest."""
+    if s.is_capturing():
+        raise nested_capture_error(s)
+
+
+def nested_capture_error(s: StreamLike) -> CaptureError:
+    """The error of ``refuse_nested_capture``, for a capture that another thread
+    began on ``s`` between that check and the driver's call."""
+    owner = capture_state.modes.get(s.handle)
+    if owner is None:
+        who = "outside tensorplay"
+    else:
+        who = "by this thread" if owner[1] == threading.get_ident() else "by another thread"
+    return CaptureError(
+        f"stream {s.handle:#x} is already capturing a graph (begun {who}), and captures do not nest "
+        "on one stream; end that capture first, or capture on another tp.cuda.Stream() (each thread "
+        "has its own side stream for `with tp.cuda.graph(g):`). To branch inside a graph, use g.if_() or g.while_()"
+    )
+
+
+def wait_for_device_unless_capturing(synchronize) -> bool:
+    """Call ``synchronize`` (a device-wide wait) unless a capture is in
+    progress, as one step that no capture begin can cut in two; True if it ran."""
+    with capture_state.lock:
+        if capture_state.active:
+            return False
+        synchronize()
+        return True
