@@ -289,9 +289,9 @@ def test_a_wait_on_a_loop_that_never_ends_can_be_interrupted_and_the_loop_stoppe
             s.synchronize()  # the GPU waits for it here
     finally:
         timer.cancel()
-    stopper = tp.cuda.Stream()  # a stream of its own runs beside the loop
+    stopper = tp.cuda.Stream()  # a stream of its own: its host copy runs beside the loop
     with tp.cuda.stream(stopper):
-        flag.fill_(False)
+        flag.copy_([False])
     tp.cuda.synchronize()
     assert n.item() > 0
     flag.fill_(True)
