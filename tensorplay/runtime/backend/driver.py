@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
 from cuda.bindings import driver as drv
 
-from .errors import CaptureError, CudaError
+from .driver_calls import _SUCCESS, _done, _wait_until_done, check, fail
+from .driver_staging import StagedGraph
+from .errors import CudaError
 from .params import PackedLaunch, param_formats
 
-R = drv.CUresult
-_SUCCESS = R.CUDA_SUCCESS
 _CAPTURE_MODES = {
     "global": drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
     "thread_local": drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
@@ -31,60 +30,6 @@ _CAPTURE_STATUS = {
     drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE: "active",
     drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_INVALIDATED: "invalidated",
 }
-
-
-def _code_name(err) -> str:
-    try:
-        return R(err).name
-    except Exception:
-        return f"CUresult({int(err)})"
-
-
-def fail(function: str, err) -> CudaError:
-    """The error for a failed driver call (a CaptureError for capture misuse)."""
-    name = _code_name(err)
-    try:
-        e, desc = drv.cuGetErrorString(err)
-        desc = desc.decode() if e == _SUCCESS and desc else ""
-    except Exception:
-        desc = ""
-    cls = CaptureError if "CAPTURE" in name else CudaError
-    return cls.from_result(function, name, desc)
-
-
-def _done(function: str, err) -> bool:
-    """A query's answer: True when the work is done, False while it is not ready."""
-    if err == R.CUDA_ERROR_NOT_READY:
-        return False
-    if err:
-        raise fail(function, err)
-    return True
-
-
-def _wait_until_done(function: str, query, handle) -> None:
-    """Wait for a stream or an event as its synchronise call would, but in
-    Python, so that Ctrl-C (KeyboardInterrupt) reaches a waiting main thread:
-    poll for 2 ms, then sleep 0.1 ms between polls."""
-    err = query(handle)[0]
-    if err != R.CUDA_ERROR_NOT_READY:
-        _done(function, err)
-        return
-    spin_until = time.perf_counter() + 2e-3
-    while True:
-        err = query(handle)[0]
-        if err != R.CUDA_ERROR_NOT_READY:
-            _done(function, err)
-            return
-        if time.perf_counter() > spin_until:
-            time.sleep(1e-4)
-
-
-def check(function: str, result):
-    """Raise ``CudaError`` unless ``result`` (a driver call's tuple) succeeded."""
-    err = result[0]
-    if err:
-        raise fail(function, err)
-    return result[1] if len(result) == 2 else result[1:]
 
 
 # -- kernel parameter packing ------------------------------------------------
@@ -184,132 +129,6 @@ class Launcher:
         )[0]  # fmt: skip
         if err:
             raise fail(f"cuLaunchKernel({self.name})", err)
-
-
-# Nodes that keep a graph from being cloned or nested (cuGraphClone returns
-# CUDA_ERROR_NOT_SUPPORTED for a conditional node).
-_NOT_CLONED = {
-    drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL,
-    drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEM_ALLOC,
-    drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEM_FREE,
-}
-_set_kernel_node = drv.cuGraphExecKernelNodeSetParams
-_graph_launch = drv.cuGraphLaunch
-# cuda-bindings 12 names the edge-data form of cuGraphAddDependencies _v2; 13 gives the plain name that form
-_add_dependencies = getattr(drv, "cuGraphAddDependencies_v2", None) or drv.cuGraphAddDependencies
-
-
-def _nodes(graph, roots_only: bool = False) -> list:
-    get = drv.cuGraphGetRootNodes if roots_only else drv.cuGraphGetNodes
-    count = check(get.__name__, get(graph, 0))[1]
-    return list(check(get.__name__, get(graph, count))[0]) if count else []
-
-
-def _clone_refusal(graph) -> str | None:
-    """The name of a node type that keeps ``graph`` from being cloned, or None."""
-    for node in _nodes(graph):
-        kind = check("cuGraphNodeGetType", drv.cuGraphNodeGetType(node))
-        if kind in _NOT_CLONED:
-            return kind.name
-    return None
-
-
-class _KernelNode:
-    """A kernel node's parameters kept ready for the driver: the values live in
-    one buffer whose pointer table (a pointer per 8-byte slot, Numba's ABI) is
-    built once, so an update rewrites bytes and passes the same struct."""
-
-    __slots__ = ("params", "data", "_ptrs", "node")
-
-    def __init__(self, launcher: Launcher, grid, block, packed: bytes) -> None:
-        nbytes = launcher._nbytes
-        self.data = bytearray(max(nbytes, 8))
-        base = ctypes.addressof((ctypes.c_char * len(self.data)).from_buffer(self.data))
-        self._ptrs = (ctypes.c_uint64 * max(nbytes // 8, 1))(*[base + 8 * i for i in range(nbytes // 8)])
-        self.data[:nbytes] = packed
-        p = drv.CUDA_KERNEL_NODE_PARAMS()
-        # Numba loads kernels as library CUkernels: cuLaunchKernel takes one in
-        # place of a CUfunction, a kernel node wants the context's function.
-        p.func = check("cuKernelGetFunction", drv.cuKernelGetFunction(drv.CUkernel(int(launcher._func))))
-        p.gridDimX, p.gridDimY, p.gridDimZ = grid
-        p.blockDimX, p.blockDimY, p.blockDimZ = block
-        p.sharedMemBytes = 0
-        p.kernelParams = self._ptrs
-        self.params = p
-        self.node = None
-
-
-class StagedGraph:
-    """A captured graph with kernels in front whose parameters change at every
-    launch (``CUDAGraph.stage_and_launch``'s copies).
-
-    Where the driver clones the graph, one executable graph holds the kernel
-    nodes and a clone of the captured graph whose root nodes depend on them: a
-    launch sets the kernel nodes' parameters (``cuGraphExecKernelNodeSetParams``,
-    which copies them at the call and leaves launches in flight untouched) and
-    calls ``cuGraphLaunch`` once. (A child graph node holding the captured graph
-    would do too, at about 1 us more GPU time per launch on the H200.) A graph
-    holding conditional nodes can be neither cloned nor nested: its kernels
-    are launched on the stream just before it.
-    """
-
-    def __init__(self, graph, graph_exec, heads: list[PackedLaunch]) -> None:
-        self.single_launch = _clone_refusal(graph) is None
-        self._heads = list(heads)
-        self._lock = threading.Lock()  # a launch's parameter updates belong to it
-        self._graph = self._one = None
-        self._exec = graph_exec
-        if not self.single_launch:
-            return
-        self._nodes = [_KernelNode(h.launcher, h.grid, h.block, h.params) for h in heads]
-        self._graph = check("cuGraphClone", drv.cuGraphClone(graph))
-        try:
-            roots = _nodes(self._graph, roots_only=True)
-            for kn in self._nodes:
-                kn.node = check("cuGraphAddKernelNode", drv.cuGraphAddKernelNode(self._graph, None, 0, kn.params))
-                if roots:
-                    edges = _add_dependencies(self._graph, [kn.node] * len(roots), roots, None, len(roots))
-                    check("cuGraphAddDependencies", edges)
-            self._exec = check("cuGraphInstantiate", drv.cuGraphInstantiate(self._graph, 0))
-        except BaseException:
-            self._exec = None
-            self.destroy()
-            raise
-        if len(self._nodes) == 1:
-            self._one = self._nodes[0]
-
-    def launch(self, params: list, stream) -> None:
-        """Launch with ``params[i]`` (packed bytes) for the i-th kernel."""
-        if self._one is not None:  # one kernel node: the common case, without the loop
-            with self._lock:
-                self._update(self._one, params[0])
-                err = _graph_launch(self._exec, stream)[0]
-        elif self.single_launch:
-            with self._lock:
-                for kn, packed in zip(self._nodes, params, strict=True):
-                    self._update(kn, packed)
-                err = _graph_launch(self._exec, stream)[0]
-        else:
-            for head, packed in zip(self._heads, params, strict=True):
-                head.launcher.launch_packed(head.grid, head.block, stream, packed)
-            err = _graph_launch(self._exec, stream)[0]
-        if err:
-            raise fail("cuGraphLaunch", err)
-
-    def _update(self, kn: _KernelNode, packed: bytes) -> None:
-        kn.data[: len(packed)] = packed
-        err = _set_kernel_node(self._exec, kn.node, kn.params)[0]
-        if err:
-            raise fail("cuGraphExecKernelNodeSetParams", err)
-
-    def destroy(self) -> None:
-        """Free what this object built (not the captured graph or its executable graph)."""
-        if self._graph is None:
-            return
-        if self._exec is not None:
-            drv.cuGraphExecDestroy(self._exec)  # one in flight is freed when it completes
-        drv.cuGraphDestroy(self._graph)
-        self._graph = self._exec = self._one = None
 
 
 class DriverBackend:

@@ -1,9 +1,18 @@
-"""Recorded graphs for the simulator: nodes with dependencies, replayed in order."""
+"""Recorded graphs for the simulator: nodes with dependencies, replayed in
+order, and staged graphs (kernels whose parameters each launch sets, in front
+of a captured graph)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .params import PackedLaunch
+
+if TYPE_CHECKING:
+    from .sim import SimBackend
 
 
 @dataclass
@@ -111,3 +120,51 @@ class Capture:
             if node.id in reach:
                 reach.update(node.deps)
         return [s for s in self.streams if s is not origin and not set(s.frontier) <= reach]
+
+
+class SimStagedGraph:
+    """The driver's ``StagedGraph`` on the simulator: kernel nodes whose
+    parameters each launch sets, then a clone of the captured graph whose root
+    nodes depend on them, in one recorded graph (or, for a graph holding
+    conditional nodes, which the driver does not clone, the kernels launched
+    just before it)."""
+
+    def __init__(
+        self, backend: SimBackend, graph: SimGraph, graph_exec: SimGraphExec, heads: list[PackedLaunch]
+    ) -> None:
+        self.single_launch = not any(n.kind == "conditional" for n in graph.nodes)
+        self._backend = backend
+        self._heads = list(heads)
+        self._params = [bytes(h.params) for h in heads]
+        self._graph = None
+        self._exec = graph_exec
+        if self.single_launch:
+            self._stream = backend.stream_create()  # the kernels run when the graph runs
+            staged = SimGraph()
+            first = tuple(
+                staged.add(
+                    "kernel", functools.partial(self._run, i), f"{h.launcher.name}\\n<<<{h.grid}, {h.block}>>>", ()
+                )
+                for i, h in enumerate(self._heads)
+            )
+            ids: dict[int, int] = {}
+            for n in graph.nodes:  # the clone: roots wait for the kernels
+                deps = tuple(ids[d] for d in n.deps) or first
+                ids[n.id] = staged.add(n.kind, n.run, n.label, deps, n.body)
+            self._graph, self._exec = staged, SimGraphExec(staged)
+
+    def _run(self, i: int) -> None:
+        head = self._heads[i]
+        head.launcher.launch_packed(head.grid, head.block, self._stream, self._params[i])
+
+    def launch(self, params: list, stream) -> None:
+        """Launch with ``params[i]`` (packed bytes) for the i-th kernel."""
+        if self.single_launch:
+            self._params = [bytes(p) for p in params]  # copied at the call, as the driver does
+        else:
+            for head, packed in zip(self._heads, params, strict=True):
+                head.launcher.launch_packed(head.grid, head.block, stream, packed)
+        self._backend.graph_launch(self._exec, stream)
+
+    def destroy(self) -> None:
+        self._graph = None
