@@ -15,6 +15,7 @@ from . import _reduce
 from ._differentiable import tracked as _tracked
 from ._factories import upload
 from ._matmul import matmul as _matmul
+from ._overlap import overlaps
 from ._tape import refuse_in_place
 from ._tensor import TENSOR_TYPES, Tensor, add_methods
 from .kernels.elementwise import OPS as OP_TABLE
@@ -134,7 +135,7 @@ class TensorMath:
         if type(src) in TENSOR_TYPES:
             if (
                 src.dtype is self.dtype and src.shape == self.shape and src._contig and self._contig
-                and (src._storage is not self._storage or not OPS.overlaps(src, self))  # else copied first
+                and (src._storage is not self._storage or not overlaps(src, self))  # else copied first
             ):  # fmt: skip
                 if self.numel():
                     nbytes = self.numel() * self.dtype.itemsize

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _dtype as dt
 from ._factories import tensor
+from ._overlap import overlaps, self_overlapping
 from ._shape import broadcast_shapes, broadcast_strides, coalesce
 from ._tensor import _PACK_FLAT, TENSOR_TYPES, Tensor
 from .kernels import elementwise as ew
@@ -20,7 +21,7 @@ from .runtime.backend.params import scalar_struct
 from .runtime.caches import BoundedCache, track_factories
 from .runtime.launch import ArrayArg, grid_1d, grid_rows, grid_tiles, launch_packed, layout_packer, resolve
 
-__all__ = ["binary", "elementwise", "internal_overlap", "unary"]
+__all__ = ["binary", "elementwise", "unary"]
 
 track_factories(ew)  # tp.cuda.clear_caches() drops the kernels it built too
 
@@ -42,7 +43,7 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
     n = out.numel()
     if n == 0:
         return out
-    if not out._contig and op != "fill" and internal_overlap(out):  # fill writes one value: harmless
+    if not out._contig and op != "fill" and self_overlapping(out):  # fill writes one value: harmless
         raise RuntimeError(
             f"cannot write into a tensor of shape {out.shape} and strides {out._strides}: more than one of its "
             "elements refers to the same memory location (an expand()ed view); clone() it first and write into "
@@ -67,27 +68,6 @@ def _unaliased(x: Tensor, out: Tensor) -> Tensor:
     """``x``, or a copy of it when writing ``out`` would overwrite elements of ``x``
     that other threads still read (``x[:, 1:] += x[:, :-1]``): results as in NumPy."""
     return x.clone() if overlaps(x, out) else x
-
-
-def overlaps(x: Tensor, out: Tensor) -> bool:
-    """True when ``out`` and ``x`` are different views whose memory overlaps. The
-    same view is safe elementwise: each element is read before it is written."""
-    if x._storage is not out._storage or (x._ptr == out._ptr and x._strides == out._strides and x.shape == out.shape):
-        return False
-    (x_lo, x_hi), (out_lo, out_hi) = _byte_range(x), _byte_range(out)
-    return x_lo < out_hi and out_lo < x_hi
-
-
-def internal_overlap(t: Tensor) -> bool:
-    """True when elements of ``t`` share memory: a stride of 0 over a dimension
-    longer than 1, as ``expand()`` makes (the only way views here overlap
-    themselves). Contiguous tensors never do."""
-    return any(s == 0 and d > 1 for d, s in zip(t.shape, t._strides, strict=True))
-
-
-def _byte_range(t: Tensor) -> tuple[int, int]:
-    last = sum((d - 1) * s for d, s in zip(t.shape, t._strides, strict=True))  # strides are never negative
-    return t._ptr, t._ptr + (last + 1) * t.dtype.itemsize
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ import weakref
 import numpy as np
 
 from .._factories import tensor
+from .._overlap import overlap_groups, same_view, self_overlapping, storage_key
 from .._tensor import Tensor
 from ..autograd import no_grad
 from ..kernels import gather
@@ -106,11 +107,13 @@ class Stager:
             if len(inputs) == len(layouts):
                 for x, (dtype, shape) in zip(inputs, layouts, strict=True):
                     try:
-                        if x.dtype is not dtype or x.shape != shape or not x._contig or id(x._storage) in storages:
+                        if x.dtype is not dtype or x.shape != shape or not x.is_contiguous():
+                            break
+                        if storage_key(x) in storages:
                             break
                     except AttributeError:  # not a Tensor: the general path says what is wrong
                         break
-                    ptrs.append(x._ptr)
+                    ptrs.append(x.data_ptr())
                 else:
                     if s is not plan.home:
                         plan.streams.add(s)
@@ -154,22 +157,22 @@ class _Plan:
         for i, t in enumerate(statics):
             if not isinstance(t, Tensor):
                 raise TypeError(f"expected a Tensor as static input {i}, got {type(t).__name__}")
-            if _self_overlapping(t):
+            if self_overlapping(t):
                 raise ValueError(
-                    f"static input {i} of shape {tuple(t.shape)} and strides {tuple(t._strides)} has elements that "
+                    f"static input {i} of shape {tuple(t.shape)} and strides {tuple(t.stride())} has elements that "
                     "share memory (an expand()ed view), which no copy can write; capture with a tensor that has "
                     "memory of its own (.contiguous())"
                 )
-        self.storages = {id(t._storage) for t in statics}
-        serial = _overlapping(statics)  # then every pair is copied with copy_, in order
+        self.storages = {storage_key(t) for t in statics}
+        serial = bool(overlap_groups(statics))  # then every pair is copied with copy_, in order
         self.pairs: list[tuple] = []  # per pair: (gather slot or -1, dtype, shape, nbytes)
         dsts, sizes = [], []
         for t in statics:
             nbytes = t.numel() * t.dtype.itemsize
-            gathered = t._contig and nbytes and not serial
+            gathered = t.is_contiguous() and nbytes and not serial
             self.pairs.append((len(dsts) if gathered else -1, t.dtype, t.shape, nbytes))
             if gathered:
-                dsts.append(t._ptr)
+                dsts.append(t.data_ptr())
                 sizes.append(nbytes)
         self.nslots = len(dsts)
         self.chunks: list[tuple] = []  # (first slot, end slot, table parameters, packer of the rest)
@@ -205,10 +208,10 @@ class _Plan:
         slow = []
         for i, (x, (slot, dtype, shape, nbytes)) in enumerate(zip(inputs, self.pairs, strict=True)):
             if (
-                slot >= 0 and isinstance(x, Tensor) and x.dtype is dtype and x.shape == shape and x._contig
-                and id(x._storage) not in storages
+                slot >= 0 and isinstance(x, Tensor) and x.dtype is dtype and x.shape == shape and x.is_contiguous()
+                and storage_key(x) not in storages
             ):  # fmt: skip
-                srcs[slot] = x._ptr
+                srcs[slot] = x.data_ptr()
                 sizes[slot] = nbytes
             elif x is not statics[i]:
                 slow.append(i)
@@ -216,8 +219,8 @@ class _Plan:
         serial = host = False
         for i in slow:
             x, static = inputs[i], statics[i]
-            if isinstance(x, Tensor) and id(x._storage) in storages:
-                if _same_view(x, static):
+            if isinstance(x, Tensor) and storage_key(x) in storages:
+                if same_view(x, static):
                     continue
                 serial = True
             src = _source(i, x, static)
@@ -300,34 +303,3 @@ def _source(i: int, x, static: Tensor):
     if not isinstance(x, Tensor):
         x = np.asarray(x, dtype=static.dtype.np, order="C")
     return x
-
-
-def _same_view(x: Tensor, static: Tensor) -> bool:
-    return (
-        x._ptr == static._ptr and x.shape == static.shape and x._strides == static._strides and x.dtype is static.dtype
-    )
-
-
-def _self_overlapping(t: Tensor) -> bool:
-    """True when two elements of ``t`` may share memory (a stride 0, or strides
-    that step inside another dimension's extent)."""
-    extent = 1  # in elements: what the dimensions of smaller strides span
-    for stride, size in sorted((abs(st), d) for d, st in zip(t.shape, t._strides, strict=True) if d > 1):
-        if stride < extent:
-            return True
-        extent += (size - 1) * stride
-    return False
-
-
-def _overlapping(statics) -> bool:
-    """True when two static inputs share any byte (one tensor given twice included)."""
-    spans: dict[int, list] = {}
-    for t in statics:
-        if t.numel():
-            last = sum((d - 1) * st for d, st in zip(t.shape, t._strides, strict=True))
-            spans.setdefault(id(t._storage), []).append((t._ptr, t._ptr + (last + 1) * t.dtype.itemsize))
-    for ranges in spans.values():
-        ranges.sort()
-        if any(lo < prev_hi for (_, prev_hi), (lo, _) in zip(ranges, ranges[1:], strict=False)):
-            return True
-    return False

@@ -40,6 +40,7 @@ import math
 import threading
 import warnings
 
+from ..._overlap import byte_span, overlap_groups
 from ..._tensor import Tensor
 from ...autograd import is_grad_enabled
 from ...cuda.graphs import CUDAGraph, graph
@@ -219,7 +220,7 @@ def _signature(args: tuple, kwargs: dict):
     part of the key: a graph captured under ``no_grad`` records nothing for
     autograd, so a call with grad on must not replay it."""
     if not kwargs and all(isinstance(a, Tensor) for a in args):
-        return (is_grad_enabled(), *[(a.shape, a.dtype, a._strides) for a in args], _aliases(args)), args
+        return (is_grad_enabled(), *[(a.shape, a.dtype, a.stride()) for a in args], _aliases(args)), args
     tensors: list[Tensor] = []
     positional = tuple(_spec(v, tensors, f"argument {i}") for i, v in enumerate(args))
     named = tuple((k, _spec(kwargs[k], tensors, f"argument {k!r}")) for k in sorted(kwargs))
@@ -230,36 +231,8 @@ def _aliases(tensors) -> tuple:
     """Which of ``tensors`` share memory: ``()`` when none do, else per group
     of tensors whose bytes overlap (directly or through others), ``((index,
     byte offset of its data pointer from the group's lowest byte), ...)``."""
-    if len(tensors) < 2:
-        return ()
-    storages = {id(t._storage) for t in tensors}
-    if len(storages) == len(tensors) and all(t._storage.block is not None for t in tensors):
-        return ()  # distinct allocator blocks never overlap (foreign memory may: it is checked)
-    groups: list[list] = []  # [lowest byte, end, members], by address
-    for lo, hi, i in sorted((*_span(t), i) for i, t in enumerate(tensors) if t.numel()):
-        if groups and lo < groups[-1][1]:
-            groups[-1][1] = max(groups[-1][1], hi)
-            groups[-1][2].append(i)
-        else:
-            groups.append([lo, hi, [i]])
-    return tuple(
-        sorted(
-            tuple(sorted((i, tensors[i]._ptr - lo) for i in members)) for lo, _, members in groups if len(members) > 1
-        )
-    )
-
-
-def _span(t: Tensor) -> tuple[int, int]:
-    """The bytes ``t`` reaches: from its lowest element's first byte to its highest's last."""
-    isz = t.dtype.itemsize
-    lo = hi = t._ptr
-    for size, stride in zip(t.shape, t._strides, strict=True):
-        step = (size - 1) * stride * isz
-        if step < 0:
-            lo += step
-        else:
-            hi += step
-    return lo, hi + isz
+    groups = overlap_groups(tensors)
+    return tuple(sorted(tuple(sorted((i, tensors[i].data_ptr() - lo) for i in members)) for lo, members in groups))
 
 
 def _aliased_statics(tensors, aliases: tuple):
@@ -285,12 +258,12 @@ def _aliased_statics(tensors, aliases: tuple):
         isz = dtype.itemsize
         if any(tensors[i].dtype is not dtype or offset % isz for i, offset in group):
             return None
-        lo = tensors[first]._ptr - first_offset
-        n = (max(_span(tensors[i])[1] for i, _ in group) - lo) // isz
+        lo = tensors[first].data_ptr() - first_offset
+        n = (max(byte_span(tensors[i])[1] for i, _ in group) - lo) // isz
         source = (first, -first_offset // isz, n)
         base = tensors[first]._view((n,), (1,), source[1]).clone()
         for i, offset in group:
-            per_tensor[i] = base._view(tensors[i].shape, tensors[i]._strides, offset // isz)
+            per_tensor[i] = base._view(tensors[i].shape, tensors[i].stride(), offset // isz)
         statics.append(base)
         sources.append(source)
     return per_tensor, statics, tuple(sources)
@@ -314,7 +287,7 @@ def _spec(obj, tensors: list, path: str, hashable: bool = True):
     other value itself (an argument's must be hashable: it becomes part of the key)."""
     if isinstance(obj, Tensor):
         tensors.append(obj)
-        return (_TENSOR, obj.shape, obj.dtype, obj._strides)
+        return (_TENSOR, obj.shape, obj.dtype, obj.stride())
     if type(obj) in (tuple, list):
         return (type(obj), tuple(_spec(v, tensors, f"{path}[{i}]", hashable) for i, v in enumerate(obj)))
     if type(obj) is dict:
