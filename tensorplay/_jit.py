@@ -34,6 +34,9 @@ def _dim3(v, what: str) -> tuple[int, int, int]:
 def _kernel_arg(a, position: int):
     if isinstance(a, (KernelArray, bool, int, float, np.number, np.bool_)):
         return a
+    handle = getattr(a, "conditional_handle", None)  # a conditional node's (tensorplay.cuda.Loop, ...)
+    if handle is not None:
+        return handle
     if isinstance(a, np.ndarray):
         raise TypeError(
             f"kernel argument {position} is a NumPy array, which lives on the host; "

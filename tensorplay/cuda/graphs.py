@@ -32,9 +32,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .._tensor import Tensor
-from ..kernels import conditional
-from ..kernels.conditional import set_from_flag, set_to
+from ..kernels import conditional as conditional_kernels
 from ..runtime.backend import CaptureError, CudaError
 from ..runtime.backend import get as get_backend
 from ..runtime.caches import track_factories
@@ -46,7 +44,6 @@ from ..runtime.capture import (
     refuse_replay_into_capture,
     wait_for_device_unless_capturing,
 )
-from ..runtime.launch import launch
 from ..runtime.memory import allocator
 from ..runtime.streams import (
     Stream,
@@ -58,6 +55,8 @@ from ..runtime.streams import (
     retire_capture_stream,
     set_stream,
 )
+from . import conditional
+from .conditional import Branch, Cases, Loop, OpenNode
 from .stage import Stager
 
 __all__ = [
@@ -68,7 +67,7 @@ __all__ = [
     "is_current_stream_capturing",
 ]
 
-track_factories(conditional)  # tp.cuda.clear_caches() drops its kernels too
+track_factories(conditional_kernels)  # tp.cuda.clear_caches() drops its kernels too
 CAPTURE_MODES = ("global", "thread_local", "relaxed")
 _launch_raw = get_backend().graph_launch_raw  # replay's hot path: the driver call itself
 _last_capture: list = [None]  # weak reference to the most recently captured graph
@@ -126,7 +125,8 @@ class CUDAGraph:
         self._token = None  # identifies blocks allocated during this capture
         self._debug = False
         self._mode = "global"
-        self._open: list[_OpenConditional] = []  # conditional nodes being captured, innermost last
+        self._open: list[OpenNode] = []  # conditional nodes being captured, innermost last
+        self._loops: list[Loop] = []  # the while loops of the capture, for hit_limits()
         self._stager: Stager | None = None  # stage_and_launch's plans, made on its first call
 
     # -- capture ---------------------------------------------------------------
@@ -216,7 +216,7 @@ class CUDAGraph:
             self._abandon_capture(s)
         while self._open:
             try:
-                self._close_conditional()
+                conditional.close(self._open.pop())
             except Exception:
                 pass  # the capture is being discarded anyway
         self._stream = None
@@ -228,6 +228,7 @@ class CUDAGraph:
         except Exception:
             pass  # an invalidated capture still ends; its partial graph is gone
         self._discard_pool(s)
+        self._loops = []
 
     def _abandon_capture(self, s: Stream) -> None:
         """Leave unfinished a capture invalidated inside a conditional body: on the
@@ -255,31 +256,67 @@ class CUDAGraph:
         allocator.end_capture(s, self._pool, keep=False)
         self._pool = None
 
-    # -- conditional nodes ---------------------------------------------------------
+    # -- conditional nodes (tensorplay.cuda.conditional) ------------------------------
     def begin_capture_to_if_node(self, pred) -> None:
         """Capture what follows into the body of an if node, run at replay iff
         ``pred`` (a one-element bool device tensor) is true at that point."""
-        self._begin_conditional("if", pred)
+        self._open_node("if", pred)
 
-    def begin_capture_to_while_node(self, pred) -> None:
+    def begin_capture_to_if_else_node(self, pred) -> None:
+        """Capture what follows into the then-body of an if/else node (one driver
+        node, CUDA 12.8 or newer); ``begin_capture_to_next_conditional_body()``
+        moves the capture to the else-body, run at replay iff ``pred`` is false."""
+        self._open_node("if_else", pred)
+
+    def begin_capture_to_switch_node(self, index, n: int) -> None:
+        """Capture what follows into case 0 of a switch node of ``n`` cases (CUDA
+        12.8 or newer): at replay it runs case ``index[0]`` (``index``: a
+        one-element int32 or int64 device tensor), or none when it is outside
+        ``[0, n)``. Open the next case with ``begin_capture_to_next_conditional_body()``."""
+        self._open_node("switch", index, n)
+
+    def begin_capture_to_while_node(self, pred, max_iters: int | None = None) -> Loop:
         """Capture what follows into the body of a while node: at replay the body
-        runs while ``pred`` is true, sampled before the node and after every pass."""
-        self._begin_conditional("while", pred)
+        runs while ``pred`` is true, sampled before the node and after every pass,
+        and at most ``max_iters`` times. Returns the ``Loop`` (its counter)."""
+        return self._open_node("while", pred, max_iters=max_iters)
+
+    def begin_capture_to_next_conditional_body(self) -> None:
+        """End the innermost node's current body and capture into its next one
+        (an if/else's else-body, a switch's next case)."""
+        node = self._innermost("begin_capture_to_next_conditional_body()")
+        if node.index + 1 >= len(node.bodies):
+            what = "its else-body" if node.kind == "if_else" else f"its {len(node.bodies)} cases"
+            self._refuse(
+                RuntimeError,
+                f"begin_capture_to_next_conditional_body() on a{'n' if node.kind[0] == 'i' else ''} "
+                f"{node.kind.replace('_', '/')} node already capturing {what if node.index else 'its only body'}; "
+                "close it with end_capture_to_conditional_node()",
+            )
+        conditional.next_body(node, self._mode, self._route)
 
     def end_capture_to_conditional_node(self) -> None:
-        """Close the innermost open conditional node."""
-        if not self._open:
-            raise RuntimeError("end_capture_to_conditional_node() without an open conditional node")
-        self._close_conditional()
+        """Close the innermost open conditional node (every body of it opened)."""
+        node = self._innermost("end_capture_to_conditional_node()")
+        if node.index + 1 < len(node.bodies):
+            left = len(node.bodies) - node.index - 1
+            self._refuse(
+                RuntimeError,
+                f"end_capture_to_conditional_node() with {left} of the {node.kind.replace('_', '/')} node's "
+                f"{len(node.bodies)} bodies never opened; open each with begin_capture_to_next_conditional_body() "
+                "(use an if node for an if without else)",
+            )
+        self._open.pop()
+        conditional.close(node)
 
     def set_conditional_handle_for_current_node(self, pred) -> None:
         """Set the innermost open node's condition from ``pred`` at this point of
         its body (a while node loops again iff it is true at the end of a pass)."""
         if not self._open:
             raise RuntimeError("set_conditional_handle_for_current_node() needs an open conditional node")
-        _check_predicate(pred)
+        self._checked(conditional.check_flag, pred)
         node = self._open[-1]
-        _set_condition(node.handle, pred, node.body)
+        conditional.set_from_flag(node.handle, pred, node.body)
         if node.kind == "while":
             node.pred = pred
 
@@ -291,14 +328,69 @@ class CUDAGraph:
         self.end_capture_to_conditional_node()
 
     @contextmanager
-    def while_(self, pred=None):
-        """``with g.while_(flag) as handle:`` captures a loop body run while ``flag``
+    def if_else(self, pred):
+        """``with g.if_else(flag) as branch:`` captures the then-body of an if/else
+        node; after ``branch.else_()``, the else-body.
+
+        Examples
+        --------
+        >>> import tensorplay as tp
+        >>> flag, x = tp.tensor([False]), tp.zeros(1)
+        >>> g = tp.cuda.CUDAGraph()
+        >>> with tp.cuda.graph(g):
+        ...     with g.if_else(flag) as branch:
+        ...         _ = x.add_(1.0)
+        ...         branch.else_()
+        ...         _ = x.sub_(1.0)
+        >>> g.replay()
+        >>> x.item()
+        -1.0
+        """
+        self.begin_capture_to_if_else_node(pred)
+        yield Branch(self._open[-1].handle, self.begin_capture_to_next_conditional_body)
+        self.end_capture_to_conditional_node()
+
+    @contextmanager
+    def switch_(self, index, n: int):
+        """``with g.switch_(index, n) as cases:`` captures case 0 of a switch node;
+        ``cases.next()`` moves to the next case. At replay case ``index[0]`` runs
+        (none when it is outside ``[0, n)``); a kernel may set the value itself with
+        ``tp.cuda.set_conditional(cases, value)``.
+
+        Examples
+        --------
+        >>> import tensorplay as tp
+        >>> index, x = tp.tensor([2]), tp.zeros(1)
+        >>> g = tp.cuda.CUDAGraph()
+        >>> with tp.cuda.graph(g):
+        ...     with g.switch_(index, 3) as cases:
+        ...         _ = x.add_(1.0)
+        ...         cases.next()
+        ...         _ = x.add_(10.0)
+        ...         cases.next()
+        ...         _ = x.add_(100.0)
+        >>> g.replay()
+        >>> x.item()
+        100.0
+        """
+        self.begin_capture_to_switch_node(index, n)
+        yield Cases(self._open[-1].handle, n, self.begin_capture_to_next_conditional_body)
+        self.end_capture_to_conditional_node()
+
+    @contextmanager
+    def while_(self, pred=None, max_iters: int | None = None):
+        """``with g.while_(flag) as loop:`` captures a loop body run while ``flag``
         holds; update ``flag`` inside the body (``tp.gt(residual, tol, out=flag)``).
+
+        ``max_iters`` caps the passes of a replay: the loop stops after that
+        many even if ``flag`` still holds. After a replay (synchronised),
+        ``loop.iterations`` holds its passes and ``loop.hit_limit`` says whether
+        it stopped at the cap; ``g.hit_limits()`` lists the loops that did.
 
         With no ``flag`` the loop is a do-while driven by your own kernels: the
         body runs once, then again while a kernel of the last pass called
-        ``tp.cuda.set_conditional(handle, 1)``. That saves the kernel that
-        copies a flag into the condition on every pass.
+        ``tp.cuda.set_conditional(loop, 1)``. That saves the kernel that copies
+        a flag into the condition on every pass (a cap adds one back).
 
         Examples
         --------
@@ -306,44 +398,67 @@ class CUDAGraph:
         >>> n, flag, total = tp.tensor([4]), tp.tensor([True]), tp.zeros(1)
         >>> g = tp.cuda.CUDAGraph()
         >>> with tp.cuda.graph(g):
-        ...     with g.while_(flag):
+        ...     with g.while_(flag, max_iters=100) as loop:
         ...         _ = total.add_(n)
         ...         _ = n.sub_(1)
         ...         _ = tp.gt(n, 0, out=flag)
         >>> g.replay()
-        >>> total.item()
-        10.0
+        >>> total.item(), loop.iterations.item(), loop.hit_limit
+        (10.0, 4, False)
         """
-        self._begin_conditional("while", pred)
-        yield np.uint64(self._open[-1].handle)
+        loop = self.begin_capture_to_while_node(pred, max_iters)
+        yield loop
         self.end_capture_to_conditional_node()
 
-    def _begin_conditional(self, kind: str, pred) -> None:
+    def hit_limits(self) -> list[Loop]:
+        """The while loops whose last replay stopped at their ``max_iters`` (reads
+        the device: synchronise the replay's stream first)."""
+        if self._stream is not None:
+            raise RuntimeError("hit_limits() during a capture; call it after a replay")
+        return [loop for loop in self._loops if loop.hit_limit]
+
+    def _open_node(self, kind: str, pred, n: int | None = None, max_iters: int | None = None):
         if self._stream is None:
             raise RuntimeError(f"begin_capture_to_{kind}_node() needs a capture in progress")
-        if pred is not None or kind != "while":
-            _check_predicate(pred)
-        dev = get_backend()
-        missing = dev.conditional_support()
+        if kind == "switch":
+            self._checked(conditional.check_switch, pred, n)
+        elif pred is not None or kind != "while":
+            self._checked(conditional.check_flag, pred)
+        loop = None
+        if kind == "while":
+            self._checked(conditional.check_cap, max_iters)
+            counter = None if pred is None and max_iters is None else conditional.new_counter()
+            loop = Loop(0, counter, max_iters)
+        missing = get_backend().conditional_support(kind)
         if missing:
-            raise RuntimeError(missing)
+            self._refuse(RuntimeError, missing)
         outer = self._open[-1].body if self._open else self._stream
-        handle = dev.conditional_handle(outer._h)
-        _set_condition(handle, pred, outer)  # no pred: a do-while, its first pass always runs
-        body = Stream._wrap(dev.conditional_add(outer._h, handle, kind, self._mode))
-        allocator.route_to_pool(body, self._pool, self._token)
-        self._open.append(_OpenConditional(kind, handle, pred, body, current_stream()))
-        set_stream(body)
+        size = conditional.body_count(kind, n)
+        self._open.append(conditional.open_node(outer, kind, pred, size, self._mode, self._route, loop))
+        if loop is not None:
+            self._loops.append(loop)
+        return loop
 
-    def _close_conditional(self) -> None:
-        node = self._open.pop()
+    def _route(self, body: Stream) -> None:
+        """Send the allocations of a conditional body's stream to this capture's pool."""
+        allocator.route_to_pool(body, self._pool, self._token)
+
+    def _innermost(self, call: str):
+        if not self._open:
+            raise RuntimeError(f"{call} without an open conditional node")
+        return self._open[-1]
+
+    def _checked(self, check, *args) -> None:
+        """Run ``check``; what it refuses ends the capture (no capture is left open)."""
         try:
-            if node.kind == "while" and node.pred is not None:
-                _set_condition(node.handle, node.pred, node.body)  # the end of each pass
-        finally:
-            set_stream(node.previous)
-            allocator.route_to_pool(node.body, None)
-            get_backend().conditional_end(node.body._h)
+            check(*args)
+        except (TypeError, ValueError) as e:
+            self._refuse(type(e), str(e))
+
+    def _refuse(self, kind: type, message: str):
+        """Discard the capture and raise ``kind(message)`` (the runtime stays usable)."""
+        self._abort_capture()
+        raise kind(f"{message} (the capture was discarded)")
 
     def instantiate(self) -> None:
         """Instantiate the captured graph (``capture_end`` already did; then a no-op)."""
@@ -436,6 +551,7 @@ class CUDAGraph:
             allocator.release_pool(self._pool)
             allocator.forget_capture(self._token)
         self._exec = self._graph = self._pool = self._token = None
+        self._loops = []
 
     def __del__(self) -> None:
         try:
@@ -501,30 +617,6 @@ class CUDAGraph:
         state = "capturing" if self._stream is not None else "captured" if self._exec is not None else "empty"
         nodes = f", {get_backend().graph_node_count(self._graph)} nodes" if self._graph is not None else ""
         return f"<tensorplay.cuda.CUDAGraph {state}{nodes}, pool={self._pool}>"
-
-
-class _OpenConditional:
-    __slots__ = ("kind", "handle", "pred", "body", "previous")
-
-    def __init__(self, kind: str, handle: int, pred, body: Stream, previous: Stream) -> None:
-        self.kind, self.handle, self.pred, self.body, self.previous = kind, handle, pred, body, previous
-
-
-def _check_predicate(pred) -> None:
-    if not isinstance(pred, Tensor):
-        raise TypeError(f"expected a one-element bool device tensor as predicate, got {type(pred).__name__}")
-    if pred.dtype.name != "bool":
-        raise TypeError(f"expected a bool tensor as predicate, got {pred.dtype}; compare first, e.g. x > 0")
-    if pred.numel() != 1:
-        raise ValueError(f"expected a one-element predicate, got shape {pred.shape}")
-
-
-def _set_condition(handle: int, pred, stream: Stream) -> None:
-    """Launch the kernel that sets ``handle`` from ``pred`` (to 1 when None)."""
-    if pred is None:
-        launch(set_to(), (1, 1, 1), (1, 1, 1), [np.uint64(handle), np.uint32(1)], stream)
-    else:
-        launch(set_from_flag(), (1, 1, 1), (1, 1, 1), [np.uint64(handle), pred.reshape(1)._flat()], stream)
 
 
 def export_dot(file_path: str) -> str:

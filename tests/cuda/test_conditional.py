@@ -197,7 +197,7 @@ def test_dot_shows_the_body(tmp_path):
     n, acc, flag = tp.tensor([2], dtype=tp.int32), tp.zeros(1), tp.empty(1, dtype=tp.bool)
     g = _countdown_graph(n, acc, flag)
     text = open(g.debug_dump(str(tmp_path / "w.dot"))).read()
-    assert "conditional.set_from_flag" in text
+    assert "conditional.loop_start" in text and "conditional.loop_pass" in text
     assert "elementwise.sub_as_flat" in text
 
 

@@ -19,6 +19,7 @@ from .driver_calls import _SUCCESS, _done, _wait_until_done, check, fail
 from .driver_staging import StagedGraph
 from .errors import CudaError
 from .params import PackedLaunch, param_formats
+from .protocol import conditional_missing
 
 _CAPTURE_MODES = {
     "global": drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
@@ -50,9 +51,12 @@ extern "C" __device__ int tp_set_conditional(unsigned long long handle, unsigned
     return 0;
 }
 """
-_CONDITIONAL_TYPES = {
-    "if": drv.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_IF,
-    "while": drv.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_WHILE,
+_COND = drv.CUgraphConditionalNodeType
+_CONDITIONAL_TYPES = {  # if/else is an if node with two bodies
+    "if": _COND.CU_GRAPH_COND_TYPE_IF,
+    "while": _COND.CU_GRAPH_COND_TYPE_WHILE,
+    "if_else": _COND.CU_GRAPH_COND_TYPE_IF,
+    "switch": getattr(_COND, "CU_GRAPH_COND_TYPE_SWITCH", None),
 }
 
 
@@ -154,7 +158,7 @@ class DriverBackend:
         self.max_threads_per_launch = self._sm_count * 2048  # one wave: grid-stride reductions
         self.max_grid_threads = (1 << 31) - 1  # elementwise grids cover their data in one pass
         self._relaxed = _CAPTURE_MODES["relaxed"]
-        self._conditional_support: str | None | bool = False  # not yet checked
+        self._driver_version: int | None = None  # read once
         self._setter = None
         self._staging: tuple[np.ndarray, int] | None = None  # pinned, for small reads: (bytes, address)
         self._staging_lock = threading.Lock()
@@ -357,17 +361,18 @@ class DriverBackend:
         return check("cuStreamEndCapture", drv.cuStreamEndCapture(stream))
 
     # -- conditional nodes -----------------------------------------------------
-    def conditional_support(self) -> str | None:
-        """None when if/while nodes work here, else what is missing."""
-        if self._conditional_support is False:
-            version = check("cuDriverGetVersion", drv.cuDriverGetVersion())
-            missing = []
-            if version < 12040:
-                missing.append(f"a CUDA 12.4 or newer driver (this one is {version // 1000}.{version % 1000 // 10})")
-            if not hasattr(drv, "cuGraphConditionalHandleCreate"):
-                missing.append("cuda-bindings 12.4 or newer")
-            self._conditional_support = None if not missing else "conditional graph nodes need " + " and ".join(missing)
-        return self._conditional_support
+    def driver_version(self) -> int:
+        """The driver's CUDA version as an int (12080 for 12.8)."""
+        if self._driver_version is None:
+            self._driver_version = check("cuDriverGetVersion", drv.cuDriverGetVersion())
+        return self._driver_version
+
+    def conditional_support(self, kind: str = "if") -> str | None:
+        """None when conditional nodes of ``kind`` work here, else what is missing."""
+        missing = conditional_missing(kind, self.driver_version())
+        if missing is None and (_CONDITIONAL_TYPES[kind] is None or not hasattr(drv, "cuGraphConditionalHandleCreate")):
+            missing = f"{kind.replace('_', '/')} conditional graph nodes need a newer cuda-bindings"
+        return missing
 
     def conditional_setter(self):
         """A device function ``(uint64 handle, uint32 value) -> int32`` calling
@@ -386,22 +391,26 @@ class DriverBackend:
         )
         return int(handle)
 
-    def conditional_add(self, stream, handle: int, kind: str, mode: str):
-        """Add an if/while node after the stream's work; return a stream that
-        captures into its body."""
+    def conditional_add(self, stream, handle: int, kind: str, size: int) -> tuple:
+        """Add a conditional node of ``kind`` with ``size`` bodies after the
+        stream's work (the stream's later work depends on it); return its body graphs."""
         _, _, graph, deps, edges, ndeps = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(stream))
         p = drv.CUgraphNodeParams()
         p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
         p.conditional.handle = drv.CUgraphConditionalHandle(handle)
         p.conditional.type = _CONDITIONAL_TYPES[kind]
-        p.conditional.size = 1
+        p.conditional.size = size
         p.conditional.ctx = self.ctx
         node = check("cuGraphAddNode", drv.cuGraphAddNode(graph, deps, edges, ndeps, p))
-        body = p.conditional.phGraph_out[0]
+        bodies = tuple(p.conditional.phGraph_out[i] for i in range(size))
         flags = drv.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES
         check(
             "cuStreamUpdateCaptureDependencies", drv.cuStreamUpdateCaptureDependencies(stream, [node], None, 1, flags)
         )
+        return bodies
+
+    def conditional_body_capture(self, body, mode: str):
+        """A new stream capturing into the body graph ``body``."""
         body_stream = self.stream_create()
         try:
             check(

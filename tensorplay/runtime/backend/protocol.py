@@ -21,7 +21,22 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Backend", "Device", "Graphs", "Kernels", "Memory", "Streams"]
+__all__ = ["CONDITIONAL_DRIVER", "Backend", "Device", "Graphs", "Kernels", "Memory", "Streams", "conditional_missing"]
+
+# The conditional node kinds and the driver version each needs (12080 is CUDA 12.8):
+# if/else is an if node with two bodies, switch a node with n.
+CONDITIONAL_DRIVER = {"if": 12040, "while": 12040, "if_else": 12080, "switch": 12080}
+
+
+def conditional_missing(kind: str, version: int) -> str | None:
+    """None when a driver of ``version`` has ``kind`` nodes, else the sentence saying what they need."""
+    needs = CONDITIONAL_DRIVER[kind]
+    if version >= needs:
+        return None
+    return (
+        f"{kind.replace('_', '/')} conditional graph nodes need a CUDA {needs // 1000}.{needs % 1000 // 10} "
+        f"or newer driver (this one is {version // 1000}.{version % 1000 // 10})"
+    )
 
 
 @runtime_checkable
@@ -98,9 +113,19 @@ class Graphs(Protocol):
 
     def begin_capture(self, stream: Any, mode: str) -> None: ...
     def end_capture(self, stream: Any) -> Any: ...
-    def conditional_support(self) -> str | None: ...
+    def driver_version(self) -> int:
+        """The CUDA version of the driver (the simulator's can be set, to test the errors)."""
+
+    def conditional_support(self, kind: str = "if") -> str | None:
+        """None when conditional nodes of ``kind`` (see ``CONDITIONAL_DRIVER``) work here, else why not."""
+
     def conditional_handle(self, stream: Any) -> int: ...
-    def conditional_add(self, stream: Any, handle: int, kind: str, mode: str) -> Any: ...
+    def conditional_add(self, stream: Any, handle: int, kind: str, size: int) -> tuple:
+        """Add a conditional node with ``size`` bodies after the stream's work; its body graphs."""
+
+    def conditional_body_capture(self, body: Any, mode: str) -> Any:
+        """A new stream capturing into a conditional node's body graph."""
+
     def conditional_end(self, body_stream: Any) -> None: ...
     def graph_instantiate(self, graph: Any) -> Any: ...
     def graph_launch(self, graph_exec: Any, stream: Any) -> None: ...

@@ -21,6 +21,7 @@ import numpy as np
 
 from .errors import CaptureError, CudaError
 from .params import PackedLaunch, param_formats
+from .protocol import conditional_missing
 from .simgraph import Capture, SimCondition, SimGraph, SimGraphExec, SimStagedGraph
 
 # Conditional handles of the process: the simulator's twin of the driver's
@@ -195,6 +196,7 @@ class SimBackend:
     max_block = 16
     max_threads_per_launch = 64
     max_grid_threads = 64
+    pretend_driver_version = 13000  # what driver_version() reports: set it lower to see the errors of an older driver
 
     @staticmethod
     def launch_limits() -> dict:
@@ -497,8 +499,11 @@ class SimBackend:
         return capture.graph
 
     # -- conditional nodes -----------------------------------------------------
-    def conditional_support(self) -> str | None:
-        return None
+    def driver_version(self) -> int:
+        return self.pretend_driver_version
+
+    def conditional_support(self, kind: str = "if") -> str | None:
+        return conditional_missing(kind, self.driver_version())
 
     def conditional_setter(self):
         if self._setter is None:
@@ -509,24 +514,28 @@ class SimBackend:
         if stream.capture is None:
             raise _fail("cuGraphConditionalHandleCreate", "CUDA_ERROR_ILLEGAL_STATE", CudaError)
         handle = next(_HANDLES)
-        _CONDITIONS[handle] = SimCondition("if", SimGraph())
+        _CONDITIONS[handle] = SimCondition("if", ())
         stream.capture.graph.handles.append(handle)  # freed with the graph, as the driver's
         return handle
 
-    def conditional_add(self, stream, handle: int, kind: str, mode: str) -> SimStream:
-        """Add an if/while node after the stream's work; return a stream that
-        captures into its body."""
+    def conditional_add(self, stream, handle: int, kind: str, size: int) -> tuple:
+        """Add a conditional node with ``size`` bodies after the stream's work; return its body graphs."""
         capture = stream.capture
         if capture is None or capture.state != "active":
             raise _fail("cuGraphAddNode", "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED")
         cond = _CONDITIONS[handle]
-        cond.kind = kind
-        node = capture.graph.add("conditional", cond.run, f"{kind} (handle {handle:#x})", stream.frontier, cond.body)
+        cond.kind, cond.bodies = kind, tuple(SimGraph(capture=capture) for _ in range(size))
+        label = f"{kind.replace('_', '/')} (handle {handle:#x})"
+        node = capture.graph.add("conditional", cond.run, label, stream.frontier, cond.bodies)
         stream.frontier = (node,)
+        return cond.bodies
+
+    def conditional_body_capture(self, body: SimGraph, mode: str) -> SimStream:
+        """A new stream capturing into the body graph ``body``."""
         body_stream = self.stream_create()
-        body = Capture(body_stream, mode, threading.get_ident(), graph=cond.body, parent=capture)
-        body_stream.capture, body_stream.frontier = body, ()
-        self._captures.append(body)
+        capture = Capture(body_stream, mode, threading.get_ident(), graph=body, parent=body.capture)
+        body_stream.capture, body_stream.frontier = capture, ()
+        self._captures.append(capture)
         return body_stream
 
     def conditional_end(self, body_stream) -> None:

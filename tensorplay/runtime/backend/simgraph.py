@@ -22,7 +22,7 @@ class SimNode:
     run: object  # a callable taking no arguments
     label: str
     deps: tuple[int, ...]
-    body: SimGraph | None = None  # a conditional node's body
+    bodies: tuple[SimGraph, ...] = ()  # a conditional node's bodies
 
 
 @dataclass
@@ -31,10 +31,11 @@ class SimGraph:
 
     nodes: list[SimNode] = field(default_factory=list)
     handles: list[int] = field(default_factory=list)  # conditional handles created in it
+    capture: Capture | None = field(default=None, repr=False, compare=False)  # a body's: the capture holding its node
     _ids: itertools.count = field(default_factory=lambda: itertools.count(0), repr=False)
 
-    def add(self, kind: str, run, label: str, deps: tuple, body: SimGraph | None = None) -> int:
-        node = SimNode(next(self._ids), kind, run, label, tuple(deps), body)
+    def add(self, kind: str, run, label: str, deps: tuple, bodies: tuple = ()) -> int:
+        node = SimNode(next(self._ids), kind, run, label, tuple(deps), tuple(bodies))
         self.nodes.append(node)
         return node.id
 
@@ -42,8 +43,8 @@ class SimGraph:
         """The conditional handles of this graph and of its nodes' bodies."""
         found = list(self.handles)
         for n in self.nodes:
-            if n.body is not None:
-                found += n.body.all_handles()
+            for body in n.bodies:
+                found += body.all_handles()
         return found
 
     def dot(self, name: str = "tensorplay") -> str:
@@ -57,10 +58,21 @@ class SimGraph:
             label = n.label.replace('"', '\\"')
             lines.append(f'{indent}{prefix}{n.id} [label="{n.kind} {n.id}\\n{label}"];')
             lines.extend(f"{indent}{prefix}{d} -> {prefix}{n.id};" for d in n.deps)
-            if n.body is not None:  # a conditional node's body as a cluster
-                lines.append(f'{indent}subgraph cluster_{prefix}{n.id} {{ label="{n.kind} {n.id} body";')
-                n.body._dot_body(lines, f"{prefix}{n.id}_", indent + "  ")
+            for i, body in enumerate(n.bodies):  # a conditional node's bodies as clusters
+                name = _body_name(n.label, i)
+                lines.append(f'{indent}subgraph cluster_{prefix}{n.id}_{i} {{ label="{n.kind} {n.id}: {name}";')
+                body._dot_body(lines, f"{prefix}{n.id}_{i}_", indent + "  ")
                 lines.append(f"{indent}}}")
+
+
+def _body_name(label: str, i: int) -> str:
+    """What body ``i`` of a conditional node labelled ``label`` is: then, else, case i, loop body."""
+    kind = label.split(" ", 1)[0]
+    if kind == "switch":
+        return f"case {i}"
+    if kind == "while":
+        return "loop body"
+    return ("then", "else")[i]
 
 
 class SimGraphExec:
@@ -80,22 +92,27 @@ class SimGraphExec:
 
 @dataclass(eq=False)
 class SimCondition:
-    """A conditional node's handle: the value the body's kernels set."""
+    """A conditional node's handle: the value the body's kernels set, and the
+    node's bodies, run with the driver's rules."""
 
-    kind: str  # "if" or "while"
-    body: SimGraph
+    kind: str  # "if", "if_else", "switch" or "while"
+    bodies: tuple[SimGraph, ...]
     value: int = 0
-    _exec: SimGraphExec | None = None
+    _execs: list | None = None
 
     def run(self) -> None:
-        if self._exec is None:
-            self._exec = SimGraphExec(self.body)
-        if self.kind == "if":
-            if self.value:
-                self._exec.run()
-        else:
+        if self._execs is None:
+            self._execs = [SimGraphExec(b) for b in self.bodies]
+        if self.kind == "while":
             while self.value:
-                self._exec.run()
+                self._execs[0].run()
+        elif self.kind == "switch":
+            if self.value < len(self._execs):  # out of range: no body
+                self._execs[self.value].run()
+        elif self.value:
+            self._execs[0].run()
+        elif self.kind == "if_else":
+            self._execs[1].run()
 
 
 @dataclass(eq=False)
@@ -150,7 +167,7 @@ class SimStagedGraph:
             ids: dict[int, int] = {}
             for n in graph.nodes:  # the clone: roots wait for the kernels
                 deps = tuple(ids[d] for d in n.deps) or first
-                ids[n.id] = staged.add(n.kind, n.run, n.label, deps, n.body)
+                ids[n.id] = staged.add(n.kind, n.run, n.label, deps, n.bodies)
             self._graph, self._exec = staged, SimGraphExec(staged)
 
     def _run(self, i: int) -> None:

@@ -1,0 +1,237 @@
+"""Conditional nodes in a capture: if, if/else, switch and while, as the driver has them.
+
+A ``CUDAGraph`` keeps the nodes being captured as a stack, innermost last. To
+open one, a one-thread kernel on the stream below sets the node's handle (from
+a flag, an index, or a loop's start), the backend adds the node with its
+bodies, and a stream of its own captures into the first body, made current.
+``next_body`` moves the capture to the next body (else, the next case);
+``close`` ends it and makes the stream below current again.
+
+A while node always has a counter (two int64 in ordinary device memory, not
+the graph's pool, so that it may outlive the graph): the passes of its last
+replay, and whether it stopped at its cap. Its start and end-of-pass kernels
+keep it, so counting and ``max_iters`` add no kernel to a pass of a loop with
+a flag. A do-while (no flag: the user's kernels call ``set_conditional``)
+counts only when it has a cap, which adds one kernel to each pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _dtype as dt
+from .._factories import empty
+from .._tensor import Tensor
+from ..kernels import conditional as ck
+from ..runtime.backend import get as get_backend
+from ..runtime.launch import launch
+from ..runtime.memory import allocator
+from ..runtime.streams import Stream, current_stream, default_stream, set_stream
+from ..runtime.streams import stream as use_stream
+
+__all__ = ["Branch", "Cases", "Loop", "OpenNode", "close", "next_body", "open_node"]
+
+NO_CAP = 1 << 62  # max_iters=None: a cap no loop reaches
+_BODIES = {"if": 1, "while": 1, "if_else": 2}  # a switch has n
+_ONE = ((1, 1, 1), (1, 1, 1))  # the launch shape of the setter kernels
+
+
+class Handle:
+    """A conditional node's handle, accepted as a kernel argument wherever one is
+    (``tp.cuda.set_conditional(handle, value)`` inside your kernel)."""
+
+    __slots__ = ("conditional_handle",)
+
+    def __init__(self, handle: int) -> None:
+        self.conditional_handle = np.uint64(handle)
+
+    def __int__(self) -> int:
+        return int(self.conditional_handle)
+
+    __index__ = __int__
+
+
+class Loop(Handle):
+    """What ``with g.while_(...) as loop`` gives: the node's handle, and after a
+    replay (synchronised) ``loop.iterations``, a one-element int64 device tensor
+    holding the passes of the loop's last run, and ``loop.hit_limit``, True when
+    that run stopped at ``max_iters`` with the condition still true (for a
+    do-while: when it ran ``max_iters`` passes). A replay that does not reach
+    the loop (an if around it did not run) leaves both as they were."""
+
+    __slots__ = ("counter", "max_iters")
+
+    def __init__(self, handle: int, counter: Tensor | None, max_iters: int | None) -> None:
+        super().__init__(handle)
+        self.counter, self.max_iters = counter, max_iters
+
+    @property
+    def iterations(self) -> Tensor | None:
+        """The passes of the last replay (None for a do-while without ``max_iters``, which keeps no counter)."""
+        return None if self.counter is None else self.counter[:1]
+
+    @property
+    def hit_limit(self) -> bool:
+        """True when the last replay stopped this loop at its cap (reads the device: synchronise first)."""
+        return self.counter is not None and bool(self.counter[1].item())
+
+    def __repr__(self) -> str:
+        cap = "" if self.max_iters is None else f", max_iters={self.max_iters}"
+        return f"<tensorplay.cuda.Loop handle={int(self):#x}{cap}>"
+
+
+class Branch(Handle):
+    """What ``with g.if_else(pred) as branch`` gives: ``branch.else_()`` ends the
+    then-body and captures what follows into the else-body."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self, handle: int, next_body) -> None:
+        super().__init__(handle)
+        self._next = next_body
+
+    def else_(self) -> None:
+        self._next()
+
+
+class Cases(Handle):
+    """What ``with g.switch_(index, n) as cases`` gives: the capture starts in
+    case 0; ``cases.next()`` moves it to the next case. Every case must be opened."""
+
+    __slots__ = ("_next", "n")
+
+    def __init__(self, handle: int, n: int, next_body) -> None:
+        super().__init__(handle)
+        self.n, self._next = n, next_body
+
+    def next(self) -> None:
+        self._next()
+
+
+@dataclass(eq=False, slots=True)
+class OpenNode:
+    """A conditional node being captured."""
+
+    kind: str  # "if", "if_else", "switch" or "while"
+    handle: int
+    pred: Tensor | None  # the flag (if, if/else, while), the index (switch), None (a do-while)
+    bodies: tuple  # the backend's body graphs
+    body: Stream  # the stream capturing the current body
+    previous: Stream  # the stream current before the node opened
+    index: int = 0  # the body being captured
+    loop: Loop | None = None
+
+
+def check_flag(pred) -> None:
+    if not isinstance(pred, Tensor):
+        raise TypeError(f"expected a one-element bool device tensor as predicate, got {type(pred).__name__}")
+    if pred.dtype is not dt.bool:
+        raise TypeError(f"expected a bool tensor as predicate, got {pred.dtype}; compare first, e.g. x > 0")
+    if pred.numel() != 1:
+        raise ValueError(f"expected a one-element predicate, got shape {pred.shape}")
+
+
+def check_switch(index, n) -> None:
+    if not isinstance(index, Tensor):
+        raise TypeError(
+            f"expected a one-element int32 or int64 device tensor as switch index, got {type(index).__name__}"
+        )
+    if index.dtype not in (dt.int32, dt.int64):
+        raise TypeError(f"expected an int32 or int64 tensor as switch index, got {index.dtype}; convert with .long()")
+    if index.numel() != 1:
+        raise ValueError(f"expected a one-element switch index, got shape {index.shape}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"expected the number of switch cases as an int of at least 1, got {n!r}")
+
+
+def check_cap(max_iters) -> None:
+    if max_iters is None:
+        return
+    if isinstance(max_iters, bool) or not isinstance(max_iters, (int, np.integer)) or not 0 <= max_iters < NO_CAP:
+        raise ValueError(f"expected max_iters as None or an int from 0 to 2**62 - 1, got {max_iters!r}")
+
+
+def new_counter() -> Tensor:
+    """Two int64 in ordinary device memory (not the capture's pool): allocated
+    with the legacy stream current, which no capture routes; nothing is launched."""
+    with use_stream(default_stream()):
+        return empty(2, dtype=dt.int64)
+
+
+def open_node(outer: Stream, kind: str, pred, size: int, mode: str, route, loop: Loop | None) -> OpenNode:
+    """Open a node of ``kind`` after ``outer``'s work and make its first body's
+    stream current. ``route(stream)`` sends a body's allocations to the capture's pool."""
+    dev = get_backend()
+    handle = dev.conditional_handle(outer._h)
+    if loop is not None:
+        loop.conditional_handle = np.uint64(handle)
+    _start(kind, handle, pred, size, loop, outer)
+    bodies = dev.conditional_add(outer._h, handle, kind, size)
+    body = Stream._wrap(dev.conditional_body_capture(bodies[0], mode))
+    route(body)
+    node = OpenNode(kind, handle, pred, bodies, body, current_stream(), loop=loop)
+    set_stream(body)
+    return node
+
+
+def body_count(kind: str, n: int | None = None) -> int:
+    return n if kind == "switch" else _BODIES[kind]
+
+
+def next_body(node: OpenNode, mode: str, route) -> None:
+    """End the capture of the node's current body and begin the next one's."""
+    _end_body(node)
+    node.index += 1
+    node.body = Stream._wrap(get_backend().conditional_body_capture(node.bodies[node.index], mode))
+    route(node.body)
+    set_stream(node.body)
+
+
+def close(node: OpenNode) -> None:
+    """End the node's last body (a loop's end-of-pass kernel first) and make the stream below current."""
+    try:
+        if node.kind == "while":
+            _end_pass(node)
+    finally:
+        set_stream(node.previous)
+        _end_body(node)
+
+
+def set_from_flag(handle: int, pred: Tensor, stream: Stream) -> None:
+    launch(ck.set_from_flag(), *_ONE, [np.uint64(handle), pred.reshape(1)._flat()], stream)
+
+
+def _end_body(node: OpenNode) -> None:
+    allocator.route_to_pool(node.body, None)
+    get_backend().conditional_end(node.body._h)
+
+
+def _start(kind: str, handle: int, pred, size: int, loop: Loop | None, stream: Stream) -> None:
+    """The kernel before the node: it sets the handle (and zeroes a loop's counter)."""
+    h = np.uint64(handle)
+    if kind == "switch":
+        launch(ck.set_from_index(), *_ONE, [h, pred.reshape(1)._flat(), np.int64(size)], stream)
+    elif kind != "while":
+        set_from_flag(handle, pred, stream)
+    elif loop.counter is None:  # a do-while without a cap: its first pass always runs
+        launch(ck.set_to(), *_ONE, [h, np.uint32(1)], stream)
+    else:
+        cap = np.int64(NO_CAP if loop.max_iters is None else loop.max_iters)
+        if pred is None:
+            launch(ck.loop_start_do_while(), *_ONE, [h, loop.counter, cap], stream)
+        else:
+            launch(ck.loop_start(), *_ONE, [h, pred.reshape(1)._flat(), loop.counter, cap], stream)
+
+
+def _end_pass(node: OpenNode) -> None:
+    """The kernel at the end of a while node's pass: count it, cap it, set whether another runs."""
+    loop = node.loop
+    if loop.counter is None:
+        return  # a do-while without a cap: the user's kernels set the handle
+    h, cap = np.uint64(node.handle), np.int64(NO_CAP if loop.max_iters is None else loop.max_iters)
+    if node.pred is None:
+        launch(ck.loop_pass_do_while(), *_ONE, [h, loop.counter, cap], node.body)
+    else:
+        launch(ck.loop_pass(), *_ONE, [h, node.pred.reshape(1)._flat(), loop.counter, cap], node.body)
