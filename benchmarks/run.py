@@ -12,13 +12,24 @@ import json
 import platform
 
 import tensorplay as tp
-from benchmarks import conditional, eager, graph_ops, graphs, matmul, reductions, temporaries, training
+from benchmarks import (
+    conditional,
+    conditional_kinds,
+    eager,
+    graph_ops,
+    graphs,
+    matmul,
+    reductions,
+    temporaries,
+    training,
+)
 from benchmarks.common import Progress
 
 MODULES = {
     "eager": eager,
     "graphs": graphs,
     "conditional": conditional,
+    "conditional_kinds": conditional_kinds,
     "reductions": reductions,
     "matmul": matmul,
     "graph_ops": graph_ops,

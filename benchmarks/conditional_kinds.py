@@ -1,0 +1,120 @@
+"""If/else and switch nodes, and the cost of a while loop's cap: each node
+kind repeated in one graph, replayed, time per node (or per pass)."""
+
+from __future__ import annotations
+
+import tensorplay as tp
+from benchmarks.conditional import _per_iteration_us, _timed, count_down, count_down_and_set
+
+
+def _per_node_us(graph, nodes: int, repeats: int = 5) -> float:
+    graph.replay()
+    return min(_timed(graph.replay, tp.cuda.synchronize) for _ in range(repeats)) / nodes * 1e6
+
+
+def _graph(build, nodes: int):
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        for _ in range(nodes):
+            build(g)
+    return g
+
+
+def branches(rows: list, progress) -> None:
+    """If/else as one node beside the two-if emulation (an if, a negation kernel,
+    an if on the negation); a switch of 4 cases beside a single if node."""
+    nodes = 100 if tp.cuda.backend() == "cuda" else 3
+    x, flag, other, index = tp.zeros(1), tp.tensor([True]), tp.empty(1, dtype=tp.bool), tp.tensor([2])
+    x.add_(1.0).sub_(1.0)
+    tp.logical_not(flag, out=other)  # compile outside capture
+
+    def if_else(g):
+        with g.if_else(flag) as branch:
+            x.add_(1.0)
+            branch.else_()
+            x.sub_(1.0)
+
+    def two_ifs(g):
+        with g.if_(flag):
+            x.add_(1.0)
+        tp.logical_not(flag, out=other)
+        with g.if_(other):
+            x.sub_(1.0)
+
+    def switch(g):
+        with g.switch_(index, 4) as cases:
+            for case in range(4):
+                if case:
+                    cases.next()
+                x.add_(float(case))
+
+    def single_if(g):
+        with g.if_(flag):
+            x.add_(2.0)
+
+    times = {name: _per_node_us(_graph(build, nodes), nodes) for name, build in [("switch", switch), ("if", single_if)]}
+    for taken in (True, False):
+        flag.fill_(taken)
+        times[f"if_else {taken}"] = _per_node_us(_graph(if_else, nodes), nodes)
+        times[f"two_ifs {taken}"] = _per_node_us(_graph(two_ifs, nodes), nodes)
+    for taken in (True, False):
+        one, two = times[f"if_else {taken}"], times[f"two_ifs {taken}"]
+        rows.append(
+            {
+                "name": f"if/else node ({'then' if taken else 'else'} taken), replay GPU us per node "
+                "(driver column: two if nodes and a negation kernel, as Warp and PyTorch emulate it)",
+                "unit": "us",
+                "lower_is_better": True,
+                "tensorplay": one,
+                "driver": two,
+                "target": f"<= the emulation ({one / two:.2f}x here)",
+            }
+        )
+    rows.append(
+        {
+            "name": "switch node over 4 cases (case 2 taken), replay GPU us per node (driver column: one if node)",
+            "unit": "us",
+            "lower_is_better": True,
+            "tensorplay": times["switch"],
+            "driver": times["if"],
+            "target": f"<= 1.1x an if node ({times['switch'] / times['if']:.2f}x here)",
+        }
+    )
+    progress.step("if/else and switch")
+
+
+def loop_caps(rows: list, progress) -> None:
+    """A while loop's cap: the flag loop's end-of-pass kernel counts and caps at
+    no extra kernel; a do-while's cap adds one kernel per pass."""
+    iters = 2000 if tp.cuda.backend() == "cuda" else 10
+    n, flag = tp.zeros(1, dtype=tp.int32), tp.empty(1, dtype=tp.bool)
+    count_down[1, 32](n, flag)
+    graphs = {}
+    for cap in (None, 10 * iters):
+        g = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(g):
+            tp.gt(n, 0, out=flag)
+            with g.while_(flag, max_iters=cap):
+                count_down[1, 32](n, flag)
+        graphs["flag", cap] = g
+        g = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(g):
+            with g.while_(max_iters=cap) as loop:
+                count_down_and_set[1, 32](n, loop)
+        graphs["do-while", cap] = g
+    for form in ("flag", "do-while"):
+        capped, free = (_per_iteration_us(graphs[form, c], n, iters, repeats=5) for c in (10 * iters, None))
+        rows.append(
+            {
+                "name": f"while node ({form}, 1-kernel body) with max_iters, us per pass (driver column: no cap)",
+                "unit": "us",
+                "lower_is_better": True,
+                "tensorplay": capped,
+                "driver": free,
+                "target": f"<= 0.3 us per pass more than no cap ({capped - free:+.2f} us here)",
+            }
+        )
+    progress.step("while caps")
+
+
+SECTIONS = [(branches, 1), (loop_caps, 1)]
