@@ -46,4 +46,6 @@ def test_notebook_cells_run():
         if cell["cell_type"] == "code":
             exec(compile("".join(cell["source"]), "graphs_tour.ipynb", "exec"), namespace)
     assert namespace["steps"].item() > 0
+    assert namespace["y"].item() == (0.0 + 1.0) * 100.0 + 5 * 0.5  # then-body, case 1, five capped passes
+    assert namespace["loop"].iterations.item() == 5 and namespace["loop"].hit_limit
     assert not tp.cuda.graphs.is_current_stream_capturing()
