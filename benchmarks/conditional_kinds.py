@@ -117,4 +117,39 @@ def loop_caps(rows: list, progress) -> None:
     progress.step("while caps")
 
 
-SECTIONS = [(branches, 1), (loop_caps, 1)]
+def unrolled(rows: list, progress) -> None:
+    """``while_(flag, unroll=k)``: a 2-kernel body (the work, then a kernel that
+    counts down and writes the flag) per pass, against the same two kernels
+    unrolled in a straight-line graph."""
+    iters = 2000 if tp.cuda.backend() == "cuda" else 16
+    x, n, flag = tp.zeros(1), tp.zeros(1, dtype=tp.int32), tp.empty(1, dtype=tp.bool)
+    count_down[1, 32](n, flag)
+    flat = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(flat):
+        for _ in range(100):
+            x.add_(1.0)
+            count_down[1, 32](n, flag)
+    reference = _per_iteration_us(flat, n, 100, repeats=5)
+    for k in (1, 2, 4, 8):
+        g = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(g):
+            tp.gt(n, 0, out=flag)
+            with g.while_(flag, unroll=k):
+                x.add_(1.0)
+                count_down[1, 32](n, flag)
+        us = _per_iteration_us(g, n, iters, repeats=5)
+        rows.append(
+            {
+                "name": f"while node with unroll={k}, 2-kernel body writing its flag, us/iter (driver: unrolled)",
+                "unit": "us",
+                "lower_is_better": True,
+                "tensorplay": us,
+                "driver": reference,
+                "target": f"<= 1.3x unrolled ({us / reference:.2f}x here)",
+            }
+        )
+        del g
+    progress.step("unrolled loops")
+
+
+SECTIONS = [(branches, 1), (loop_caps, 1), (unrolled, 1)]

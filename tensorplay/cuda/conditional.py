@@ -17,7 +17,7 @@ counts only when it has a cap, which adds one kernel to each pass.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -122,6 +122,7 @@ class OpenNode:
     previous: Stream  # the stream current before the node opened
     index: int = 0  # the body being captured
     loop: Loop | None = None
+    copies: list = field(default_factory=list)  # an unrolled loop's if nodes' handles, around copies 2 to k
 
 
 def check_flag(pred) -> None:
@@ -146,23 +147,34 @@ def check_switch(index, n) -> None:
         raise ValueError(f"expected the number of switch cases as an int of at least 1, got {n!r}")
 
 
-def check_cap(max_iters) -> None:
-    if max_iters is None:
-        return
-    if isinstance(max_iters, bool) or not isinstance(max_iters, (int, np.integer)) or not 0 <= max_iters < NO_CAP:
+def check_loop(pred, max_iters, unroll) -> None:
+    if max_iters is not None and (
+        isinstance(max_iters, bool) or not isinstance(max_iters, (int, np.integer)) or not 0 <= max_iters < NO_CAP
+    ):
         raise ValueError(f"expected max_iters as None or an int from 0 to 2**62 - 1, got {max_iters!r}")
+    if isinstance(unroll, bool) or not isinstance(unroll, (int, np.integer)) or not 1 <= unroll <= ck.MAX_UNROLL:
+        raise ValueError(f"expected unroll as an int from 1 to {ck.MAX_UNROLL}, got {unroll!r}")
+    if unroll > 1 and pred is None:
+        raise ValueError(
+            "unroll needs a flag: a do-while's kernels set the loop's own handle, which the later copies "
+            "of the body cannot follow; pass the flag (g.while_(flag, unroll=k))"
+        )
 
 
 def new_counter() -> Tensor:
-    """Two int64 in ordinary device memory (not the capture's pool): allocated
+    """Three int64 in ordinary device memory (not the capture's pool): allocated
     with the legacy stream current, which no capture routes; nothing is launched."""
     with use_stream(default_stream()):
-        return empty(2, dtype=dt.int64)
+        return empty(3, dtype=dt.int64)
 
 
-def open_node(outer: Stream, kind: str, pred, size: int, mode: str, route, loop: Loop | None) -> OpenNode:
+def open_node(
+    outer: Stream, kind: str, pred, size: int, mode: str, route, loop: Loop | None, unroll: int = 1
+) -> OpenNode:
     """Open a node of ``kind`` after ``outer``'s work and make its first body's
-    stream current. ``route(stream)`` sends a body's allocations to the capture's pool."""
+    stream current. ``route(stream)`` sends a body's allocations to the capture's
+    pool. A loop with ``unroll`` k gets k - 1 more handles, for the if nodes
+    around the copies of its body that ``close`` adds."""
     dev = get_backend()
     handle = dev.conditional_handle(outer._h)
     if loop is not None:
@@ -171,7 +183,8 @@ def open_node(outer: Stream, kind: str, pred, size: int, mode: str, route, loop:
     bodies = dev.conditional_add(outer._h, handle, kind, size)
     body = Stream._wrap(dev.conditional_body_capture(bodies[0], mode))
     route(body)
-    node = OpenNode(kind, handle, pred, bodies, body, current_stream(), loop=loop)
+    copies = [dev.conditional_handle(body._h) for _ in range(unroll - 1)]
+    node = OpenNode(kind, handle, pred, bodies, body, current_stream(), loop=loop, copies=copies)
     set_stream(body)
     return node
 
@@ -190,13 +203,18 @@ def next_body(node: OpenNode, mode: str, route) -> None:
 
 
 def close(node: OpenNode) -> None:
-    """End the node's last body (a loop's end-of-pass kernel first) and make the stream below current."""
+    """End the node's last body (a loop's end-of-pass kernel first; for an
+    unrolled loop, then its copies) and make the stream below current."""
     try:
         if node.kind == "while":
             _end_pass(node)
     finally:
         set_stream(node.previous)
-        _end_body(node)
+        if node.copies:
+            allocator.route_to_pool(node.body, None)
+            get_backend().conditional_repeat(node.body._h, node.copies)
+        else:
+            _end_body(node)
 
 
 def set_from_flag(handle: int, pred: Tensor, stream: Stream) -> None:
@@ -231,7 +249,12 @@ def _end_pass(node: OpenNode) -> None:
     if loop.counter is None:
         return  # a do-while without a cap: the user's kernels set the handle
     h, cap = np.uint64(node.handle), np.int64(NO_CAP if loop.max_iters is None else loop.max_iters)
-    if node.pred is None:
+    if node.copies:
+        handles = [np.uint64(c) for c in node.copies] + [np.uint64(0)] * (ck.MAX_UNROLL - 1 - len(node.copies))
+        k = np.int64(len(node.copies) + 1)
+        flag = node.pred.reshape(1)._flat()
+        launch(ck.loop_pass_unrolled(), *_ONE, [flag, loop.counter, cap, k, h, *handles], node.body)
+    elif node.pred is None:
         launch(ck.loop_pass_do_while(), *_ONE, [h, loop.counter, cap], node.body)
     else:
         launch(ck.loop_pass(), *_ONE, [h, node.pred.reshape(1)._flat(), loop.counter, cap], node.body)

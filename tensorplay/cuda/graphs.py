@@ -275,11 +275,14 @@ class CUDAGraph:
         ``[0, n)``. Open the next case with ``begin_capture_to_next_conditional_body()``."""
         self._open_node("switch", index, n)
 
-    def begin_capture_to_while_node(self, pred, max_iters: int | None = None) -> Loop:
+    def begin_capture_to_while_node(self, pred, max_iters: int | None = None, unroll: int = 1) -> Loop:
         """Capture what follows into the body of a while node: at replay the body
         runs while ``pred`` is true, sampled before the node and after every pass,
-        and at most ``max_iters`` times. Returns the ``Loop`` (its counter)."""
-        return self._open_node("while", pred, max_iters=max_iters)
+        and at most ``max_iters`` times. With ``unroll`` k (at most 8), each driver
+        pass runs k copies of the body, each later one skipped on the device once
+        the condition fails: the same results, less of the driver's per-pass cost.
+        Returns the ``Loop`` (its counter)."""
+        return self._open_node("while", pred, max_iters=max_iters, unroll=unroll)
 
     def begin_capture_to_next_conditional_body(self) -> None:
         """End the innermost node's current body and capture into its next one
@@ -378,12 +381,15 @@ class CUDAGraph:
         self.end_capture_to_conditional_node()
 
     @contextmanager
-    def while_(self, pred=None, max_iters: int | None = None):
+    def while_(self, pred=None, max_iters: int | None = None, unroll: int = 1):
         """``with g.while_(flag) as loop:`` captures a loop body run while ``flag``
         holds; update ``flag`` inside the body (``tp.gt(residual, tol, out=flag)``).
 
         ``max_iters`` caps the passes of a replay: the loop stops after that
-        many even if ``flag`` still holds. After a replay (synchronised),
+        many even if ``flag`` still holds. ``unroll=k`` (up to 8; needs a flag,
+        and a body without conditional nodes) runs k copies of the body per
+        driver pass, each skipped on the device once ``flag`` fails: for small
+        bodies, whose passes the driver's re-launch dominates. After a replay (synchronised),
         ``loop.iterations`` holds its passes and ``loop.hit_limit`` says whether
         it stopped at the cap; ``g.hit_limits()`` lists the loops that did.
 
@@ -406,7 +412,7 @@ class CUDAGraph:
         >>> total.item(), loop.iterations.item(), loop.hit_limit
         (10.0, 4, False)
         """
-        loop = self.begin_capture_to_while_node(pred, max_iters)
+        loop = self.begin_capture_to_while_node(pred, max_iters, unroll)
         yield loop
         self.end_capture_to_conditional_node()
 
@@ -417,16 +423,22 @@ class CUDAGraph:
             raise RuntimeError("hit_limits() during a capture; call it after a replay")
         return [loop for loop in self._loops if loop.hit_limit]
 
-    def _open_node(self, kind: str, pred, n: int | None = None, max_iters: int | None = None):
+    def _open_node(self, kind: str, pred, n: int | None = None, max_iters: int | None = None, unroll: int = 1):
         if self._stream is None:
             raise RuntimeError(f"begin_capture_to_{kind}_node() needs a capture in progress")
+        if self._open and self._open[-1].copies:
+            self._refuse(
+                RuntimeError,
+                f"a {kind.replace('_', '/')} node inside a while loop with unroll > 1: the driver does not copy "
+                "conditional nodes, so an unrolled body holds none; use unroll=1 for this loop",
+            )
         if kind == "switch":
             self._checked(conditional.check_switch, pred, n)
         elif pred is not None or kind != "while":
             self._checked(conditional.check_flag, pred)
         loop = None
         if kind == "while":
-            self._checked(conditional.check_cap, max_iters)
+            self._checked(conditional.check_loop, pred, max_iters, unroll)
             counter = None if pred is None and max_iters is None else conditional.new_counter()
             loop = Loop(0, counter, max_iters)
         missing = get_backend().conditional_support(kind)
@@ -434,7 +446,7 @@ class CUDAGraph:
             self._refuse(RuntimeError, missing)
         outer = self._open[-1].body if self._open else self._stream
         size = conditional.body_count(kind, n)
-        self._open.append(conditional.open_node(outer, kind, pred, size, self._mode, self._route, loop))
+        self._open.append(conditional.open_node(outer, kind, pred, size, self._mode, self._route, loop, unroll))
         if loop is not None:
             self._loops.append(loop)
         return loop

@@ -4,11 +4,12 @@ Each is launched with one thread (``kernel[1, 1](...)``). The setter is
 ``cudaGraphSetConditional`` on the GPU and its Python twin on the simulator,
 so each kernel is built once per process for the backend.
 
-A while node's counter is two int64: the passes of its last replay, and 1
+A while node's counter is three int64: the passes of its last replay, 1
 when the loop stopped at its cap (``max_iters``) although its condition still
-held. ``loop_start`` runs before the node, ``loop_pass`` at the end of every pass
-(``*_do_while`` for a loop without a flag):
-counting costs no kernel of its own.
+held, and (for an unrolled body) the copy of the body running.
+``loop_start`` runs before the node, ``loop_pass`` at the end of every pass
+(``*_do_while`` for a loop without a flag, ``loop_pass_unrolled`` at the end
+of every copy of an unrolled body): counting costs no kernel of its own.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from numba import cuda
 from ..runtime.backend import get as get_backend
 
 __all__ = [
-    "loop_pass", "loop_pass_do_while", "loop_start", "loop_start_do_while", "set_from_flag", "set_from_index", "set_to",
+    "MAX_UNROLL", "loop_pass", "loop_pass_do_while", "loop_pass_unrolled", "loop_start", "loop_start_do_while",
+    "set_from_flag", "set_from_index", "set_to",
 ]  # fmt: skip
 
 
@@ -79,6 +81,7 @@ def loop_start():
             go = flag[0] != 0
             counter[0] = 0
             counter[1] = 1 if go and max_iters <= 0 else 0
+            counter[2] = 0
             setter(handle, np.uint32(1 if go and max_iters > 0 else 0))
 
     return _one_thread_kernel("loop_start", start_loop)
@@ -116,6 +119,58 @@ def loop_pass():
             setter(handle, np.uint32(1 if go else 0))
 
     return _one_thread_kernel("loop_pass", end_pass)
+
+
+MAX_UNROLL = 8  # copies of a while body per driver pass
+
+
+@functools.cache
+def loop_pass_unrolled():
+    """``(flag, counter, cap, k, h0, h1, ..., h7)`` at the end of each of the k
+    copies of an unrolled while body: ``h0`` is the while node's handle, ``h1``
+    to ``h(k-1)`` the if nodes' around copies 2 to k. Counts the pass as
+    ``loop_pass`` does; ``counter[2]`` is the copy running. While the loop goes
+    on, the next copy's if node runs; once it stops (or after the last copy),
+    the later copies' if nodes are switched off and the while handle says
+    whether another driver pass runs."""
+    setter = get_backend().conditional_setter()
+
+    @cuda.jit(device=True, inline=True)
+    def set_copy(m, value, h1, h2, h3, h4, h5, h6, h7):
+        if m == 1:
+            setter(h1, value)
+        elif m == 2:
+            setter(h2, value)
+        elif m == 3:
+            setter(h3, value)
+        elif m == 4:
+            setter(h4, value)
+        elif m == 5:
+            setter(h5, value)
+        elif m == 6:
+            setter(h6, value)
+        elif m == 7:
+            setter(h7, value)
+
+    def end_copy(flag, counter, cap, k, h0, h1, h2, h3, h4, h5, h6, h7):
+        if cuda.grid(1) == 0:
+            passes = counter[0] + 1
+            counter[0] = passes
+            go = flag[0] != 0
+            if go and passes >= cap:
+                go = False
+                counter[1] = 1
+            j = counter[2] + 1  # the next copy
+            if go and j < k:
+                set_copy(j, np.uint32(1), h1, h2, h3, h4, h5, h6, h7)
+                counter[2] = j
+            else:
+                for m in range(j, k):
+                    set_copy(m, np.uint32(0), h1, h2, h3, h4, h5, h6, h7)
+                setter(h0, np.uint32(1 if go else 0))
+                counter[2] = 0
+
+    return _one_thread_kernel("loop_pass_unrolled", end_copy)
 
 
 @functools.cache

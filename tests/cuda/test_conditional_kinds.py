@@ -358,3 +358,67 @@ def test_an_older_driver_is_named(monkeypatch, kind):
     with tp.cuda.graph(g):  # if and while nodes need only 12.4
         with g.while_(~flag):
             pass
+
+
+# -- unrolled loops ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("unroll", [2, 3, 4, 8])
+def test_an_unrolled_loop_ends_on_every_residue_with_exact_counts(unroll):
+    """Loops of 0 to 2k + 1 passes: every residue mod k, ending mid-pass or at its end."""
+    n, flag, acc, x = tp.zeros(1, dtype=tp.int64), tp.empty(1, dtype=tp.bool), tp.zeros(1), tp.zeros(3)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        tp.gt(n, 0, out=flag)
+        with g.while_(flag, unroll=unroll) as loop:
+            acc.add_(n)
+            x.mul_(0.5).add_(1.0)
+            n.sub_(1)
+            tp.gt(n, 0, out=flag)
+    for start in range(2 * unroll + 2):
+        n.fill_(start)
+        acc.zero_()
+        x.zero_()
+        g.replay()
+        host_x = 0.0
+        for _ in range(start):
+            host_x = host_x * 0.5 + 1.0
+        assert loop.iterations.item() == start and not loop.hit_limit, start
+        assert acc.item() == start * (start + 1) // 2, start
+        assert x.numpy().tolist() == [np.float32(host_x)] * 3, start
+        assert n.item() == 0
+
+
+@pytest.mark.parametrize("cap", [0, 1, 3, 4, 5, 9])
+def test_an_unrolled_loop_keeps_its_cap(cap):
+    flag, x = tp.tensor([True]), tp.zeros(1)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(flag, max_iters=cap, unroll=4) as loop:
+            x.add_(1.0)
+    for replay in (1, 2):
+        g.replay()
+        assert x.item() == cap * replay and loop.iterations.item() == cap and loop.hit_limit
+
+
+def test_unroll_is_refused_where_it_cannot_work():
+    flag = tp.tensor([True])
+    for kwargs, msg in [
+        ({"unroll": 0}, "unroll as an int from 1 to 8"),
+        ({"unroll": 9}, "unroll as an int from 1 to 8"),
+        ({"pred": None, "unroll": 2}, "unroll needs a flag"),
+    ]:
+        g = tp.cuda.CUDAGraph()
+        with pytest.raises(ValueError, match=msg):
+            with tp.cuda.graph(g):
+                with g.while_(**{"pred": flag, **kwargs}):
+                    pass
+        _no_capture_left()
+    g = tp.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="inside a while loop with unroll > 1.*the capture was discarded"):
+        with tp.cuda.graph(g):
+            with g.while_(flag, unroll=2):
+                with g.if_(flag):
+                    pass
+    _no_capture_left()
+    _still_usable()

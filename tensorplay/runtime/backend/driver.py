@@ -422,6 +422,28 @@ class DriverBackend:
             raise
         return body_stream
 
+    def conditional_repeat(self, body_stream, handles: list[int]) -> None:
+        """End the capture into a body, then append to that body graph, one after
+        another, an if node per handle whose body is a copy of what was captured."""
+        _, _, body, deps, _, _ = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(body_stream))
+        self.conditional_end(body_stream)
+        copy = check("cuGraphClone", drv.cuGraphClone(body))
+        try:
+            last = list(deps)
+            for handle in handles:
+                p = drv.CUgraphNodeParams()
+                p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+                p.conditional.handle = drv.CUgraphConditionalHandle(handle)
+                p.conditional.type = _CONDITIONAL_TYPES["if"]
+                p.conditional.size = 1
+                p.conditional.ctx = self.ctx
+                node = check("cuGraphAddNode", drv.cuGraphAddNode(body, last, None, len(last), p))
+                if_body = p.conditional.phGraph_out[0]
+                check("cuGraphAddChildGraphNode", drv.cuGraphAddChildGraphNode(if_body, None, 0, copy))
+                last = [node]
+        finally:
+            drv.cuGraphDestroy(copy)  # a child graph node holds a copy of its own
+
     def conditional_end(self, body_stream) -> None:
         """End the capture into a conditional body."""
         try:

@@ -126,6 +126,9 @@ class Graphs(Protocol):
     def conditional_body_capture(self, body: Any, mode: str) -> Any:
         """A new stream capturing into a conditional node's body graph."""
 
+    def conditional_repeat(self, body_stream: Any, handles: list) -> None:
+        """End the capture into a body and append an if node per handle holding a copy of it (an unrolled loop)."""
+
     def conditional_end(self, body_stream: Any) -> None: ...
     def graph_instantiate(self, graph: Any) -> Any: ...
     def graph_launch(self, graph_exec: Any, stream: Any) -> None: ...

@@ -538,6 +538,19 @@ class SimBackend:
         self._captures.append(capture)
         return body_stream
 
+    def conditional_repeat(self, body_stream, handles: list[int]) -> None:
+        """End the capture into a body, then append to that body graph, one after
+        another, an if node per handle whose body is a copy of what was captured."""
+        body, last = body_stream.capture.graph, body_stream.frontier
+        self.end_capture(body_stream)
+        copy = SimGraph(nodes=list(body.nodes))
+        for handle in handles:
+            cond = _CONDITIONS[handle]
+            cond.kind = "if"
+            cond.bodies = (SimGraph(capture=body.capture),)
+            cond.bodies[0].add("graph", SimGraphExec(copy).run, "copy of the loop body", ())
+            last = (body.add("conditional", cond.run, f"if (handle {handle:#x})", last, cond.bodies),)
+
     def conditional_end(self, body_stream) -> None:
         """End the capture into a conditional body."""
         self.end_capture(body_stream)
