@@ -181,9 +181,12 @@ def open_node(
         loop.conditional_handle = np.uint64(handle)
     _start(kind, handle, pred, size, loop, outer)
     bodies = dev.conditional_add(outer._h, handle, kind, size)
-    body = Stream._wrap(dev.conditional_body_capture(bodies[0], mode))
+    # An unrolled body is captured into a graph of its own, which close() copies
+    # into the while body k times (the driver copies a plain graph, not a body).
+    target = bodies[0] if unroll == 1 else dev.graph_create()
+    body = Stream._wrap(dev.conditional_body_capture(target, mode))
     route(body)
-    copies = [dev.conditional_handle(body._h) for _ in range(unroll - 1)]
+    copies = [dev.conditional_handle_in(bodies[0]) for _ in range(unroll - 1)]
     node = OpenNode(kind, handle, pred, bodies, body, current_stream(), loop=loop, copies=copies)
     set_stream(body)
     return node
@@ -212,7 +215,7 @@ def close(node: OpenNode) -> None:
         set_stream(node.previous)
         if node.copies:
             allocator.route_to_pool(node.body, None)
-            get_backend().conditional_repeat(node.body._h, node.copies)
+            get_backend().conditional_repeat(node.body._h, node.bodies[0], node.copies)
         else:
             _end_body(node)
 

@@ -388,8 +388,10 @@ class CUDAGraph:
         ``max_iters`` caps the passes of a replay: the loop stops after that
         many even if ``flag`` still holds. ``unroll=k`` (up to 8; needs a flag,
         and a body without conditional nodes) runs k copies of the body per
-        driver pass, each skipped on the device once ``flag`` fails: for small
-        bodies, whose passes the driver's re-launch dominates. After a replay (synchronised),
+        driver pass, copies 2 to k each in an if node that the device switches
+        off once ``flag`` fails. Measure before you use it: on an H200 (driver
+        580) an if node costs more than the while node's re-launch it saves,
+        so unroll=1 was the fastest (``benchmarks/conditional_kinds.py``). After a replay (synchronised),
         ``loop.iterations`` holds its passes and ``loop.hit_limit`` says whether
         it stopped at the cap; ``g.hit_limits()`` lists the loops that did.
 

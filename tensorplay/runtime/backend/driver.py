@@ -422,14 +422,23 @@ class DriverBackend:
             raise
         return body_stream
 
-    def conditional_repeat(self, body_stream, handles: list[int]) -> None:
-        """End the capture into a body, then append to that body graph, one after
-        another, an if node per handle whose body is a copy of what was captured."""
-        _, _, body, deps, _, _ = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(body_stream))
+    def conditional_handle_in(self, graph) -> int:
+        """A conditional handle created in ``graph`` (a body graph, not being captured)."""
+        created = drv.cuGraphConditionalHandleCreate(graph, self.ctx, 0, drv.CU_GRAPH_COND_ASSIGN_DEFAULT)
+        return int(check("cuGraphConditionalHandleCreate", created))
+
+    def graph_create(self):
+        return check("cuGraphCreate", drv.cuGraphCreate(0))
+
+    def conditional_repeat(self, body_stream, target, handles: list[int]) -> None:
+        """End the capture on ``body_stream`` (into a graph of its own), then put
+        in the body graph ``target`` a child graph node of what was captured,
+        and after it, one after another, an if node per handle holding another
+        (the driver does not clone a conditional body, but does a plain graph)."""
+        _, _, copy, *_ = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(body_stream))
         self.conditional_end(body_stream)
-        copy = check("cuGraphClone", drv.cuGraphClone(body))
         try:
-            last = list(deps)
+            last = [check("cuGraphAddChildGraphNode", drv.cuGraphAddChildGraphNode(target, None, 0, copy))]
             for handle in handles:
                 p = drv.CUgraphNodeParams()
                 p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
@@ -437,12 +446,12 @@ class DriverBackend:
                 p.conditional.type = _CONDITIONAL_TYPES["if"]
                 p.conditional.size = 1
                 p.conditional.ctx = self.ctx
-                node = check("cuGraphAddNode", drv.cuGraphAddNode(body, last, None, len(last), p))
+                node = check("cuGraphAddNode", drv.cuGraphAddNode(target, last, None, len(last), p))
                 if_body = p.conditional.phGraph_out[0]
                 check("cuGraphAddChildGraphNode", drv.cuGraphAddChildGraphNode(if_body, None, 0, copy))
                 last = [node]
         finally:
-            drv.cuGraphDestroy(copy)  # a child graph node holds a copy of its own
+            drv.cuGraphDestroy(copy)  # each child graph node holds a copy of its own
 
     def conditional_end(self, body_stream) -> None:
         """End the capture into a conditional body."""

@@ -126,8 +126,13 @@ class Graphs(Protocol):
     def conditional_body_capture(self, body: Any, mode: str) -> Any:
         """A new stream capturing into a conditional node's body graph."""
 
-    def conditional_repeat(self, body_stream: Any, handles: list) -> None:
-        """End the capture into a body and append an if node per handle holding a copy of it (an unrolled loop)."""
+    def conditional_handle_in(self, graph: Any) -> int:
+        """A conditional handle created in a body graph that is not being captured."""
+
+    def graph_create(self) -> Any: ...
+    def conditional_repeat(self, body_stream: Any, target: Any, handles: list) -> None:
+        """End the capture on ``body_stream`` (into a graph of its own) and put a copy of it into the
+        body graph ``target``, then an if node per handle holding another copy (an unrolled loop)."""
 
     def conditional_end(self, body_stream: Any) -> None: ...
     def graph_instantiate(self, graph: Any) -> Any: ...

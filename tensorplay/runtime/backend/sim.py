@@ -538,18 +538,29 @@ class SimBackend:
         self._captures.append(capture)
         return body_stream
 
-    def conditional_repeat(self, body_stream, handles: list[int]) -> None:
-        """End the capture into a body, then append to that body graph, one after
-        another, an if node per handle whose body is a copy of what was captured."""
-        body, last = body_stream.capture.graph, body_stream.frontier
+    def conditional_handle_in(self, graph: SimGraph) -> int:
+        handle = next(_HANDLES)
+        _CONDITIONS[handle] = SimCondition("if", ())
+        graph.handles.append(handle)  # freed with the graph, as the driver's
+        return handle
+
+    def graph_create(self) -> SimGraph:
+        return SimGraph()
+
+    def conditional_repeat(self, body_stream, target: SimGraph, handles: list[int]) -> None:
+        """End the capture on ``body_stream`` (into a graph of its own), then put
+        in the body graph ``target`` a child graph node of what was captured,
+        and after it, one after another, an if node per handle holding another."""
+        copy = body_stream.capture.graph
         self.end_capture(body_stream)
-        copy = SimGraph(nodes=list(body.nodes))
+        last = (target.add("graph", SimGraphExec(copy).run, "the loop body", ()),)
         for handle in handles:
             cond = _CONDITIONS[handle]
             cond.kind = "if"
-            cond.bodies = (SimGraph(capture=body.capture),)
-            cond.bodies[0].add("graph", SimGraphExec(copy).run, "copy of the loop body", ())
-            last = (body.add("conditional", cond.run, f"if (handle {handle:#x})", last, cond.bodies),)
+            cond.bodies = (SimGraph(capture=target.capture),)
+            cond.bodies[0].add("graph", SimGraphExec(copy).run, "a copy of the loop body", ())
+            last = (target.add("conditional", cond.run, f"if (handle {handle:#x})", last, cond.bodies),)
+        target.handles.extend(copy.handles)
 
     def conditional_end(self, body_stream) -> None:
         """End the capture into a conditional body."""
