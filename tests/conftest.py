@@ -2,11 +2,38 @@
 
 Select the backend with ``TENSORPLAY_BACKEND=sim|cuda|auto``; shared helpers are in
 ``tests/helpers`` (``from helpers import assert_close``).
+
+On the simulator the test process is pinned to one CPU (see ``pytest_configure``).
 """
+
+import os
 
 import pytest
 
 import tensorplay as tp
+
+
+def pytest_configure(config):
+    """On the simulator, keep the process on one CPU.
+
+    Numba's simulator runs a Python thread per CUDA thread, and every call of a
+    device function (each element of an elementwise kernel calls two or three)
+    takes a lock shared by the calling module's functions, while the launching
+    thread polls the block's threads in a busy loop. On two or more free cores
+    the threads form a convoy on that lock, each hand-over waiting on the GIL
+    that the polling thread holds: one launch over 23 040 elements (in
+    test_elementwise_on_permuted_layouts) took from 1 s to over 10 minutes from
+    run to run. On one core it takes under 1 s every time, and the simulated
+    threads never ran in parallel anyway (the GIL). Threads inherit the
+    affinity, so this runs before any is started; pytest-xdist workers take a
+    CPU each, in turn.
+    """
+    if tp.cuda.backend() != "sim" or not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    os.sched_setaffinity(0, {cpus[index % len(cpus)]})
 
 
 def pytest_collection_modifyitems(config, items):

@@ -120,9 +120,11 @@ def test_few_long_rows_are_shared_between_blocks(monkeypatch):
     small), two long rows are each walked by several blocks (gridDim.y)."""
     from tensorplay._ops import _ND_PLANS
     from tensorplay.runtime import launch
+    from tensorplay.runtime.caches import BoundedCache
 
     launch.grid_1d(1)  # reads the backend's limits
     monkeypatch.setattr(launch, "_limits", [256, 256 * 8, 1 << 30])
+    monkeypatch.setattr(launch, "_grids", BoundedCache("test.grids", 64))  # shapes of these limits stay here
     assert launch.grid_rows(2, 2100) == ((2, 3, 1), (256, 1, 1))
     _ND_PLANS.clear()  # plans keep their launch shapes
     try:
