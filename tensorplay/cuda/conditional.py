@@ -7,9 +7,10 @@ bodies, and a stream of its own captures into the first body, made current.
 ``next_body`` moves the capture to the next body (else, the next case);
 ``close`` ends it and makes the stream below current again.
 
-A while node always has a counter (two int64 in ordinary device memory, not
-the graph's pool, so that it may outlive the graph): the passes of its last
-replay, and whether it stopped at its cap. Its start and end-of-pass kernels
+A while node always has a counter (three int64 from the graph's pool, held by
+its ``Loop``; ``reset()`` lets go of them, and refuses while you hold
+``loop.iterations``, as for any tensor of the capture): the passes of its last
+run, and whether it stopped at its cap. Its start and end-of-pass kernels
 keep it, so counting and ``max_iters`` add no kernel to a pass of a loop with
 a flag. A do-while (no flag: the user's kernels call ``set_conditional``)
 counts only when it has a cap, which adds one kernel to each pass.
@@ -17,6 +18,7 @@ counts only when it has a cap, which adds one kernel to each pass.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,10 +28,9 @@ from .._factories import empty
 from .._tensor import Tensor
 from ..kernels import conditional as ck
 from ..runtime.backend import get as get_backend
-from ..runtime.launch import launch
+from ..runtime.launch import ArrayArg, launch
 from ..runtime.memory import allocator
-from ..runtime.streams import Stream, current_stream, default_stream, set_stream
-from ..runtime.streams import stream as use_stream
+from ..runtime.streams import Stream, current_stream, set_stream
 
 __all__ = ["Branch", "Cases", "Loop", "OpenNode", "close", "next_body", "open_node"]
 
@@ -162,10 +163,9 @@ def check_loop(pred, max_iters, unroll) -> None:
 
 
 def new_counter() -> Tensor:
-    """Three int64 in ordinary device memory (not the capture's pool): allocated
-    with the legacy stream current, which no capture routes; nothing is launched."""
-    with use_stream(default_stream()):
-        return empty(3, dtype=dt.int64)
+    """Three int64 from the capture's pool, as any tensor made in the capture
+    (allocated on the current stream, which the capture routes there)."""
+    return empty(3, dtype=dt.int64)
 
 
 def open_node(
@@ -220,6 +220,24 @@ def close(node: OpenNode) -> None:
             _end_body(node)
 
 
+def unshared_counter_blocks(loops) -> set[int]:
+    """The ids of the allocator blocks of ``loops``' counters that nothing but
+    the loops holds (no ``loop.iterations`` view of yours): ``reset()`` may let
+    go of those. A counter's storage is referenced by its tensor, and by any
+    view of it."""
+    own = set()
+    for loop in loops:
+        if loop.counter is not None and sys.getrefcount(loop.counter._storage) <= 2:  # its tensor, and the call
+            own.add(id(loop.counter._storage.block))
+    return own
+
+
+def _counter_arg(counter: Tensor) -> ArrayArg:
+    """The counter as a kernel argument by address only: a recorded graph must
+    not keep it alive past ``reset()``, which lets go of it."""
+    return ArrayArg(counter.data_ptr(), (3,), (8,), "int64", 8, True)
+
+
 def set_from_flag(handle: int, pred: Tensor, stream: Stream) -> None:
     launch(ck.set_from_flag(), *_ONE, [np.uint64(handle), pred.reshape(1)._flat()], stream)
 
@@ -241,9 +259,9 @@ def _start(kind: str, handle: int, pred, size: int, loop: Loop | None, stream: S
     else:
         cap = np.int64(NO_CAP if loop.max_iters is None else loop.max_iters)
         if pred is None:
-            launch(ck.loop_start_do_while(), *_ONE, [h, loop.counter, cap], stream)
+            launch(ck.loop_start_do_while(), *_ONE, [h, _counter_arg(loop.counter), cap], stream)
         else:
-            launch(ck.loop_start(), *_ONE, [h, pred.reshape(1)._flat(), loop.counter, cap], stream)
+            launch(ck.loop_start(), *_ONE, [h, pred.reshape(1)._flat(), _counter_arg(loop.counter), cap], stream)
 
 
 def _end_pass(node: OpenNode) -> None:
@@ -256,8 +274,8 @@ def _end_pass(node: OpenNode) -> None:
         handles = [np.uint64(c) for c in node.copies] + [np.uint64(0)] * (ck.MAX_UNROLL - 1 - len(node.copies))
         k = np.int64(len(node.copies) + 1)
         flag = node.pred.reshape(1)._flat()
-        launch(ck.loop_pass_unrolled(), *_ONE, [flag, loop.counter, cap, k, h, *handles], node.body)
+        launch(ck.loop_pass_unrolled(), *_ONE, [flag, _counter_arg(loop.counter), cap, k, h, *handles], node.body)
     elif node.pred is None:
-        launch(ck.loop_pass_do_while(), *_ONE, [h, loop.counter, cap], node.body)
+        launch(ck.loop_pass_do_while(), *_ONE, [h, _counter_arg(loop.counter), cap], node.body)
     else:
-        launch(ck.loop_pass(), *_ONE, [h, node.pred.reshape(1)._flat(), loop.counter, cap], node.body)
+        launch(ck.loop_pass(), *_ONE, [h, node.pred.reshape(1)._flat(), _counter_arg(loop.counter), cap], node.body)

@@ -544,7 +544,8 @@ class CUDAGraph:
         if self._stream is not None:
             raise RuntimeError("reset() during a capture; call capture_end() first")
         if self._token is not None:
-            alive = allocator.live_blocks(self._token)
+            own = conditional.unshared_counter_blocks(self._loops)  # held by the graph's loops alone
+            alive = [b for b in allocator.live_blocks(self._token) if id(b) not in own]
             if alive:
                 raise RuntimeError(
                     f"reset() while {len(alive)} tensor(s) allocated during the capture are alive "
@@ -565,6 +566,8 @@ class CUDAGraph:
             allocator.release_pool(self._pool)
             allocator.forget_capture(self._token)
         self._exec = self._graph = self._pool = self._token = None
+        for loop in self._loops:
+            loop.counter = None
         self._loops = []
 
     def __del__(self) -> None:

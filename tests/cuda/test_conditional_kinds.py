@@ -196,7 +196,7 @@ def test_an_uncapped_do_while_keeps_no_counter():
     assert loop.iterations is None and not loop.hit_limit and g.hit_limits() == []
 
 
-def test_a_loop_counter_outlives_its_graph_and_reset_is_not_refused():
+def test_reset_lets_go_of_the_loop_counters_but_not_of_one_you_hold():
     flag, x = tp.tensor([True]), tp.zeros(1)
     g = tp.cuda.CUDAGraph()
     with tp.cuda.graph(g):
@@ -204,8 +204,12 @@ def test_a_loop_counter_outlives_its_graph_and_reset_is_not_refused():
             x.add_(1.0)
     g.replay()
     iterations = loop.iterations
-    g.reset()  # the counter is not in the graph's pool: holding it does not block reset
-    assert iterations.item() == 2
+    with pytest.raises(RuntimeError, match=r"reset\(\) while 1 tensor"):
+        g.reset()  # the counter is in the graph's pool, as every tensor of the capture
+    assert iterations.item() == 2 and loop.iterations.item() == 2  # nothing changed
+    del iterations
+    g.reset()
+    assert loop.iterations is None
 
 
 # -- nested combinations, against the host ----------------------------------------------------------
