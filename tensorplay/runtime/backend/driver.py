@@ -385,22 +385,13 @@ class DriverBackend:
 
     def conditional_handle(self, stream) -> int:
         _, _, graph, *_ = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(stream))
-        handle = check(
-            "cuGraphConditionalHandleCreate",
-            drv.cuGraphConditionalHandleCreate(graph, self.ctx, 0, drv.CU_GRAPH_COND_ASSIGN_DEFAULT),
-        )
-        return int(handle)
+        return self.conditional_handle_in(graph)
 
     def conditional_add(self, stream, handle: int, kind: str, size: int) -> tuple:
         """Add a conditional node of ``kind`` with ``size`` bodies after the
         stream's work (the stream's later work depends on it); return its body graphs."""
         _, _, graph, deps, edges, ndeps = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(stream))
-        p = drv.CUgraphNodeParams()
-        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
-        p.conditional.handle = drv.CUgraphConditionalHandle(handle)
-        p.conditional.type = _CONDITIONAL_TYPES[kind]
-        p.conditional.size = size
-        p.conditional.ctx = self.ctx
+        p = self._conditional_params(handle, kind, size)
         node = check("cuGraphAddNode", drv.cuGraphAddNode(graph, deps, edges, ndeps, p))
         bodies = tuple(p.conditional.phGraph_out[i] for i in range(size))
         flags = drv.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES
@@ -408,6 +399,15 @@ class DriverBackend:
             "cuStreamUpdateCaptureDependencies", drv.cuStreamUpdateCaptureDependencies(stream, [node], None, 1, flags)
         )
         return bodies
+
+    def _conditional_params(self, handle: int, kind: str, size: int):
+        p = drv.CUgraphNodeParams()
+        p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+        p.conditional.handle = drv.CUgraphConditionalHandle(handle)
+        p.conditional.type = _CONDITIONAL_TYPES[kind]
+        p.conditional.size = size
+        p.conditional.ctx = self.ctx
+        return p
 
     def conditional_body_capture(self, body, mode: str):
         """A new stream capturing into the body graph ``body``."""
@@ -440,12 +440,7 @@ class DriverBackend:
         try:
             last = [check("cuGraphAddChildGraphNode", drv.cuGraphAddChildGraphNode(target, None, 0, copy))]
             for handle in handles:
-                p = drv.CUgraphNodeParams()
-                p.type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
-                p.conditional.handle = drv.CUgraphConditionalHandle(handle)
-                p.conditional.type = _CONDITIONAL_TYPES["if"]
-                p.conditional.size = 1
-                p.conditional.ctx = self.ctx
+                p = self._conditional_params(handle, "if", 1)
                 node = check("cuGraphAddNode", drv.cuGraphAddNode(target, last, None, len(last), p))
                 if_body = p.conditional.phGraph_out[0]
                 check("cuGraphAddChildGraphNode", drv.cuGraphAddChildGraphNode(if_body, None, 0, copy))

@@ -513,10 +513,7 @@ class SimBackend:
     def conditional_handle(self, stream) -> int:
         if stream.capture is None:
             raise _fail("cuGraphConditionalHandleCreate", "CUDA_ERROR_ILLEGAL_STATE", CudaError)
-        handle = next(_HANDLES)
-        _CONDITIONS[handle] = SimCondition("if", ())
-        stream.capture.graph.handles.append(handle)  # freed with the graph, as the driver's
-        return handle
+        return self.conditional_handle_in(stream.capture.graph)
 
     def conditional_add(self, stream, handle: int, kind: str, size: int) -> tuple:
         """Add a conditional node with ``size`` bodies after the stream's work; return its body graphs."""
