@@ -1,0 +1,243 @@
+"""``CUDAGraph``'s conditional-node methods: if, if/else, switch and while, low
+level (``begin_capture_to_*_node``) and as context managers (``g.if_``,
+``g.if_else``, ``g.switch_``, ``g.while_``). The node machinery they drive is
+``cuda/conditional.py``; this class holds what the graph's capture state
+(stream, pool, mode, open nodes, loops) adds to it, and is ``CUDAGraph``'s base.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+from ..runtime.backend import get as get_backend
+from ..runtime.memory import allocator
+from ..runtime.streams import Stream
+from . import conditional
+from .conditional import Branch, Cases, Loop
+
+__all__ = ["ConditionalNodes"]
+
+
+class ConditionalNodes:
+    """The conditional nodes of a capture (mixed into ``CUDAGraph``, whose
+    ``capture_begin`` sets the state read here and whose ``_abort_capture``
+    discards it)."""
+
+    def begin_capture_to_if_node(self, pred) -> None:
+        """Capture what follows into the body of an if node, run at replay iff
+        ``pred`` (a one-element bool device tensor) is true at that point."""
+        self._open_node("if", pred)
+
+    def begin_capture_to_if_else_node(self, pred) -> None:
+        """Capture what follows into the then-body of an if/else node (one driver
+        node, CUDA 12.8 or newer); ``begin_capture_to_next_conditional_body()``
+        moves the capture to the else-body, run at replay iff ``pred`` is false."""
+        self._open_node("if_else", pred)
+
+    def begin_capture_to_switch_node(self, index, n: int) -> None:
+        """Capture what follows into case 0 of a switch node of ``n`` cases (CUDA
+        12.8 or newer): at replay it runs case ``index[0]`` (``index``: a
+        one-element int32 or int64 device tensor), or none when it is outside
+        ``[0, n)``. Open the next case with ``begin_capture_to_next_conditional_body()``."""
+        self._open_node("switch", index, n)
+
+    def begin_capture_to_while_node(self, pred, max_iters: int | None = None, unroll: int = 1) -> Loop:
+        """Capture what follows into the body of a while node: at replay the body
+        runs while ``pred`` is true, sampled before the node and after every pass,
+        and at most ``max_iters`` times. With ``unroll`` k (at most 8), each driver
+        pass runs k copies of the body, each later one skipped on the device once
+        the condition fails: the same results, less of the driver's per-pass cost.
+        Returns the ``Loop`` (its counter)."""
+        return self._open_node("while", pred, max_iters=max_iters, unroll=unroll)
+
+    def begin_capture_to_next_conditional_body(self) -> None:
+        """End the innermost node's current body and capture into its next one
+        (an if/else's else-body, a switch's next case)."""
+        node = self._innermost("begin_capture_to_next_conditional_body()")
+        if node.index + 1 >= len(node.bodies):
+            what = "its else-body" if node.kind == "if_else" else f"its {len(node.bodies)} cases"
+            self._refuse(
+                RuntimeError,
+                f"begin_capture_to_next_conditional_body() on a{'n' if node.kind[0] == 'i' else ''} "
+                f"{node.kind.replace('_', '/')} node already capturing {what if node.index else 'its only body'}; "
+                "close it with end_capture_to_conditional_node()",
+            )
+        conditional.next_body(node, self._mode, self._route)
+
+    def end_capture_to_conditional_node(self) -> None:
+        """Close the innermost open conditional node (every body of it opened)."""
+        node = self._innermost("end_capture_to_conditional_node()")
+        if node.index + 1 < len(node.bodies):
+            left = len(node.bodies) - node.index - 1
+            self._refuse(
+                RuntimeError,
+                f"end_capture_to_conditional_node() with {left} of the {node.kind.replace('_', '/')} node's "
+                f"{len(node.bodies)} bodies never opened; open each with begin_capture_to_next_conditional_body() "
+                "(use an if node for an if without else)",
+            )
+        self._open.pop()
+        conditional.close(node)
+
+    def set_conditional_handle_for_current_node(self, pred) -> None:
+        """Set the innermost open node's condition from ``pred`` at this point of
+        its body (a while node loops again iff it is true at the end of a pass)."""
+        if not self._open:
+            raise RuntimeError("set_conditional_handle_for_current_node() needs an open conditional node")
+        self._checked(conditional.check_flag, pred)
+        node = self._open[-1]
+        conditional.set_from_flag(node.handle, pred, node.body)
+        if node.kind == "while":
+            node.pred = pred
+
+    @contextmanager
+    def if_(self, pred):
+        """``with g.if_(flag) as handle:`` captures the body of an if node."""
+        self.begin_capture_to_if_node(pred)
+        yield np.uint64(self._open[-1].handle)
+        self.end_capture_to_conditional_node()
+
+    @contextmanager
+    def if_else(self, pred):
+        """``with g.if_else(flag) as branch:`` captures the then-body of an if/else
+        node; after ``branch.else_()``, the else-body.
+
+        Examples
+        --------
+        >>> import tensorplay as tp
+        >>> flag, x = tp.tensor([False]), tp.zeros(1)
+        >>> g = tp.cuda.CUDAGraph()
+        >>> with tp.cuda.graph(g):
+        ...     with g.if_else(flag) as branch:
+        ...         _ = x.add_(1.0)
+        ...         branch.else_()
+        ...         _ = x.sub_(1.0)
+        >>> g.replay()
+        >>> x.item()
+        -1.0
+        """
+        self.begin_capture_to_if_else_node(pred)
+        yield Branch(self._open[-1].handle, self.begin_capture_to_next_conditional_body)
+        self.end_capture_to_conditional_node()
+
+    @contextmanager
+    def switch_(self, index, n: int):
+        """``with g.switch_(index, n) as cases:`` captures case 0 of a switch node;
+        ``cases.next()`` moves to the next case. At replay case ``index[0]`` runs
+        (none when it is outside ``[0, n)``); a kernel may set the value itself with
+        ``tp.cuda.set_conditional(cases, value)``.
+
+        Examples
+        --------
+        >>> import tensorplay as tp
+        >>> index, x = tp.tensor([2]), tp.zeros(1)
+        >>> g = tp.cuda.CUDAGraph()
+        >>> with tp.cuda.graph(g):
+        ...     with g.switch_(index, 3) as cases:
+        ...         _ = x.add_(1.0)
+        ...         cases.next()
+        ...         _ = x.add_(10.0)
+        ...         cases.next()
+        ...         _ = x.add_(100.0)
+        >>> g.replay()
+        >>> x.item()
+        100.0
+        """
+        self.begin_capture_to_switch_node(index, n)
+        yield Cases(self._open[-1].handle, n, self.begin_capture_to_next_conditional_body)
+        self.end_capture_to_conditional_node()
+
+    @contextmanager
+    def while_(self, pred=None, max_iters: int | None = None, unroll: int = 1):
+        """``with g.while_(flag) as loop:`` captures a loop body run while ``flag``
+        holds; update ``flag`` inside the body (``tp.gt(residual, tol, out=flag)``).
+
+        ``max_iters`` caps the passes of a replay: the loop stops after that
+        many even if ``flag`` still holds. ``unroll=k`` (up to 8; needs a flag,
+        and a body without conditional nodes) runs k copies of the body per
+        driver pass, copies 2 to k each in an if node that the device switches
+        off once ``flag`` fails. Measure before you use it: on an H200 (driver
+        580) an if node costs more than the while node's re-launch it saves,
+        so unroll=1 was the fastest (``benchmarks/conditional_kinds.py``). After a replay (synchronised),
+        ``loop.iterations`` holds its passes and ``loop.hit_limit`` says whether
+        it stopped at the cap; ``g.hit_limits()`` lists the loops that did.
+
+        With no ``flag`` the loop is a do-while driven by your own kernels: the
+        body runs once, then again while a kernel of the last pass called
+        ``tp.cuda.set_conditional(loop, 1)``. That saves the kernel that copies
+        a flag into the condition on every pass (a cap adds one back).
+
+        Examples
+        --------
+        >>> import tensorplay as tp
+        >>> n, flag, total = tp.tensor([4]), tp.tensor([True]), tp.zeros(1)
+        >>> g = tp.cuda.CUDAGraph()
+        >>> with tp.cuda.graph(g):
+        ...     with g.while_(flag, max_iters=100) as loop:
+        ...         _ = total.add_(n)
+        ...         _ = n.sub_(1)
+        ...         _ = tp.gt(n, 0, out=flag)
+        >>> g.replay()
+        >>> total.item(), loop.iterations.item(), loop.hit_limit
+        (10.0, 4, False)
+        """
+        loop = self.begin_capture_to_while_node(pred, max_iters, unroll)
+        yield loop
+        self.end_capture_to_conditional_node()
+
+    def hit_limits(self) -> list[Loop]:
+        """The while loops whose last replay stopped at their ``max_iters`` (reads
+        the device: synchronise the replay's stream first)."""
+        if self._stream is not None:
+            raise RuntimeError("hit_limits() during a capture; call it after a replay")
+        return [loop for loop in self._loops if loop.hit_limit]
+
+    def _open_node(self, kind: str, pred, n: int | None = None, max_iters: int | None = None, unroll: int = 1):
+        if self._stream is None:
+            raise RuntimeError(f"begin_capture_to_{kind}_node() needs a capture in progress")
+        if self._open and self._open[-1].copies:
+            self._refuse(
+                RuntimeError,
+                f"a {kind.replace('_', '/')} node inside a while loop with unroll > 1: the driver does not copy "
+                "conditional nodes, so an unrolled body holds none; use unroll=1 for this loop",
+            )
+        if kind == "switch":
+            self._checked(conditional.check_switch, pred, n)
+        elif pred is not None or kind != "while":
+            self._checked(conditional.check_flag, pred)
+        loop = None
+        if kind == "while":
+            self._checked(conditional.check_loop, pred, max_iters, unroll)
+            counter = None if pred is None and max_iters is None else conditional.new_counter()
+            loop = Loop(0, counter, max_iters)
+        missing = get_backend().conditional_support(kind)
+        if missing:
+            self._refuse(RuntimeError, missing)
+        outer = self._open[-1].body if self._open else self._stream
+        size = conditional.body_count(kind, n)
+        self._open.append(conditional.open_node(outer, kind, pred, size, self._mode, self._route, loop, unroll))
+        if loop is not None:
+            self._loops.append(loop)
+        return loop
+
+    def _route(self, body: Stream) -> None:
+        """Send the allocations of a conditional body's stream to this capture's pool."""
+        allocator.route_to_pool(body, self._pool, self._token)
+
+    def _innermost(self, call: str):
+        if not self._open:
+            raise RuntimeError(f"{call} without an open conditional node")
+        return self._open[-1]
+
+    def _checked(self, check, *args) -> None:
+        """Run ``check``; what it refuses ends the capture (no capture is left open)."""
+        try:
+            check(*args)
+        except (TypeError, ValueError) as e:
+            self._refuse(type(e), str(e))
+
+    def _refuse(self, kind: type, message: str):
+        """Discard the capture and raise ``kind(message)`` (the runtime stays usable)."""
+        self._abort_capture()
+        raise kind(f"{message} (the capture was discarded)")
