@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import weakref
 from contextlib import contextmanager
+from functools import partial
 
 from ..kernels import conditional as conditional_kernels
 from ..runtime.backend import CaptureError, CudaError
@@ -40,6 +41,8 @@ from ..runtime.capture import (
     refuse_legacy_capture,
     refuse_nested_capture,
     refuse_replay_into_capture,
+    release_after_captures,
+    release_deferred,
     wait_for_device_unless_capturing,
 )
 from ..runtime.memory import allocator
@@ -94,6 +97,18 @@ def graph_pool_handle():
     [3.0, 3.0]
     """
     return allocator.new_pool_id()
+
+
+def _free_graph(stager: Stager | None, graph_exec, graph) -> None:
+    """Destroy what a reset or collected CUDAGraph held on the device (through
+    ``release_after_captures``: never in the middle of a capture)."""
+    if stager is not None:
+        stager.release()
+    dev = get_backend()
+    if graph_exec is not None:
+        dev.graph_exec_destroy(graph_exec)
+    if graph is not None:
+        dev.graph_destroy(graph)
 
 
 def _pool_of(pool):
@@ -197,6 +212,8 @@ class CUDAGraph(ConditionalNodes):
         except BaseException:
             self._discard_pool(s)
             raise
+        finally:
+            release_deferred()  # graphs freed during the capture
         allocator.end_capture(s, self._pool, keep=True)
         self._graph = graph
         try:
@@ -226,6 +243,7 @@ class CUDAGraph(ConditionalNodes):
             get_backend().graph_destroy(graph)
         except Exception:
             pass  # an invalidated capture still ends; its partial graph is gone
+        release_deferred()
         self._discard_pool(s)
         self._loops = []
 
@@ -336,13 +354,8 @@ class CUDAGraph(ConditionalNodes):
         self._destroy()
 
     def _destroy(self) -> None:
-        if self._stager is not None:
-            self._stager.release()
-        dev = get_backend()
-        if self._exec is not None:
-            dev.graph_exec_destroy(self._exec)
-        if self._graph is not None:
-            dev.graph_destroy(self._graph)
+        release_after_captures(partial(_free_graph, self._stager, self._exec, self._graph))
+        self._stager = None
         if self._pool is not None and self._token is not None:
             allocator.release_pool(self._pool)
             allocator.forget_capture(self._token)

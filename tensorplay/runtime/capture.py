@@ -30,6 +30,7 @@ True
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Protocol
 
 from .backend import CaptureError
@@ -37,7 +38,8 @@ from .backend import CaptureError
 __all__ = [
     "capture_state", "nested_capture_error", "refuse_captured_event", "refuse_device_wide_wait",
     "refuse_empty_cache", "refuse_host_transfer", "refuse_host_wait", "refuse_legacy_capture", "refuse_legacy_launch",
-    "refuse_nested_capture", "refuse_replay_into_capture", "refuse_staged_launch", "wait_for_device_unless_capturing",
+    "refuse_nested_capture", "refuse_replay_into_capture", "refuse_staged_launch", "release_after_captures",
+    "release_deferred", "wait_for_device_unless_capturing",
 ]  # fmt: skip
 
 
@@ -66,6 +68,7 @@ class _CaptureState:
         # for the whole device": otherwise another thread could begin a capture
         # between the test and the wait, which would break it.
         self.lock = threading.RLock()
+        self.deferred: list[Callable[[], None]] = []  # releases waiting for the captures to end
 
     def begin(self, s: StreamLike, mode: str) -> None:
         self.modes[s.handle] = (mode, threading.get_ident())
@@ -256,3 +259,30 @@ def wait_for_device_unless_capturing(synchronize) -> bool:
             return False
         synchronize()
         return True
+
+
+# -- releasing graphs --------------------------------------------------------------
+def release_after_captures(release: Callable[[], None]) -> None:
+    """Call ``release`` (which destroys executable graphs) now, or, while any
+    capture is in progress, once the last one has ended: ``cuGraphExecDestroy``
+    inside a capture invalidates it (measured on the H200, driver 580), and a
+    graph collected by Python may be freed in the middle of another's capture."""
+    with capture_state.lock:
+        if capture_state.active:
+            capture_state.deferred.append(release)
+            return
+    release()
+
+
+def release_deferred() -> None:
+    """Run the releases ``release_after_captures`` kept back, once no capture is
+    in progress (the graph layer calls this after the driver ends a capture)."""
+    with capture_state.lock:
+        if capture_state.active or not capture_state.deferred:
+            return
+        waiting, capture_state.deferred = capture_state.deferred, []
+    for release in waiting:
+        try:
+            release()
+        except Exception:
+            pass  # as in __del__: nothing to tell the caller, whose graph this was not

@@ -453,6 +453,33 @@ def test_a_device_wide_synchronize_inside_a_capture_is_refused_in_every_mode(mod
     assert y.tolist() == [2.0] * 4
 
 
+# -- a graph freed while another captures ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["reset", "collected"])
+@pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
+def test_a_graph_freed_during_another_capture_leaves_that_capture_intact(how, mode):
+    # cuGraphExecDestroy inside a capture invalidates it on the H200: a graph
+    # that Python collects mid-capture (or a reset() there) is freed once it ends.
+    x = tp.ones(4)
+    old = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(old):
+        y = x + 1
+    del y
+    cycle = [old]
+    cycle.append(cycle)  # collected only by the cycle collector, at a time of its choosing
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g, capture_error_mode=mode):
+        if how == "reset":
+            old.reset()
+        del old, cycle
+        gc.collect()
+        z = x * 3
+    g.replay()
+    assert z.tolist() == [3.0] * 4
+    _no_capture_left()
+
+
 # -- item 15: capture_begin() on the default stream captures on the side stream ------------------
 
 

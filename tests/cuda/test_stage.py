@@ -240,8 +240,9 @@ def test_replay_is_unchanged_and_plans_follow_their_static_inputs():
     gc.collect()
     assert len(g._stager.plans()) == 1  # a plan goes with its static inputs
     del y, _
+    stager = g._stager
     g.reset()
-    assert not g._stager.plans()
+    assert not stager.plans()  # their staged graphs freed with the graph
 
 
 def test_plans_hold_no_static_input_alive():
