@@ -20,6 +20,7 @@ from ._tape import refuse_in_place
 from ._tensor import TENSOR_TYPES, Tensor, add_methods
 from .kernels.elementwise import OPS as OP_TABLE
 from .runtime.backend import get as get_backend
+from .runtime.capture import capture_state
 from .runtime.streams import current_stream
 
 __all__ = ["tensor_methods"]
@@ -136,6 +137,7 @@ class TensorMath:
             if (
                 src.dtype is self.dtype and src.shape == self.shape and src._contig and self._contig
                 and (src._storage is not self._storage or not overlaps(src, self))  # else copied first
+                and capture_state.fuser is None  # (a copy kernel while tp.compile fuses)
             ):  # fmt: skip
                 if self.numel():
                     nbytes = self.numel() * self.dtype.itemsize
@@ -152,7 +154,7 @@ class TensorMath:
     def zero_(self):
         if self._ag is not None:
             refuse_in_place("zero_()", self)
-        if self._contig and self.numel():
+        if self._contig and self.numel() and capture_state.fuser is None:  # (a fill while tp.compile fuses)
             get_backend().memset(self._ptr, 0, self.numel() * self.dtype.itemsize, current_stream()._h)
             return self
         return self.fill_(0)

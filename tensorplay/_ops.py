@@ -19,6 +19,7 @@ from ._tensor import _PACK_FLAT, TENSOR_TYPES, Tensor
 from .kernels import elementwise as ew
 from .runtime.backend.params import scalar_struct
 from .runtime.caches import BoundedCache, track_factories
+from .runtime.capture import capture_state
 from .runtime.launch import ArrayArg, grid_1d, grid_rows, grid_tiles, launch_packed, layout_packer, resolve
 
 __all__ = ["binary", "elementwise", "unary"]
@@ -49,6 +50,9 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
             "elements refers to the same memory location (an expand()ed view); clone() it first and write into "
             "the copy"
         )
+    fuser = capture_state.fuser  # tp.compile's fusion pass, while it traces
+    if fuser is not None and fuser.take(op, out, operands, cast):
+        return out
     if any(isinstance(o, Tensor) and o._storage is out._storage for o in operands):
         operands = [_unaliased(o, out) if isinstance(o, Tensor) else o for o in operands]
     pattern = "".join("a" if isinstance(o, Tensor) else "s" for o in operands)
@@ -176,21 +180,22 @@ def _result_dtype(op: str, a_dtype: dt.DType, b_dtype: dt.DType | None) -> tuple
 
 def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
     """``a <op> b`` with broadcasting and promotion; ``a`` or ``b`` may be a number."""
-    if out is None:
-        if type(a) in TENSOR_TYPES and a._contig:
+    if capture_state.fuser is None:  # the fast paths (while tp.compile fuses, every op goes through elementwise())
+        if out is None:
+            if type(a) in TENSOR_TYPES and a._contig:
+                if type(b) in TENSOR_TYPES:
+                    if b._contig and a.shape == b.shape:
+                        return _fast_binary(op, a, b, "aa")
+                elif type(b) in _PYTHON_NUMBERS:
+                    return _fast_binary(op, a, b, "as")
+            elif type(a) in _PYTHON_NUMBERS and type(b) in TENSOR_TYPES and b._contig:
+                return _fast_binary(op, a, b, "sa")
+        elif out is a and type(a) in TENSOR_TYPES and a._contig:  # in place: x.add_(y), x.mul_(2.0)
             if type(b) in TENSOR_TYPES:
-                if b._contig and a.shape == b.shape:
-                    return _fast_binary(op, a, b, "aa")
-            elif type(b) in _PYTHON_NUMBERS:
-                return _fast_binary(op, a, b, "as")
-        elif type(a) in _PYTHON_NUMBERS and type(b) in TENSOR_TYPES and b._contig:
-            return _fast_binary(op, a, b, "sa")
-    elif out is a and type(a) in TENSOR_TYPES and a._contig:  # in place: x.add_(y), x.mul_(2.0)
-        if type(b) in TENSOR_TYPES:
-            if b._contig and a.shape == b.shape and _fast_in_place(op, a, b, "aa"):
+                if b._contig and a.shape == b.shape and _fast_in_place(op, a, b, "aa"):
+                    return a
+            elif type(b) in _PYTHON_NUMBERS and _fast_in_place(op, a, b, "as"):
                 return a
-        elif type(b) in _PYTHON_NUMBERS and _fast_in_place(op, a, b, "as"):
-            return a
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb:
         compute_in = dt.promote(a.dtype, b.dtype)
@@ -322,7 +327,7 @@ _UNARY_PLANS = BoundedCache("ops.unary_plans", 4096)  # (op, dtype) -> UnaryPlan
 
 
 def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
-    fast = out is None and x._contig
+    fast = out is None and x._contig and capture_state.fuser is None
     if fast:
         plan = _UNARY_PLANS.get((op, x.dtype))
         if plan is not None:

@@ -10,7 +10,7 @@ from .backends import lookup
 __all__ = ["compile"]
 
 
-def compile(fn: Callable | None = None, *, backend: str = "cudagraphs", warmup: int = 1):  # noqa: A001 (PyTorch's name)
+def compile(fn: Callable | None = None, *, backend: str = "cudagraphs", warmup: int = 1, fuse: bool = True):  # noqa: A001 (PyTorch's name)
     """Compile ``fn`` with ``backend``; also a decorator, with or without arguments.
 
     With ``backend="cudagraphs"`` the result runs ``fn`` eagerly for the first
@@ -33,6 +33,15 @@ def compile(fn: Callable | None = None, *, backend: str = "cudagraphs", warmup: 
     warmup : int
         Eager calls of each signature before its capture (they compile the
         kernels outside the capture).
+    fuse : bool
+        Generate one kernel per chain of elementwise ops (and a reduction that
+        ends it) while capturing (``tensorplay/compiler/fusion.py``); their
+        source is in ``compiled.kernels()``. False: one kernel per op, as eagerly.
+
+    Called while a graph is being captured (inside ``with tp.cuda.graph(g):``,
+    or a ``g.while_()`` body), a compiled function runs ``fn`` on its arguments
+    themselves, fused, into that capture: a simulation loop's body is fused and
+    its in-place changes reach the caller's tensors.
 
     Examples
     --------
@@ -50,7 +59,7 @@ def compile(fn: Callable | None = None, *, backend: str = "cudagraphs", warmup: 
     12.0
     """
     if fn is None:
-        return functools.partial(compile, backend=backend, warmup=warmup)
+        return functools.partial(compile, backend=backend, warmup=warmup, fuse=fuse)
     if not callable(fn):
         raise TypeError(f"expected a callable to compile, got {type(fn).__name__}")
-    return lookup(backend)(fn, warmup=warmup)
+    return lookup(backend)(fn, warmup=warmup, fuse=bool(fuse))

@@ -39,7 +39,7 @@ __all__ = [
     "capture_state", "nested_capture_error", "refuse_captured_event", "refuse_device_wide_wait",
     "refuse_empty_cache", "refuse_host_transfer", "refuse_host_wait", "refuse_legacy_capture", "refuse_legacy_launch",
     "refuse_nested_capture", "refuse_replay_into_capture", "refuse_staged_launch", "release_after_captures",
-    "release_deferred", "wait_for_device_unless_capturing",
+    "flush_fused", "release_deferred", "wait_for_device_unless_capturing",
 ]  # fmt: skip
 
 
@@ -69,6 +69,10 @@ class _CaptureState:
         # between the test and the wait, which would break it.
         self.lock = threading.RLock()
         self.deferred: list[Callable[[], None]] = []  # releases waiting for the captures to end
+        # tp.compile's fusion pass while it traces (tensorplay/compiler/fusion.py): the
+        # tensor layer hands it elementwise ops, and every other launch writes out what
+        # it holds first (see flush_fused)
+        self.fuser = None
 
     def begin(self, s: StreamLike, mode: str) -> None:
         self.modes[s.handle] = (mode, threading.get_ident())
@@ -286,3 +290,13 @@ def release_deferred() -> None:
             release()
         except Exception:
             pass  # as in __del__: nothing to tell the caller, whose graph this was not
+
+
+# -- fused ops -------------------------------------------------------------------------
+def flush_fused() -> None:
+    """Launch the ops tp.compile's fusion pass holds back, before other work is
+    ordered on the device (a launch, an event): called only while a capture is
+    in progress, as the fuser works only then."""
+    fuser = capture_state.fuser
+    if fuser is not None:
+        fuser.flush()

@@ -15,7 +15,7 @@ import numpy as np
 from .backend import get as get_backend
 from .backend.params import array_struct
 from .caches import BoundedCache
-from .capture import capture_state, refuse_legacy_launch
+from .capture import capture_state, flush_fused, refuse_legacy_launch
 from .streams import current_stream
 
 __all__ = [
@@ -117,6 +117,7 @@ def launch_packed(launcher, grid, block, params: bytes) -> None:
     s = current_stream()
     if capture_state.active:  # inline: no call while nothing captures
         refuse_legacy_launch(launcher.name, s)
+        flush_fused()
     launcher.launch_packed(grid, block, s._h, params)
 
 
@@ -126,6 +127,7 @@ def launch_stream(kernel_name: str, stream=None):
     s = stream or current_stream()
     if capture_state.active:
         refuse_legacy_launch(kernel_name, s)
+        flush_fused()
     return s
 
 

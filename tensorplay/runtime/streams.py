@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .backend import get as _device
-from .capture import capture_state, refuse_captured_event, refuse_device_wide_wait, refuse_host_wait
+from .capture import capture_state, flush_fused, refuse_captured_event, refuse_device_wide_wait, refuse_host_wait
 
 __all__ = [
     "Event",
@@ -88,6 +88,8 @@ class Stream:
         """Make future work on this stream wait for ``event`` (no host sync)."""
         if not isinstance(event, Event):
             raise TypeError(f"expected a tensorplay.cuda.Event, got {type(event).__name__}")
+        if capture_state.active:
+            flush_fused()
         _device().stream_wait_event(self._h, event._h)
 
     def wait_stream(self, other: Stream) -> None:
@@ -149,6 +151,8 @@ class Event:
         """Record the event on ``stream`` (the current stream if None)."""
         s = as_stream(stream)
         self._captured = bool(capture_state.active) and s.is_capturing()
+        if capture_state.active:
+            flush_fused()
         _device().event_record(self._h, s._h)
 
     def wait(self, stream: Stream | None = None) -> None:

@@ -25,7 +25,7 @@ import types
 from pathlib import Path
 
 KERNELS = Path(__file__).resolve().parents[2] / "tensorplay" / "kernels"
-MODULES = ("elementwise", "reduce", "random", "matmul", "gather")  # free of tensorplay imports
+MODULES = ("elementwise", "reduce", "random", "matmul", "gather", "fused")  # free of tensorplay imports
 MISSING_LIBRARIES = 3
 
 
@@ -108,6 +108,11 @@ def main() -> int:
         print(f"NVRTC or NVVM not found: {e}")
         return MISSING_LIBRARIES
     _modules.update({stem: _load(stem) for stem in MODULES})
+    # fused kernels' source imports its helpers from tensorplay.kernels: the modules loaded here
+    for package in ("tensorplay", "tensorplay.kernels"):
+        sys.modules.setdefault(package, types.ModuleType(package))
+    for stem, module in _modules.items():
+        sys.modules.setdefault(f"tensorplay.kernels.{stem}", module)
     items = json.load(sys.stdin)
     workers = min(os.cpu_count() or 1, 4)
     if workers > 1 and len(items) > 50:  # forked workers share the loaded modules

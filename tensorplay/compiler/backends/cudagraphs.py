@@ -45,6 +45,9 @@ from ..._tensor import Tensor
 from ...autograd import is_grad_enabled
 from ...cuda.graphs import CUDAGraph, graph
 from ...runtime.caches import BoundedCache
+from ...runtime.capture import capture_state
+from ...runtime.streams import current_stream
+from ..fusion import fusing
 
 __all__ = ["CompiledFunction", "compile_fn"]
 
@@ -52,9 +55,9 @@ __all__ = ["CompiledFunction", "compile_fn"]
 SIGNATURE_LIMIT = 32  # graphs one compiled function keeps; later signatures run eagerly
 
 
-def compile_fn(fn, warmup: int = 1) -> CompiledFunction:
+def compile_fn(fn, warmup: int = 1, fuse: bool = True) -> CompiledFunction:
     """``fn`` compiled by this backend (``tp.compile(fn, backend="cudagraphs")``)."""
-    return CompiledFunction(fn, warmup)
+    return CompiledFunction(fn, warmup, fuse)
 
 
 class _Entry:
@@ -96,17 +99,21 @@ class CompiledFunction:
     True
     """
 
-    def __init__(self, fn, warmup: int = 1) -> None:
+    def __init__(self, fn, warmup: int = 1, fuse: bool = True) -> None:
         if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
             raise ValueError(f"expected warmup to be a number of calls (0 or more), got {warmup!r}")
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._warmup = warmup
+        self._fuse = fuse
+        self._kernels: dict[str, str] = {}  # fused kernels generated so far: name -> source
         self._entries = BoundedCache("compile.cudagraphs.signatures", SIGNATURE_LIMIT)  # signature -> _Entry
         self._lock = threading.RLock()  # one capture at a time
         self._warned = self._warned_unstaged = False
 
     def __call__(self, *args, **kwargs):
+        if capture_state.active and current_stream().is_capturing():
+            return self._traced(args, kwargs)  # into the capture in progress
         key, tensors = _signature(args, kwargs)
         if tensors and _records_grad(tensors):
             return self._fn(*args, **kwargs)
@@ -156,7 +163,7 @@ class CompiledFunction:
             static_args, static_kwargs = tuple(arg_statics), {}
         g = CUDAGraph()
         with graph(g):
-            out = self._fn(*static_args, **static_kwargs)
+            out = self._traced(static_args, static_kwargs)
         out_spec, out_leaves = _flatten(out)
         if _records_grad(out_leaves):
             entry.eager = True
@@ -186,6 +193,20 @@ class CompiledFunction:
                 "Keep shapes fixed, or call reset() to start again",
                 stacklevel=4,
             )
+
+    def _traced(self, args: tuple, kwargs: dict):
+        """``fn(*args, **kwargs)`` issued into the capture in progress, fused."""
+        if not self._fuse:
+            return self._fn(*args, **kwargs)
+        with fusing() as fuser:
+            out = self._fn(*args, **kwargs)
+        self._kernels.update(fuser.kernels)
+        return out
+
+    def kernels(self) -> list[str]:
+        """The source of every fused kernel this function's captures generated, as
+        plain Numba (each can be pasted into a file and launched by itself)."""
+        return list(self._kernels.values())
 
     def graph(self, *args, **kwargs) -> CUDAGraph | None:
         """The graph that calls with these arguments replay (None before its capture)."""

@@ -1,0 +1,188 @@
+"""Fused kernels: one generated Numba kernel for a chain of elementwise ops.
+
+``tp.compile``'s fusion pass (``tensorplay/compiler/fusion.py``) describes a
+chain as ``Step``s over one iteration space of ``n`` elements, and ``source``
+writes it out as plain Numba: per element, each external array is loaded once,
+each op is a call of its device function from the op table
+(``kernels/elementwise.OPS``), each result is converted to the dtype of the
+tensor it would have been written to (so that the values are those of the
+eager ops, bit for bit), and only the results that someone still reads are
+stored. A chain may end in a full reduction (``sum``, ``mean``, ``max``,
+``min``) of one of its values: each block then writes a partial, which the
+reduction's row kernel (``kernels/reduce.rows_kernel``) finishes.
+
+The source is what runs: it is compiled from the same text that
+``compiled.kernels()`` prints, and it can be pasted into a file as it stands.
+On a GPU the text is written to a file of the cache folder
+(``$TENSORPLAY_CACHE_DIR``, else ``~/.cache/tensorplay``, subfolder ``fused``)
+and compiled with Numba's ``cache=True``, so that another process finds the
+compiled kernel there instead of compiling it again.
+
+Parameters of a kernel, in order: ``n``, the full-size inputs ``a0, a1, ...``
+(read at ``[i]``), the one-element inputs ``b0, ...`` (read at ``[0]``), the
+scalars ``s0, ...``, the outputs ``o0, ...``, then for a reduction its
+``partials`` array and the accumulator's starting value ``init``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import keyword
+import linecache
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from numba import cuda
+
+from . import elementwise as ew
+from ._target import DISK_CACHE
+
+__all__ = ["BLOCK", "Reduction", "Step", "kernel", "op_functions", "source"]
+
+BLOCK = 256  # threads per block of a fused reduction (its shared scratch has this size)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One op of a chain: ``op`` (a key of the op table, ``where``, ``clamp`` or
+    ``fill``) of ``args``, each ``("a", k)`` full-size input k, ``("b", k)``
+    one-element input k, ``("s", k)`` scalar k or ``("v", j)`` the value of step
+    j; ``cast`` is the eager kernel's (``"none"`` or ``"int64"``), ``dtype``
+    the NumPy name of the result's dtype."""
+
+    op: str
+    args: tuple
+    cast: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A full reduction ``op`` of the value of step ``step``, accumulated in ``acc``."""
+
+    op: str
+    step: int
+    acc: str
+
+
+def _fn_name(op: str) -> str:
+    """The name a generated kernel calls an op by (``sub``; ``and_``, ``abs_``)."""
+    return f"{op}_" if keyword.iskeyword(op) or op in ("abs", "pow", "copy", "min", "max", "sum") else op
+
+
+def op_functions(*ops: str) -> tuple:
+    """The device functions of ``ops``, for a pasted fused kernel's imports."""
+    return tuple(ew._op(op) for op in ops)
+
+
+_CONVERT = {"bool": "bool", **{d: f"np.{d}" for d in ("int32", "int64", "float32", "float64")}}
+
+
+def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], stores: tuple[int, ...],
+           reduction: Reduction | None = None) -> str:  # fmt: skip
+    """The kernel's Python source. ``counts`` is (full-size inputs, one-element
+    inputs, scalars); ``stores[k]`` is the step whose value output ``k`` takes."""
+    na, nb, ns = counts
+    ops = sorted({s.op for s in steps})
+    params = ["n", *[f"a{k}" for k in range(na)], *[f"b{k}" for k in range(nb)], *[f"s{k}" for k in range(ns)]]
+    params += [f"o{k}" for k in range(len(stores))]
+    if reduction is not None:
+        params += ["partials", "init"]
+    names = ", ".join(_fn_name(op) for op in ops) + ("," if len(ops) == 1 else "")
+    head = ["import numpy as np", "from numba import cuda", "", "from tensorplay.kernels.fused import op_functions"]
+    if reduction is not None:
+        head += ["from tensorplay.kernels.reduce import COMBINE"]
+    head += ["", f"{names} = op_functions({', '.join(repr(op) for op in ops)})"]
+    if reduction is not None:
+        head += [f"combine = COMBINE[{'sum' if reduction.op == 'mean' else reduction.op!r}]"]
+    body = [f"def {name}({', '.join(params)}):"]
+    body += [f"    y{k} = b{k}[0]" for k in range(nb)]
+    body += ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)"]
+    if reduction is not None:
+        body.append("    acc = init")
+    body.append("    while i < n:")
+    used = {arg[1] for s in steps for arg in s.args if arg[0] == "a"}
+    body += [f"        x{k} = a{k}[i]" for k in sorted(used)]
+    for j, s in enumerate(steps):
+        args = ", ".join(_operand(arg, s.cast) for arg in s.args)
+        body.append(f"        v{j} = {_CONVERT[s.dtype]}({_fn_name(s.op)}({args}))")
+    body += [f"        o{k}[i] = v{j}" for k, j in enumerate(stores)]
+    if reduction is not None:
+        body.append(f"        acc = combine(acc, np.{reduction.acc}(v{reduction.step}))")
+    body.append("        i += step")
+    if reduction is not None:
+        body += _block_reduce(reduction.acc)
+    return "\n".join(head) + "\n\n\n" + "\n".join(body) + "\n"
+
+
+def _operand(arg: tuple, cast: str) -> str:
+    kind, k = arg
+    if kind == "s":
+        return f"s{k}"
+    value = {"a": "x", "b": "y", "v": "v"}[kind] + str(k)
+    return f"np.int64({value})" if cast == "int64" else value
+
+
+def _block_reduce(acc: str) -> list[str]:
+    """Lines that combine the block's accumulators through shared memory and
+    write the block's partial."""
+    return [
+        "    t = cuda.threadIdx.x",
+        f"    scratch = cuda.shared.array({BLOCK}, np.{acc})",
+        "    scratch[t] = acc",
+        "    cuda.syncthreads()",
+        f"    half = {BLOCK // 2}",
+        "    while half > 0:",
+        "        if t < half:",
+        "            scratch[t] = combine(scratch[t], scratch[t + half])",
+        "        cuda.syncthreads()",
+        "        half //= 2",
+        "    if t == 0:",
+        "        partials[cuda.blockIdx.x] = scratch[0]",
+    ]
+
+
+@functools.cache
+def kernel(name: str, text: str):
+    """The kernel ``name`` compiled from ``text`` (a ``source``), once per text
+    in a process and, on a GPU, once per text on this machine (see the module)."""
+    fn = (_from_file(name, text) if DISK_CACHE else None) or _from_text(name, text)
+    fn.__qualname__ = name
+    compiled = cuda.jit(fn, cache=DISK_CACHE and fn.__module__ != __name__)
+    compiled.tp_recipe = ("fused", "kernel", (name, text))  # how to build it again elsewhere
+    return compiled
+
+
+def cache_dir() -> Path:
+    """Where fused kernels' source files (and Numba's cache of them) are kept."""
+    root = os.environ.get("TENSORPLAY_CACHE_DIR") or Path.home() / ".cache" / "tensorplay"
+    return Path(root) / "fused"
+
+
+def _from_file(name: str, text: str):
+    """``name`` from a file of the cache folder holding ``text`` (written once,
+    atomically); None when the folder cannot be written."""
+    path = cache_dir() / f"{name}_{hashlib.sha256(text.encode()).hexdigest()[:16]}.py"
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_text(text)
+            os.replace(partial, path)
+        spec = importlib.util.spec_from_file_location(f"tensorplay_fused_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except OSError:
+        return None
+    return getattr(module, name)
+
+
+def _from_text(name: str, text: str):
+    filename = f"<tensorplay fused kernel {name}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    namespace: dict = {"__name__": __name__}
+    exec(compile(text, filename, "exec"), namespace)
+    return namespace[name]

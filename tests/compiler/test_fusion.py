@@ -1,0 +1,243 @@
+"""tp.compile's fusion pass: chains of elementwise ops (and a reduction that ends
+them) run as one generated kernel, with the eager results.
+
+Every test runs the same function eagerly and compiled (the second call of a
+compiled function captures and replays) and compares: elementwise results bit
+for bit, reductions within float tolerance (their order of additions differs).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tensorplay as tp
+
+
+def _kernels_in(g) -> list[str]:
+    """The kernel names of a graph's nodes, in order (from its DOT view)."""
+    return re.findall(r"(fused_\w+|reduce\.\w+|elementwise\.\w+)", g.dot()) if tp.cuda.backend() == "sim" else []
+
+
+def _eager_and_compiled(fn, *args, **options):
+    """(eager result, compiled result, the compiled function) on copies of ``args``."""
+    eager = fn(*[a.clone() for a in args])
+    compiled = tp.compile(fn, **options)
+    compiled(*[a.clone() for a in args])  # the warm-up
+    result = compiled(*[a.clone() for a in args])  # captured and replayed
+    return eager, result, compiled
+
+
+def _values(out):
+    return [t.numpy() for t in (out if isinstance(out, tuple) else (out,))]
+
+
+def test_a_chain_and_its_reduction_are_one_kernel_with_the_eager_result():
+    rng = np.random.default_rng(0)
+    x, y = tp.tensor(rng.standard_normal(1000, np.float32)), tp.tensor(rng.standard_normal(1000, np.float32))
+
+    def f(x, y):
+        d = (x - y).abs()
+        return d * 2 + 1, (d.exp() - x).tanh().max()
+
+    eager, compiled, fn = _eager_and_compiled(f, x, y)
+    np.testing.assert_array_equal(compiled[0].numpy(), eager[0].numpy())
+    assert compiled[1].item() == eager[1].item()  # a max is exact in any order
+    assert len(fn.kernels()) == 1
+    if tp.cuda.backend() == "sim":  # one fused kernel, then the reduction's finishing pass
+        assert _kernels_in(fn.graph(x, y)) == ["fused_sub_abs_mul_add_exp_tanh_max", "reduce.max_rows"]
+
+
+def test_six_ops_and_a_sum_make_one_kernel_node_plus_the_finishing_pass():
+    x = tp.tensor(np.linspace(-2, 2, 4096, dtype=np.float32))
+    f = tp.compile(lambda x: ((x * 3 - 1).abs().sqrt() + x).neg().clamp(-1.5, 1.5).sum())
+    f(x)
+    got = f(x).item()
+    ref = np.clip(-(np.sqrt(np.abs(x.numpy().astype(np.float64) * 3 - 1)) + x.numpy()), -1.5, 1.5).sum()
+    assert got == pytest.approx(ref, rel=1e-5)
+    if tp.cuda.backend() == "sim":
+        assert _kernels_in(f.graph(x)) == ["fused_mul_sub_abs_sqrt_add_neg_clamp_sum", "reduce.sum_rows"]
+
+
+def test_the_printed_kernel_is_plain_numba_that_runs_by_itself(tmp_path):
+    x, y = tp.tensor(np.arange(300, dtype=np.float32)), tp.full((300,), 7.0)
+    f = tp.compile(lambda x, y: (x - y).abs() * 0.5)
+    f(x, y)
+    expected = f(x, y).numpy()
+    (source,) = f.kernels()
+    path = tmp_path / "pasted.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("pasted", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernel = tp.jit(module.fused_sub_abs_mul)
+    out = tp.empty(300)
+    # parameters: n, the inputs, the scalars, the outputs (see tensorplay/kernels/fused.py)
+    kernel[2, 256](np.int64(300), x, y, np.float32(0.5), out)
+    np.testing.assert_array_equal(out.numpy(), expected)
+
+
+def test_in_place_updates_and_out_arguments_are_seen_by_later_ops():
+    x, y = tp.tensor(np.arange(64, dtype=np.float32)), tp.tensor(np.ones(64, np.float32))
+    out = tp.empty(64)
+
+    def f(x, y, out):
+        x.add_(y)  # later reads of x see the new values
+        tp.mul(x, 2, out=out)
+        y.copy_(out - x)
+        return (x + y + out).max()
+
+    eager = [t.clone() for t in (x, y, out)]
+    expected = f(*eager).item()
+    g = tp.cuda.CUDAGraph()
+    compiled = tp.compile(f)
+    with tp.cuda.graph(g):  # called inside a capture: it works on these very tensors
+        got = compiled(x, y, out)
+    g.replay()
+    assert got.item() == expected
+    for a, b in zip((x, y, out), eager, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_views_of_written_memory_end_the_chain_and_keep_eager_results():
+    # shifted slices of a tensor the chain writes: a fused kernel would read what other threads write
+    base = tp.tensor(np.arange(32, dtype=np.float32))
+
+    def f(x):
+        y = x * 2
+        z = y[1:] + y[:-1]  # not the same element: the chain ends before it
+        x[1:].add_(x[:-1])  # overlapping in-place: eager copies the operand first
+        w = z * x[1:]
+        return w, x.sum()
+
+    eager, compiled, _ = _eager_and_compiled(f, base)
+    np.testing.assert_array_equal(compiled[0].numpy(), eager[0].numpy())
+    assert compiled[1].item() == pytest.approx(eager[1].item())
+
+
+def test_one_element_tensors_broadcast_and_a_written_one_is_not_read_by_other_threads():
+    x, s = tp.tensor(np.arange(16, dtype=np.float32)), tp.full((1,), 3.0)
+
+    def f(x, s):
+        y = x * s + s  # s is read by every thread at [0]
+        s.add_(1)  # written: the chain over x ends first, the one-element op is its own
+        return y - s, s * 2
+
+    eager, compiled, _ = _eager_and_compiled(f, x, s)
+    for a, b in zip(_values(compiled), _values(eager), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_broadcast_and_float16_operands_run_eagerly_with_the_same_results():
+    x, row = tp.ones(4, 8), tp.tensor(np.arange(8, dtype=np.float32))
+    h = tp.ones(4, 8, dtype=tp.float16)
+
+    def f(x, row, h):
+        return ((x + row) * 2).abs(), (h * 3).float() + x
+
+    eager, compiled, _ = _eager_and_compiled(f, x, row, h)
+    for a, b in zip(_values(compiled), _values(eager), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_fuse_false_keeps_one_kernel_per_op():
+    x = tp.ones(64)
+    f = tp.compile(lambda x: (x * 2 + 1).exp(), fuse=False)
+    f(x)
+    np.testing.assert_array_equal(f(x).numpy(), np.exp(np.ones(64, np.float32) * 2 + 1))
+    assert f.kernels() == []
+    if tp.cuda.backend() == "sim":
+        assert len(_kernels_in(f.graph(x))) == 3
+
+
+def test_a_compiled_body_inside_a_while_loop_counts_like_the_host_loop():
+    def relax(u, it, go):
+        r = (u * 0.5 - u).abs().max()
+        u.mul_(0.5)
+        it.add_(1)
+        tp.logical_and(tp.gt(r, 1e-3), tp.lt(it, 100), out=go)
+
+    body = tp.compile(relax)
+    u, it, go = tp.full((256,), 1.0), tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(go):
+            body(u, it, go)
+    g.replay()
+    host, passes = np.float32(1.0), 0
+    while True:  # the same loop on the host, in float32
+        change = abs(host * np.float32(0.5) - host)
+        host, passes = host * np.float32(0.5), passes + 1
+        if not (change > 1e-3 and passes < 100):
+            break
+    assert it.item() == passes
+    np.testing.assert_array_equal(u.numpy(), np.full(256, host, np.float32))
+
+
+_FLOATS = ("float32", "float64")
+_DTYPES = ("float32", "float64", "int32", "int64", "bool")
+_BINARY = ("add", "sub", "mul", "maximum", "minimum", "gt", "le", "eq")
+_UNARY = ("abs", "neg", "tanh", "exp", "relu")
+
+
+@st.composite
+def _programs(draw):
+    """A random straight-line program over four inputs of mixed dtypes: (steps, reduction)."""
+    steps = []
+    for _ in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(("binary", "scalar", "unary", "where", "in_place")))
+        a, b, c = (draw(st.integers(0, 99)) for _ in range(3))
+        steps.append((kind, draw(st.sampled_from(_BINARY if kind != "unary" else _UNARY)), a, b, c,
+                      draw(st.sampled_from((-1.5, 0.0, 2.0, 3)))))  # fmt: skip
+    return steps, draw(st.sampled_from((None, "sum", "max", "min", "mean")))
+
+
+def _run(program, *inputs):
+    steps, reduction = program
+    values = list(inputs)
+    for kind, op, a, b, c, scalar in steps:
+        x, y = values[a % len(values)], values[b % len(values)]
+        if kind == "unary":
+            if x.dtype is tp.bool or (op in ("tanh", "exp") and x.dtype.kind != "f"):
+                x = x.float() if x.dtype is not tp.bool else x.int()
+            values.append(getattr(x, op)())
+        elif kind == "where":
+            cond = values[c % len(values)]
+            values.append(tp.where(cond if cond.dtype is tp.bool else cond > 0, x, y))
+        elif kind == "scalar":
+            values.append(getattr(tp, op)(x, scalar) if x.dtype is not tp.bool else x & (scalar > 0))
+        elif kind == "in_place" and x.dtype.kind == "f" and x.dtype.itemsize >= y.dtype.itemsize and x is not y:
+            x.add_(y if y.dtype is not tp.bool else y.float())  # inputs are copies: changed in place
+        else:
+            values.append(getattr(tp, op)(x, y))
+    last = values[-1]
+    if reduction is not None:
+        last = last if last.dtype.kind == "f" else last.double()
+        return values[-1], getattr(last, reduction)()
+    return (values[-1],)
+
+
+_FULL = os.environ.get("TENSORPLAY_STRESS", "").lower() == "full"
+
+
+@settings(max_examples=60 if _FULL else 25, deadline=None, derandomize=not _FULL, database=None,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(program=_programs())
+def test_random_chains_of_mixed_dtypes_equal_eager(program):
+    rng = np.random.default_rng(len(program[0]))
+    inputs = [
+        tp.tensor(rng.standard_normal(300).astype(np.float32)),
+        tp.tensor(rng.standard_normal(300)),
+        tp.tensor(rng.integers(-5, 5, 300).astype(np.int32)),
+        tp.tensor(rng.random(300) > 0.5),
+    ]
+    eager, compiled, _ = _eager_and_compiled(lambda *xs: _run(program, *xs), *inputs)
+    np.testing.assert_array_equal(compiled[0].numpy(), eager[0].numpy())
+    if len(eager) == 2:
+        np.testing.assert_allclose(compiled[1].numpy(), eager[1].numpy(), rtol=1e-5, atol=1e-6)
