@@ -16,8 +16,10 @@ from benchmarks import (
     conditional,
     conditional_kinds,
     eager,
+    fusion,
     graph_ops,
     graphs,
+    heat,
     matmul,
     reductions,
     temporaries,
@@ -35,6 +37,8 @@ MODULES = {
     "graph_ops": graph_ops,
     "temporaries": temporaries,
     "training": training,
+    "heat": heat,
+    "fusion": fusion,
 }
 
 
@@ -45,7 +49,7 @@ def _fmt(v) -> str:
 
 
 def table(rows: list) -> str:
-    cols = ["name", "tensorplay", "torch", "cupy", "driver", "ratio", "target"]
+    cols = ["name", "tensorplay", "torch", "cupy", "jax", "driver", "ratio", "target"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         ref = r.get("torch")

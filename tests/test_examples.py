@@ -27,7 +27,7 @@ def test_heat_demo_converges_like_numpy(tmp_path):
     assert "converged in" in text
     iters = int(text.split("converged in ")[1].split()[0])
     assert f"NumPy float64 reference: {iters} iterations" in text
-    assert "while node, one graph launch" in text
+    assert "while node, one launch (fused by tp.compile)" in text
     assert "conditional" in dot.read_text()
 
 

@@ -10,8 +10,10 @@ reduction (``_reduce.reduce``). Launches over one iteration space join the open
 (matmul, a user's ``@tp.jit`` kernel, an op the fuser does not take), an op over
 another shape, an event, or the end of the function. A full reduction of a
 value of the group becomes the kernel's epilogue, and later elementwise ops of
-the same shape still join it (``residual = (v - u).abs().max(); u.copy_(v)`` is
-one kernel plus the reduction's finishing pass).
+the same shape still join it; ops on one-element tensors after it join as the
+kernel's *tail*, which the last block runs once the reduction is done. So the
+heat demo's ``residual = (v - u).abs().max(); u.copy_(v); iters.add_(1);
+go = (residual > tol) & (iters < cap)`` is one kernel.
 
 What joins a group, so that each element's value is the eager one:
 
@@ -20,6 +22,9 @@ What joins a group, so that each element's value is the eager one:
 - operands that are numbers, contiguous tensors of the group's shape, or
   one-element tensors; a broadcast or strided operand ends the group and the
   op runs eagerly;
+- a tail op: one-element operands and output, none of them memory that the
+  group's full-size ops write (the tail reads them once the others are done,
+  but the kernel loads one-element inputs when it starts);
 - memory: a tensor the group wrote is read from the register that holds it;
   a read or write of memory the group wrote or read through another view (a
   shifted slice, a one-element view of a full-size result) ends the group
@@ -39,6 +44,7 @@ import numpy as np
 
 from .. import _dtype as dt
 from .._overlap import byte_span
+from .._factories import zeros
 from .._reduce import _reduce_types, reduce_dims
 from .._tensor import Tensor
 from ..kernels import fused
@@ -47,7 +53,7 @@ from ..runtime.capture import capture_state
 from ..runtime.launch import ArrayArg, grid_1d, launch
 from ..runtime.streams import current_stream, stream
 
-__all__ = ["Fuser", "fusing"]
+__all__ = ["Fuser", "fusing", "tickets"]
 
 FUSABLE = frozenset(("bool", "int32", "int64", "float32", "float64"))
 REDUCTIONS = frozenset(("sum", "mean", "max", "min"))
@@ -71,6 +77,53 @@ class _Write:
         return self.storage() is not None
 
 
+class Tickets:
+    """The int32 tickets on which fused reductions' blocks count themselves done
+    (``kernels/fused.py``): one per reduction captured, from an array zeroed
+    outside any capture (``prepare``, when ``tp.compile`` makes a function). A
+    kernel leaves its ticket at zero, so the array is never written otherwise.
+    With none left, or no array, reductions are not fused."""
+
+    SLOTS = 1 << 16
+
+    def __init__(self) -> None:
+        self.array: Tensor | None = None
+        self.used = 0
+        self.lock = threading.Lock()
+
+    def prepare(self) -> None:
+        """Make the array, unless it exists or a capture is in progress (which
+        an eager fill would join or break)."""
+        with self.lock:
+            if self.array is None and not capture_state.active:
+                array = zeros(self.SLOTS, dtype=dt.int32)
+                current_stream().synchronize()  # zero before any graph that counts on it replays
+                self.array = array
+
+    def take(self) -> int | None:
+        """The address of an unused ticket, or None."""
+        with self.lock:
+            if self.array is None or self.used == self.SLOTS:
+                return None
+            self.used += 1
+            return self.array.data_ptr() + 4 * (self.used - 1)
+
+
+tickets = Tickets()
+
+
+class _Reducing:
+    """A group's reduction: ``op`` of step ``step``'s value into ``out``, its
+    ticket, and the tail of one-element ops after it."""
+
+    __slots__ = ("op", "step", "acc", "out", "ticket", "tail", "writes")
+
+    def __init__(self, op: str, step: int, acc, out: Tensor, ticket: int) -> None:
+        self.op, self.step, self.acc, self.out, self.ticket = op, step, acc, out, ticket
+        self.tail: list[fused.Step] = []
+        self.writes: dict[int, _Write] = {}  # the tail's: data pointer -> its latest write
+
+
 class _Group:
     """The ops over one iteration space waiting to be written out as one kernel."""
 
@@ -81,14 +134,14 @@ class _Group:
         self.scalars: list = []
         self.steps: list[fused.Step] = []
         self.writes: dict[int, _Write] = {}  # data pointer -> its latest write
-        self.reduction: tuple | None = None  # (fused.Reduction, its output tensor)
+        self.reduction: _Reducing | None = None
 
     def touches_written(self, lo: int, hi: int) -> bool:
         """True when bytes [lo, hi) overlap a live result of the group or its reduction's."""
         if any(w.lo < hi and lo < w.hi and w.alive() for w in self.writes.values()):
             return True
         if self.reduction is not None:
-            out = self.reduction[1]
+            out = self.reduction.out
             return out._ptr < hi and lo < out._ptr + out.dtype.itemsize
         return False
 
@@ -112,7 +165,12 @@ class Fuser:
             return False
         s, space = current_stream(), _space(out)
         g = self.group
-        if g is not None and (g.shape != space or g.stream != s or len(g.steps) >= MAX_STEPS):
+        if g is not None and g.reduction is not None and g.stream == s and space == () != g.shape:
+            if _take_tail(g, op, out, operands, cast):
+                return True
+        if g is not None and (
+            g.shape != space or g.stream != s or len(g.steps) >= MAX_STEPS or (g.reduction and g.reduction.tail)
+        ):
             self.flush()
             g = None
         fresh = g is None
@@ -136,6 +194,8 @@ class Fuser:
         g = self.group
         if threading.get_ident() != self.thread or g is None or g.reduction is not None or op not in REDUCTIONS:
             return None
+        if g.shape == ():  # one element: nothing to reduce in blocks
+            return None
         w = g.writes.get(x._ptr)
         if (
             w is None or w.dtype is not x.dtype or not x._contig or _space(x) != g.shape or g.stream != current_stream()
@@ -143,9 +203,12 @@ class Fuser:
             or (op in ("sum", "mean") and x.dtype.kind != "f")
         ):  # fmt: skip
             return None
+        ticket = tickets.take()
+        if ticket is None:
+            return None
         out_dtype, acc = _reduce_types(op, x.dtype)
         out = Tensor._empty((1,), out_dtype)
-        g.reduction = (fused.Reduction(op, w.step, acc.name), out)
+        g.reduction = _Reducing(op, w.step, acc, out, ticket)
         shape = (1,) * x.ndim if keepdim else ()
         return out._view(shape, (1,) * len(shape))
 
@@ -159,7 +222,12 @@ class Fuser:
         if not g.steps:
             return
         live = [w for w in g.writes.values() if w.alive()]
-        reduction = g.reduction[0] if g.reduction is not None else None
+        r = g.reduction
+        reduction = None
+        if r is not None:
+            stored = [w for w in r.writes.values() if w.alive()]
+            reduction = fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, tuple(r.tail),
+                                        tuple(w.step for w in stored))  # fmt: skip
         name = _kernel_name(g.steps, reduction)
         counts = (len(g.inputs), len(g.ones), len(g.scalars))
         text = fused.source(name, counts, tuple(g.steps), tuple(w.step for w in live), reduction)
@@ -167,10 +235,16 @@ class Fuser:
         args = [np.int64(g.n), *[_flat(t) for t in g.inputs], *[_one(t) for t in g.ones], *g.scalars]
         args += [ArrayArg(w.ptr, (g.n,), (w.dtype.itemsize,), w.dtype.name, w.dtype.itemsize, True) for w in live]
         with stream(g.stream):
-            if reduction is None:
+            if r is None:
                 launch(kernel, *grid_1d(g.n), args, g.stream)
             else:
-                _launch_reduction(kernel, args, g.n, reduction, g.reduction[1], g.stream)
+                blocks = max(1, min(MAX_BLOCKS, -(-g.n // fused.BLOCK)))
+                partials = Tensor._empty((blocks,), dt.from_numpy_dtype(r.acc))  # held by the graph's pool
+                ticket = ArrayArg(r.ticket, (1,), (4,), "int32", 4, True)
+                init, scale = rk.identity_value(r.op, r.acc), np.float64(1.0 / g.n)
+                args += [_flat(partials), ticket, _one(r.out), init, scale]
+                args += [ArrayArg(w.ptr, (1,), (w.dtype.itemsize,), w.dtype.name, w.dtype.itemsize, True) for w in stored]
+                launch(kernel, (blocks, 1, 1), (fused.BLOCK, 1, 1), args, g.stream)
         self.kernels.append((name, text))
 
     def _fusable(self, out: Tensor, operands, cast: str) -> bool:
@@ -214,9 +288,62 @@ def _plan(g: _Group, out: Tensor, operands):
                 del g.writes[ptr]  # freed memory, now out's
             elif ptr != out._ptr or w.dtype is not out.dtype:
                 return _CONFLICT
-    if g.reduction is not None and _spans_overlap(byte_span(g.reduction[1]), (lo, hi)):
+    if g.reduction is not None and _spans_overlap(byte_span(g.reduction.out), (lo, hi)):
         return _CONFLICT
     return args
+
+
+def _take_tail(g: _Group, op: str, out: Tensor, operands, cast: str) -> bool:
+    """Join ``out[0] = op(*operands)``, over one-element tensors after the group's
+    reduction, to its tail (True); False leaves it (the group is written out)."""
+    r = g.reduction
+    if len(g.steps) + len(r.tail) >= MAX_STEPS or not _tail_writable(g, out):
+        return False
+    args = []
+    for o in operands:
+        if not isinstance(o, Tensor):
+            args.append(("s", o))
+            continue
+        if o.numel() != 1:
+            return False
+        w = r.writes.get(o._ptr)
+        if w is not None and w.dtype is o.dtype and w.alive():
+            args.append(("w", w.step))
+        elif o._ptr == r.out._ptr and o.dtype is r.out.dtype:
+            args.append(("r", 0))
+        elif _tail_touches(g, *byte_span(o)):
+            return False  # loaded when the kernel starts: it must not be memory the kernel writes
+        else:
+            args.append(("b", o))
+    refs = []
+    for kind, value in args:
+        if kind == "s":
+            g.scalars.append(value)
+            value = len(g.scalars) - 1
+        elif kind == "b":
+            value = _index(g.ones, value)
+        refs.append((kind, value))
+    r.tail.append(fused.Step(op, tuple(refs), cast, out.dtype.name))
+    r.writes[out._ptr] = _Write(len(r.tail) - 1, out, 1)
+    return True
+
+
+def _tail_touches(g: _Group, lo: int, hi: int) -> bool:
+    """True when bytes [lo, hi) overlap what the group or its tail writes."""
+    return g.touches_written(lo, hi) or any(w.lo < hi and lo < w.hi and w.alive() for w in g.reduction.writes.values())
+
+
+def _tail_writable(g: _Group, out: Tensor) -> bool:
+    """True when a tail step may write ``out``: memory the group's full-size ops
+    do not write, and the tail's or the reduction's only as the same element."""
+    lo, hi = byte_span(out)
+    if any(w.lo < hi and lo < w.hi and w.alive() for w in g.writes.values()):
+        return False
+    r = g.reduction
+    same = (r.out._ptr == out._ptr and r.out.dtype is out.dtype) or (
+        out._ptr in r.writes and r.writes[out._ptr].dtype is out.dtype
+    )
+    return same or not _tail_touches(g, lo, hi)
 
 
 def _space(t: Tensor) -> tuple:
@@ -270,28 +397,9 @@ def _kernel_name(steps, reduction) -> str:
     ops = list(dict.fromkeys(s.op for s in steps if s.op != "copy"))
     if reduction is not None:
         ops.append(reduction.op)
+        ops += [op for op in dict.fromkeys(s.op for s in reduction.tail) if op not in ops]
     name = "fused_" + "_".join(ops or ["copy"])
     return name if len(name) <= 60 else f"{name[:52]}_{len(ops)}ops"
-
-
-def _launch_reduction(kernel, args: list, n: int, reduction: fused.Reduction, out: Tensor, s) -> None:
-    """The fused kernel writes a partial per block; the reduction's row kernel
-    combines them into ``out`` (and scales a mean)."""
-    acc = np.dtype(reduction.acc)
-    blocks = max(1, min(MAX_BLOCKS, -(-n // fused.BLOCK)))
-    partials = Tensor._empty((1, blocks), dt.from_numpy_dtype(acc))
-    init = rk.identity_value(reduction.op, acc)
-    isz = acc.itemsize
-    rows = ArrayArg(partials._ptr, (1, blocks), (blocks * isz, isz), acc.name, isz, True)
-    launch(kernel, (blocks, 1, 1), (fused.BLOCK, 1, 1), [*args, _flat(partials), init], s)
-    lanes = min(rk.BLOCK, max(32, 1 << (blocks - 1).bit_length()))
-    launch(
-        rk.rows_kernel(reduction.op, acc.name),
-        (1, 1, 1),
-        (lanes, 1, 1),
-        [rows, _one(out), init, np.float64(1.0 / n)],
-        s,
-    )
 
 
 @contextmanager

@@ -8,8 +8,12 @@ each op is a call of its device function from the op table
 tensor it would have been written to (so that the values are those of the
 eager ops, bit for bit), and only the results that someone still reads are
 stored. A chain may end in a full reduction (``sum``, ``mean``, ``max``,
-``min``) of one of its values: each block then writes a partial, which the
-reduction's row kernel (``kernels/reduce.rows_kernel``) finishes.
+``min``) of one of its values, in the same kernel: each block writes a partial
+and counts itself done on a ticket (an int32 that is zero between launches);
+the last block to finish combines the partials, writes the reduction's value,
+runs the chain's *tail* (ops on one-element tensors that follow the reduction,
+such as a loop's counter and convergence test) on one thread, and sets the
+ticket back to zero.
 
 The source is what runs: it is compiled from the same text that
 ``compiled.kernels()`` prints, and it can be pasted into a file as it stands.
@@ -21,7 +25,9 @@ compiled kernel there instead of compiling it again.
 Parameters of a kernel, in order: ``n``, the full-size inputs ``a0, a1, ...``
 (read at ``[i]``), the one-element inputs ``b0, ...`` (read at ``[0]``), the
 scalars ``s0, ...``, the outputs ``o0, ...``, then for a reduction its
-``partials`` array and the accumulator's starting value ``init``.
+``partials`` array (one element per block), its ``ticket``, its one-element
+output ``red``, the accumulator's starting value ``init``, the mean's ``scale``
+(1/n) and the tail's one-element outputs ``q0, ...``.
 """
 
 from __future__ import annotations
@@ -49,8 +55,9 @@ BLOCK = 256  # threads per block of a fused reduction (its shared scratch has th
 class Step:
     """One op of a chain: ``op`` (a key of the op table, ``where``, ``clamp`` or
     ``fill``) of ``args``, each ``("a", k)`` full-size input k, ``("b", k)``
-    one-element input k, ``("s", k)`` scalar k or ``("v", j)`` the value of step
-    j; ``cast`` is the eager kernel's (``"none"`` or ``"int64"``), ``dtype``
+    one-element input k, ``("s", k)`` scalar k, ``("v", j)`` the value of step
+    j, and in a tail ``("r", 0)`` the reduction's value or ``("w", j)`` the
+    value of tail step j; ``cast`` is the eager kernel's (``"none"`` or ``"int64"``), ``dtype``
     the NumPy name of the result's dtype."""
 
     op: str
@@ -61,11 +68,16 @@ class Step:
 
 @dataclass(frozen=True)
 class Reduction:
-    """A full reduction ``op`` of the value of step ``step``, accumulated in ``acc``."""
+    """A full reduction ``op`` of the value of step ``step``, accumulated in
+    ``acc``, its result of dtype ``dtype``; ``tail`` are the steps that follow
+    it on one-element tensors, ``stores[k]`` the tail step output ``q{k}`` takes."""
 
     op: str
     step: int
     acc: str
+    dtype: str
+    tail: tuple = ()
+    stores: tuple = ()
 
 
 def _fn_name(op: str) -> str:
@@ -86,18 +98,20 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     """The kernel's Python source. ``counts`` is (full-size inputs, one-element
     inputs, scalars); ``stores[k]`` is the step whose value output ``k`` takes."""
     na, nb, ns = counts
-    ops = sorted({s.op for s in steps})
+    tail = reduction.tail if reduction is not None else ()
+    ops = sorted({s.op for s in (*steps, *tail)})
     params = ["n", *[f"a{k}" for k in range(na)], *[f"b{k}" for k in range(nb)], *[f"s{k}" for k in range(ns)]]
     params += [f"o{k}" for k in range(len(stores))]
     if reduction is not None:
-        params += ["partials", "init"]
+        params += ["partials", "ticket", "red", "init", "scale", *[f"q{k}" for k in range(len(reduction.stores))]]
     names = ", ".join(_fn_name(op) for op in ops) + ("," if len(ops) == 1 else "")
     head = ["import numpy as np", "from numba import cuda", "", "from tensorplay.kernels.fused import op_functions"]
     if reduction is not None:
-        head += ["from tensorplay.kernels.reduce import COMBINE"]
+        head += ["from tensorplay.kernels.reduce import COMBINE, FINALIZE"]
     head += ["", f"{names} = op_functions({', '.join(repr(op) for op in ops)})"]
     if reduction is not None:
         head += [f"combine = COMBINE[{'sum' if reduction.op == 'mean' else reduction.op!r}]"]
+        head += [f"finalize = FINALIZE[{'mean' if reduction.op == 'mean' else 'sum'!r}]"]
     body = [f"def {name}({', '.join(params)}):"]
     body += [f"    y{k} = b{k}[0]" for k in range(nb)]
     body += ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)"]
@@ -114,7 +128,7 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
         body.append(f"        acc = combine(acc, np.{reduction.acc}(v{reduction.step}))")
     body.append("        i += step")
     if reduction is not None:
-        body += _block_reduce(reduction.acc)
+        body += _finish(reduction)
     return "\n".join(head) + "\n\n\n" + "\n".join(body) + "\n"
 
 
@@ -122,16 +136,46 @@ def _operand(arg: tuple, cast: str) -> str:
     kind, k = arg
     if kind == "s":
         return f"s{k}"
-    value = {"a": "x", "b": "y", "v": "v"}[kind] + str(k)
+    value = "r" if kind == "r" else {"a": "x", "b": "y", "v": "v", "w": "w"}[kind] + str(k)
     return f"np.int64({value})" if cast == "int64" else value
 
 
-def _block_reduce(acc: str) -> list[str]:
-    """Lines that combine the block's accumulators through shared memory and
-    write the block's partial."""
+def _finish(r: Reduction) -> list[str]:
+    """Lines after the element loop of a reduction: the block's accumulators
+    combined through shared memory into its partial; the last block to take a
+    ticket combines the partials, stores the value and runs the tail."""
+    tail = [f"            w{j} = {_CONVERT[s.dtype]}({_fn_name(s.op)}({', '.join(_operand(a, s.cast) for a in s.args)}))"
+            for j, s in enumerate(r.tail)]  # fmt: skip
     return [
         "    t = cuda.threadIdx.x",
-        f"    scratch = cuda.shared.array({BLOCK}, np.{acc})",
+        f"    scratch = cuda.shared.array({BLOCK}, np.{r.acc})",
+        "    last = cuda.shared.array(1, np.int32)",
+        *_tree(),
+        "    if t == 0:",
+        "        partials[cuda.blockIdx.x] = scratch[0]",
+        "        cuda.threadfence()  # the partial is seen before the ticket",
+        "        last[0] = cuda.atomic.add(ticket, 0, 1) == cuda.gridDim.x - 1",
+        "    cuda.syncthreads()",
+        "    if last[0]:  # every other block has written its partial",
+        "        cuda.threadfence()",
+        "        acc = init",
+        "        j = t",
+        "        while j < cuda.gridDim.x:",
+        "            acc = combine(acc, partials[j])",
+        f"            j += {BLOCK}",
+        *["    " + line for line in _tree()],
+        "        if t == 0:",
+        f"            r = {_CONVERT[r.dtype]}(finalize(scratch[0], scale))",
+        "            red[0] = r",
+        *tail,
+        *[f"            q{k}[0] = w{j}" for k, j in enumerate(r.stores)],
+        "            ticket[0] = 0  # for the next launch",
+    ]
+
+
+def _tree() -> list[str]:
+    """Lines that combine ``acc`` of the block's threads into ``scratch[0]``."""
+    return [
         "    scratch[t] = acc",
         "    cuda.syncthreads()",
         f"    half = {BLOCK // 2}",
@@ -140,8 +184,6 @@ def _block_reduce(acc: str) -> list[str]:
         "            scratch[t] = combine(scratch[t], scratch[t + half])",
         "        cuda.syncthreads()",
         "        half //= 2",
-        "    if t == 0:",
-        "        partials[cuda.blockIdx.x] = scratch[0]",
     ]
 
 

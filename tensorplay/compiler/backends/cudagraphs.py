@@ -47,7 +47,7 @@ from ...cuda.graphs import CUDAGraph, graph
 from ...runtime.caches import BoundedCache
 from ...runtime.capture import capture_state
 from ...runtime.streams import current_stream
-from ..fusion import fusing
+from ..fusion import fusing, tickets
 
 __all__ = ["CompiledFunction", "compile_fn"]
 
@@ -106,6 +106,8 @@ class CompiledFunction:
         self._fn = fn
         self._warmup = warmup
         self._fuse = fuse
+        if fuse:
+            tickets.prepare()  # what fused reductions count on, made before any capture
         self._kernels: dict[str, str] = {}  # fused kernels generated so far: name -> source
         self._entries = BoundedCache("compile.cudagraphs.signatures", SIGNATURE_LIMIT)  # signature -> _Entry
         self._lock = threading.RLock()  # one capture at a time
