@@ -44,11 +44,11 @@ from pathlib import Path
 from numba import cuda
 
 from . import elementwise as ew
-from ._target import DISK_CACHE
+from ._target import DISK_CACHE, SMALL_BLOCKS
 
 __all__ = ["BLOCK", "Reduction", "Step", "kernel", "op_functions", "source"]
 
-BLOCK = 256  # threads per block of a fused reduction (its shared scratch has this size)
+BLOCK = 32 if SMALL_BLOCKS else 256  # threads per block of a fused reduction (its shared scratch has this size)
 
 
 @dataclass(frozen=True)
