@@ -19,9 +19,10 @@ What joins a group, so that each element's value is the eager one:
 
 - outputs contiguous, of the group's shape, of dtype bool, int32, int64,
   float32 or float64 (float16 math and casts stay eager);
-- operands that are numbers, contiguous tensors of the group's shape, or
-  one-element tensors; a broadcast or strided operand ends the group and the
-  op runs eagerly;
+- operands that are numbers, contiguous tensors of the group's shape,
+  one-element tensors, or tensors that broadcast to the group's shape or view
+  it with other strides (read at an offset computed from the element's index,
+  with the group's shape and the operand's strides written into the kernel);
 - a tail op: one-element operands and output, none of them memory that the
   group's full-size ops write (the tail reads them once the others are done,
   but the kernel loads one-element inputs when it starts);
@@ -43,8 +44,8 @@ from contextlib import contextmanager
 import numpy as np
 
 from .. import _dtype as dt
-from .._overlap import byte_span
 from .._factories import zeros
+from .._overlap import byte_span
 from .._reduce import _reduce_types, reduce_dims
 from .._tensor import Tensor
 from ..kernels import fused
@@ -75,6 +76,11 @@ class _Write:
 
     def alive(self) -> bool:
         return self.storage() is not None
+
+    def array(self, n: int) -> ArrayArg:
+        """The kernel argument its value is stored through (``n`` elements)."""
+        isz = self.dtype.itemsize
+        return ArrayArg(self.ptr, (n,), (isz,), self.dtype.name, isz, True)
 
 
 class Tickets:
@@ -131,6 +137,7 @@ class _Group:
         self.shape, self.n, self.stream = shape, n, s
         self.inputs: list[Tensor] = []  # full-size, read at [i]
         self.ones: list[Tensor] = []  # one element, read at [0]
+        self.strided: list[tuple[Tensor, tuple]] = []  # (tensor, its element strides over the shape)
         self.scalars: list = []
         self.steps: list[fused.Step] = []
         self.writes: dict[int, _Write] = {}  # data pointer -> its latest write
@@ -147,12 +154,27 @@ class _Group:
 
 
 class Fuser:
-    """Defers the elementwise ops of one thread into fused kernels (see the module)."""
+    """Defers the elementwise ops of one thread into fused kernels (see the
+    module); with ``fuse=False`` it launches each op as eagerly. Either way it
+    notes the data pointers of what the ops and kernels issued may write
+    (``written``), so that ``tp.compile`` knows which arguments a function
+    changes in place."""
 
-    def __init__(self) -> None:
+    def __init__(self, fuse: bool = True) -> None:
         self.thread = threading.get_ident()
+        self.fuse = fuse
         self.group: _Group | None = None
         self.kernels: list[tuple[str, str]] = []  # (name, source) of every fused kernel launched
+        self.written: list[int] = []  # data pointers of every op's output and every kernel's arrays
+
+    def note_written(self, ptrs) -> None:
+        """Kernels' array arguments: any of them may be written."""
+        if threading.get_ident() == self.thread:
+            self.written.extend(ptrs)
+
+    def wrote(self, lo: int, hi: int) -> bool:
+        """True when an op or kernel issued so far may have written bytes [lo, hi)."""
+        return any(lo <= p < hi for p in self.written)
 
     # -- what the tensor layer hands over ----------------------------------------------------
     def take(self, op: str, out: Tensor, operands, cast: str) -> bool:
@@ -160,7 +182,8 @@ class Fuser:
         group out and leave the op to run eagerly (False)."""
         if threading.get_ident() != self.thread:
             return False
-        if not self._fusable(out, operands, cast):
+        self.written.append(out._ptr)
+        if not self.fuse or not self._fusable(out, operands, cast):
             self.flush()
             return False
         s, space = current_stream(), _space(out)
@@ -230,20 +253,22 @@ class Fuser:
                                         tuple(w.step for w in stored))  # fmt: skip
         name = _kernel_name(g.steps, reduction)
         counts = (len(g.inputs), len(g.ones), len(g.scalars))
-        text = fused.source(name, counts, tuple(g.steps), tuple(w.step for w in live), reduction)
+        strided = tuple(strides for _, strides in g.strided)
+        text = fused.source(name, counts, tuple(g.steps), tuple(w.step for w in live), reduction, g.shape, strided)
         kernel = fused.kernel(name, text)
-        args = [np.int64(g.n), *[_flat(t) for t in g.inputs], *[_one(t) for t in g.ones], *g.scalars]
-        args += [ArrayArg(w.ptr, (g.n,), (w.dtype.itemsize,), w.dtype.name, w.dtype.itemsize, True) for w in live]
+        args = [np.int64(g.n), *[_flat(t) for t in g.inputs], *[_one(t) for t in g.ones]]
+        args += [*[_spanned(t, g.shape, strides) for t, strides in g.strided], *g.scalars]
+        args += [w.array(g.n) for w in live]
         with stream(g.stream):
             if r is None:
                 launch(kernel, *grid_1d(g.n), args, g.stream)
             else:
                 blocks = max(1, min(MAX_BLOCKS, -(-g.n // fused.BLOCK)))
-                partials = Tensor._empty((blocks,), dt.from_numpy_dtype(r.acc))  # held by the graph's pool
+                partials = Tensor._empty((blocks,), dt.from_numpy_dtype(r.acc))  # this kernel's alone
                 ticket = ArrayArg(r.ticket, (1,), (4,), "int32", 4, True)
                 init, scale = rk.identity_value(r.op, r.acc), np.float64(1.0 / g.n)
                 args += [_flat(partials), ticket, _one(r.out), init, scale]
-                args += [ArrayArg(w.ptr, (1,), (w.dtype.itemsize,), w.dtype.name, w.dtype.itemsize, True) for w in stored]
+                args += [w.array(1) for w in stored]
                 launch(kernel, (blocks, 1, 1), (fused.BLOCK, 1, 1), args, g.stream)
         self.kernels.append((name, text))
 
@@ -274,14 +299,18 @@ def _plan(g: _Group, out: Tensor, operands):
         elif o.numel() == 1:
             args.append(("b", o))
         else:
-            return _EAGER
+            strides = _broadcast_strides(o, g.shape)
+            if strides is None:
+                return _EAGER
+            args.append(("c", (o, strides)))
     lo, hi = out._ptr, out._ptr + g.n * out.dtype.itemsize
     for t in [*g.inputs, *[v for kind, v in args if kind == "a"]]:  # read at [i]: a write there comes after
         t_lo, t_hi = byte_span(t)
         if t_lo < hi and lo < t_hi and (t._ptr != out._ptr or t.dtype is not out.dtype):
             return _CONFLICT
-    if any(_spans_overlap(byte_span(t), (lo, hi)) for t in [*g.ones, *[v for kind, v in args if kind == "b"]]):
-        return _CONFLICT  # read by every thread at [0]
+    others = [*g.ones, *[t for t, _ in g.strided], *[v if kind == "b" else v[0] for kind, v in args if kind in "bc"]]
+    if any(_spans_overlap(byte_span(t), (lo, hi)) for t in others):
+        return _CONFLICT  # read by other threads (at [0], or at offsets of their own)
     for ptr, w in list(g.writes.items()):
         if w.lo < hi and lo < w.hi:
             if not w.alive():
@@ -346,6 +375,20 @@ def _tail_writable(g: _Group, out: Tensor) -> bool:
     return same or not _tail_touches(g, lo, hi)
 
 
+def _broadcast_strides(t: Tensor, shape: tuple) -> tuple | None:
+    """``t``'s element strides as it is read over ``shape`` (0 along the
+    dimensions it is broadcast in), or None when it does not broadcast to it."""
+    if t.ndim > len(shape):
+        return None
+    pad = len(shape) - t.ndim
+    strides = [0] * pad
+    for size, want, stride in zip(t.shape, shape[pad:], t.stride(), strict=True):
+        if size != want and size != 1:
+            return None
+        strides.append(stride if size == want else 0)
+    return tuple(strides)
+
+
 def _space(t: Tensor) -> tuple:
     """The iteration space of a group ``t`` can join: its shape, or ``()`` for
     any one-element tensor (every one reads and writes element 0)."""
@@ -364,6 +407,8 @@ def _apply(g: _Group, op: str, out: Tensor, cast: str, args: list) -> None:
             refs.append(("a", _index(g.inputs, value)))
         elif kind == "b":
             refs.append(("b", _index(g.ones, value)))
+        elif kind == "c":
+            refs.append(("c", _strided_index(g.strided, *value)))
         elif kind == "s":
             g.scalars.append(value)
             refs.append(("s", len(g.scalars) - 1))
@@ -380,6 +425,21 @@ def _index(tensors: list[Tensor], t: Tensor) -> int:
             return k
     tensors.append(t)  # held: its memory is not reused before the kernel reads it
     return len(tensors) - 1
+
+
+def _strided_index(entries: list, t: Tensor, strides: tuple) -> int:
+    """Where ``(t, strides)`` (or the same memory read the same way) is in ``entries``, adding it."""
+    for k, (other, other_strides) in enumerate(entries):
+        if other._ptr == t._ptr and other.dtype is t.dtype and other_strides == strides:
+            return k
+    entries.append((t, strides))  # held: its memory is not reused before the kernel reads it
+    return len(entries) - 1
+
+
+def _spanned(t: Tensor, shape: tuple, strides: tuple) -> ArrayArg:
+    """``t`` as a flat array over the elements it is read at (its offsets are from its data pointer)."""
+    n, isz = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True)), t.dtype.itemsize
+    return ArrayArg(t._ptr, (n,), (isz,), t.dtype.name, isz, True)
 
 
 def _flat(t: Tensor) -> ArrayArg:
@@ -403,14 +463,15 @@ def _kernel_name(steps, reduction) -> str:
 
 
 @contextmanager
-def fusing():
+def fusing(fuse: bool = True):
     """Fuse the elementwise ops this thread issues inside the block (the ones
-    issued before it by an enclosing fuser are launched first). Yields the
-    ``Fuser``, whose ``kernels`` lists what it generated."""
+    issued before it by an enclosing fuser are launched first; ``fuse=False``:
+    launch each op, only noting what it writes). Yields the ``Fuser``, whose
+    ``kernels`` lists what it generated and ``written`` what may be written."""
     previous = capture_state.fuser
     if previous is not None:
         previous.flush()
-    fuser = capture_state.fuser = Fuser()
+    fuser = capture_state.fuser = Fuser(fuse)
     try:
         yield fuser
         fuser.flush()
@@ -422,3 +483,5 @@ def fusing():
         raise
     finally:
         capture_state.fuser = previous
+        if previous is not None:
+            previous.written.extend(fuser.written)

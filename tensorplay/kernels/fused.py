@@ -24,6 +24,8 @@ compiled kernel there instead of compiling it again.
 
 Parameters of a kernel, in order: ``n``, the full-size inputs ``a0, a1, ...``
 (read at ``[i]``), the one-element inputs ``b0, ...`` (read at ``[0]``), the
+broadcast or strided inputs ``c0, ...`` (read at an offset computed from
+``i``, the group's shape and the input's strides, which the text holds), the
 scalars ``s0, ...``, the outputs ``o0, ...``, then for a reduction its
 ``partials`` array (one element per block), its ``ticket``, its one-element
 output ``red``, the accumulator's starting value ``init``, the mean's ``scale``
@@ -48,6 +50,7 @@ from ._target import DISK_CACHE, SMALL_BLOCKS
 
 __all__ = ["BLOCK", "Reduction", "Step", "kernel", "op_functions", "source"]
 
+UNROLL = 4  # elements a thread loads before it computes (while it has that many left)
 BLOCK = 32 if SMALL_BLOCKS else 256  # threads per block of a fused reduction (its shared scratch has this size)
 
 
@@ -55,7 +58,7 @@ BLOCK = 32 if SMALL_BLOCKS else 256  # threads per block of a fused reduction (i
 class Step:
     """One op of a chain: ``op`` (a key of the op table, ``where``, ``clamp`` or
     ``fill``) of ``args``, each ``("a", k)`` full-size input k, ``("b", k)``
-    one-element input k, ``("s", k)`` scalar k, ``("v", j)`` the value of step
+    one-element input k, ``("c", k)`` strided input k, ``("s", k)`` scalar k, ``("v", j)`` the value of step
     j, and in a tail ``("r", 0)`` the reduction's value or ``("w", j)`` the
     value of tail step j; ``cast`` is the eager kernel's (``"none"`` or ``"int64"``), ``dtype``
     the NumPy name of the result's dtype."""
@@ -94,13 +97,15 @@ _CONVERT = {"bool": "bool", **{d: f"np.{d}" for d in ("int32", "int64", "float32
 
 
 def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], stores: tuple[int, ...],
-           reduction: Reduction | None = None) -> str:  # fmt: skip
+           reduction: Reduction | None = None, shape: tuple = (), strided: tuple = ()) -> str:  # fmt: skip
     """The kernel's Python source. ``counts`` is (full-size inputs, one-element
-    inputs, scalars); ``stores[k]`` is the step whose value output ``k`` takes."""
+    inputs, scalars); ``stores[k]`` is the step whose value output ``k`` takes;
+    ``strided[k]`` are the element strides of strided input ``k`` over ``shape``."""
     na, nb, ns = counts
     tail = reduction.tail if reduction is not None else ()
     ops = sorted({s.op for s in (*steps, *tail)})
-    params = ["n", *[f"a{k}" for k in range(na)], *[f"b{k}" for k in range(nb)], *[f"s{k}" for k in range(ns)]]
+    params = ["n", *[f"a{k}" for k in range(na)], *[f"b{k}" for k in range(nb)]]
+    params += [*[f"c{k}" for k in range(len(strided))], *[f"s{k}" for k in range(ns)]]
     params += [f"o{k}" for k in range(len(stores))]
     if reduction is not None:
         params += ["partials", "ticket", "red", "init", "scale", *[f"q{k}" for k in range(len(reduction.stores))]]
@@ -117,35 +122,73 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     body += ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)"]
     if reduction is not None:
         body.append("    acc = init")
+    body.append(
+        f"    while i + {UNROLL - 1} * step < n:  # {UNROLL} elements at a time: their loads are in flight together"
+    )
+    body += [f"        i{u} = i + {u} * step" for u in range(1, UNROLL)]
+    at = [("i", "_0")] + [(f"i{u}", f"_{u}") for u in range(1, UNROLL)]
+    body += _elements(steps, stores, reduction, at, shape, strided)
+    body.append(f"        i += {UNROLL} * step")
     body.append("    while i < n:")
-    used = {arg[1] for s in steps for arg in s.args if arg[0] == "a"}
-    body += [f"        x{k} = a{k}[i]" for k in sorted(used)]
-    for j, s in enumerate(steps):
-        args = ", ".join(_operand(arg, s.cast) for arg in s.args)
-        body.append(f"        v{j} = {_CONVERT[s.dtype]}({_fn_name(s.op)}({args}))")
-    body += [f"        o{k}[i] = v{j}" for k, j in enumerate(stores)]
-    if reduction is not None:
-        body.append(f"        acc = combine(acc, np.{reduction.acc}(v{reduction.step}))")
+    body += _elements(steps, stores, reduction, [("i", "")], shape, strided)
     body.append("        i += step")
     if reduction is not None:
         body += _finish(reduction)
     return "\n".join(head) + "\n\n\n" + "\n".join(body) + "\n"
 
 
-def _operand(arg: tuple, cast: str) -> str:
+def _elements(steps, stores, reduction, at: list[tuple[str, str]], shape: tuple, strided: tuple) -> list[str]:
+    """The loop body for the elements at each ``(index, name suffix)`` of ``at``:
+    every load first, then every op, then every store (a store may alias a load)."""
+    used = sorted({arg[1] for s in steps for arg in s.args if arg[0] == "a"})
+    offsets = sorted({arg[1] for s in steps for arg in s.args if arg[0] == "c"})
+    lines = [f"        x{k}{tag} = a{k}[{i}]" for i, tag in at for k in used]
+    lines += [f"        z{k}{tag} = c{k}[{_offset(i, shape, strided[k])}]" for i, tag in at for k in offsets]
+    lines += [f"        {_assign(f'v{j}{tag}', s, tag)}" for _, tag in at for j, s in enumerate(steps)]
+    for i, tag in at:
+        lines += [f"        o{k}[{i}] = v{j}{tag}" for k, j in enumerate(stores)]
+        if reduction is not None:
+            lines.append(f"        acc = combine(acc, np.{reduction.acc}(v{reduction.step}{tag}))")
+    return lines
+
+
+_NAMES = {"a": "x", "c": "z", "v": "v", "b": "y", "w": "w", "s": "s"}  # an argument's kind -> its variable's name
+_PER_ELEMENT = frozenset("acv")  # kinds with a value per element (their names take the element's suffix)
+
+
+def _assign(value: str, s: Step, tag: str = "") -> str:
+    """``value = <step s>``, converted to the dtype of the tensor it would be written to."""
+    args = ", ".join(_operand(arg, s.cast, tag) for arg in s.args)
+    return f"{value} = {_CONVERT[s.dtype]}({_fn_name(s.op)}({args}))"
+
+
+def _operand(arg: tuple, cast: str, tag: str = "") -> str:
+    """The expression of a step's argument (``tag``: the element's name suffix)."""
     kind, k = arg
     if kind == "s":
         return f"s{k}"
-    value = "r" if kind == "r" else {"a": "x", "b": "y", "v": "v", "w": "w"}[kind] + str(k)
+    value = "r" if kind == "r" else f"{_NAMES[kind]}{k}{tag if kind in _PER_ELEMENT else ''}"
     return f"np.int64({value})" if cast == "int64" else value
+
+
+def _offset(index: str, shape: tuple, strides: tuple) -> str:
+    """The element offset of a strided input at flat ``index`` of ``shape``:
+    each dimension's coordinate times its stride (dimensions of stride 0 left out)."""
+    terms, inner = [], 1
+    for d in range(len(shape) - 1, -1, -1):
+        if strides[d] and shape[d] > 1:
+            coord = index if inner == 1 else f"{index} // {inner}"
+            coord = coord if d == 0 else f"({coord}) % {shape[d]}" if inner > 1 else f"{coord} % {shape[d]}"
+            terms.append(coord if strides[d] == 1 else f"({coord}) * {strides[d]}")
+        inner *= shape[d]
+    return " + ".join(reversed(terms)) or "0"
 
 
 def _finish(r: Reduction) -> list[str]:
     """Lines after the element loop of a reduction: the block's accumulators
     combined through shared memory into its partial; the last block to take a
     ticket combines the partials, stores the value and runs the tail."""
-    tail = [f"            w{j} = {_CONVERT[s.dtype]}({_fn_name(s.op)}({', '.join(_operand(a, s.cast) for a in s.args)}))"
-            for j, s in enumerate(r.tail)]  # fmt: skip
+    tail = [f"            {_assign(f'w{j}', s)}" for j, s in enumerate(r.tail)]
     return [
         "    t = cuda.threadIdx.x",
         f"    scratch = cuda.shared.array({BLOCK}, np.{r.acc})",

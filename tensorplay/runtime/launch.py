@@ -108,7 +108,10 @@ def launch(kernel, grid, block, args, stream=None, shared_bytes: int = 0) -> Non
 
 def launch_with(launcher, grid, block, args, stream=None, shared_bytes: int = 0) -> None:
     """Launch through a launcher from ``resolve`` (arguments must match its keys)."""
-    launcher(grid, block, launch_stream(launcher.name, stream)._h, args, shared_bytes)
+    s = launch_stream(launcher.name, stream)
+    if capture_state.fuser is not None:  # tp.compile notes what its function may have written
+        capture_state.fuser.note_written([a._karray[4] for a in args if isinstance(a, KernelArray)])
+    launcher(grid, block, s._h, args, shared_bytes)
 
 
 def launch_packed(launcher, grid, block, params: bytes) -> None:

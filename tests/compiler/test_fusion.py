@@ -135,16 +135,26 @@ def test_one_element_tensors_broadcast_and_a_written_one_is_not_read_by_other_th
         np.testing.assert_array_equal(a, b)
 
 
-def test_broadcast_and_float16_operands_run_eagerly_with_the_same_results():
-    x, row = tp.ones(4, 8), tp.tensor(np.arange(8, dtype=np.float32))
-    h = tp.ones(4, 8, dtype=tp.float16)
+def test_broadcast_and_strided_operands_join_the_chain_and_float16_runs_eagerly():
+    rng = np.random.default_rng(2)
+    x, row = tp.tensor(rng.standard_normal((6, 50), np.float32)), tp.tensor(rng.standard_normal(50, np.float32))
+    col, h = tp.tensor(rng.standard_normal((6, 1), np.float32)), tp.ones(6, 50, dtype=tp.float16)
+    t = tp.tensor(rng.standard_normal((50, 6), np.float32))
 
-    def f(x, row, h):
-        return ((x + row) * 2).abs(), (h * 3).float() + x
+    def f(x, row, col, t, h):
+        y = ((x + row) * col - t.t()).abs()  # a row, a column and a transposed view, read in place
+        return y, (y * 2 + row).max(), (h * 3).float() + x
 
-    eager, compiled, _ = _eager_and_compiled(f, x, row, h)
-    for a, b in zip(_values(compiled), _values(eager), strict=True):
+    expected = f(x, row, col, t, h)
+    compiled = tp.compile(f)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):  # inside a capture the views themselves are read (no staged copies)
+        got = compiled(x, row, col, t, h)
+    g.replay()
+    for a, b in zip(_values(got), _values(expected), strict=True):
         np.testing.assert_array_equal(a, b)
+    # one kernel for the chain and its reduction; float16's multiply and cast run as eagerly
+    assert [name for name, _ in _names(compiled)] == ["fused_add_mul_sub_abs_max", "fused_add"]
 
 
 def test_fuse_false_keeps_one_kernel_per_op():
@@ -220,7 +230,7 @@ _UNARY = ("abs", "neg", "tanh", "exp", "relu")
 
 @st.composite
 def _programs(draw):
-    """A random straight-line program over four inputs of mixed dtypes: (steps, reduction)."""
+    """A random straight-line program over six inputs of mixed dtypes and shapes: (steps, reduction)."""
     steps = []
     for _ in range(draw(st.integers(1, 8))):
         kind = draw(st.sampled_from(("binary", "scalar", "unary", "where", "in_place")))
@@ -244,7 +254,10 @@ def _run(program, *inputs):
             values.append(tp.where(cond if cond.dtype is tp.bool else cond > 0, x, y))
         elif kind == "scalar":
             values.append(getattr(tp, op)(x, scalar) if x.dtype is not tp.bool else x & (scalar > 0))
-        elif kind == "in_place" and x.dtype.kind == "f" and x.dtype.itemsize >= y.dtype.itemsize and x is not y:
+        elif (
+            kind == "in_place" and x.dtype.kind == "f" and x.dtype.itemsize >= y.dtype.itemsize and x is not y
+            and x.shape == np.broadcast_shapes(x.shape, y.shape)
+        ):  # fmt: skip
             x.add_(y if y.dtype is not tp.bool else y.float())  # inputs are copies: changed in place
         else:
             values.append(getattr(tp, op)(x, y))
@@ -263,13 +276,53 @@ _FULL = os.environ.get("TENSORPLAY_STRESS", "").lower() == "full"
 @given(program=_programs())
 def test_random_chains_of_mixed_dtypes_equal_eager(program):
     rng = np.random.default_rng(len(program[0]))
-    inputs = [
-        tp.tensor(rng.standard_normal(300).astype(np.float32)),
-        tp.tensor(rng.standard_normal(300)),
-        tp.tensor(rng.integers(-5, 5, 300).astype(np.int32)),
-        tp.tensor(rng.random(300) > 0.5),
+    inputs = [  # full-size, and a row and a column that broadcast against them
+        tp.tensor(rng.standard_normal((6, 50)).astype(np.float32)),
+        tp.tensor(rng.standard_normal((6, 50))),
+        tp.tensor(rng.integers(-5, 5, (6, 50)).astype(np.int32)),
+        tp.tensor(rng.random((6, 50)) > 0.5),
+        tp.tensor(rng.standard_normal(50).astype(np.float32)),
+        tp.tensor(rng.integers(-5, 5, (6, 1)).astype(np.int64)),
     ]
     eager, compiled, _ = _eager_and_compiled(lambda *xs: _run(program, *xs), *inputs)
     np.testing.assert_array_equal(compiled[0].numpy(), eager[0].numpy())
     if len(eager) == 2:
         np.testing.assert_allclose(compiled[1].numpy(), eager[1].numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_in_place_changes_reach_the_callers_tensors_at_every_call(fuse):
+    @tp.jit
+    def bump(x):  # a kernel of one's own may write any array it is given
+        i = tp.cuda.grid(1)
+        if i < x.size:
+            x[i] += 1.0
+
+    def f(u, v, w):
+        u.copy_(v)
+        v.mul_(2)
+        bump[1, 64](w)
+        return (u + v).sum()
+
+    compiled = tp.compile(f, fuse=fuse)
+    for k in range(3):  # warm-up, capture, replay
+        u, v, w = tp.zeros(64), tp.full((64,), float(k)), tp.ones(64)
+        eager = [t.clone() for t in (u, v, w)]
+        expected = f(*eager).item()
+        assert compiled(u, v, w).item() == expected
+        for got, want in zip((u, v, w), eager, strict=True):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_aliased_arguments_changed_in_place_behave_as_eagerly():
+    def f(a, b):
+        a.add_(1)
+        return b * 2
+
+    compiled = tp.compile(f)
+    for _ in range(3):
+        x = tp.ones(8)
+        eager_x = x.clone()
+        expected = f(eager_x, eager_x).numpy()
+        np.testing.assert_array_equal(compiled(x, x).numpy(), expected)
+        np.testing.assert_array_equal(x.numpy(), eager_x.numpy())

@@ -23,8 +23,10 @@ three signatures. Per signature:
 The tensors returned are the graph's static outputs, the same tensors at every
 call: the next call of the compiled function overwrites them (as PyTorch's
 CUDA graphs do). ``.clone()`` what must outlive the next call. A function that
-changes its arguments in place changes the private copies, not the caller's
-tensors.
+changes its arguments in place changes the caller's tensors, as eagerly: the
+capture notes which static inputs its ops and kernels may write (a kernel of
+your own may write any array it is given), and after each replay those are
+copied back into the call's arguments.
 
 Calls run eagerly, never captured, when autograd must record them: grad mode
 is on and a tensor argument requires grad, or the warm-up's outputs require
@@ -63,7 +65,7 @@ def compile_fn(fn, warmup: int = 1, fuse: bool = True) -> CompiledFunction:
 class _Entry:
     """One signature: its eager calls so far, then its graph."""
 
-    __slots__ = ("calls", "eager", "graph", "statics", "sources", "out_spec", "out_leaves")
+    __slots__ = ("calls", "eager", "graph", "statics", "sources", "written", "out_spec", "out_leaves")
 
     def __init__(self) -> None:
         self.calls = 0
@@ -71,6 +73,7 @@ class _Entry:
         self.graph: CUDAGraph | None = None
         self.statics: list[Tensor] = []  # what stage_and_launch copies into
         self.sources: tuple | None = None  # with shared memory: what it copies from (see _aliased_statics)
+        self.written: tuple = ()  # indices of the statics the function writes: copied back after a replay
         self.out_spec = self.out_leaves = None
 
     def launch(self, tensors: list):
@@ -81,6 +84,8 @@ class _Entry:
                 for src in self.sources
             ]
         self.graph.stage_and_launch(self.statics, tensors)
+        for k in self.written:  # in-place changes reach the caller's tensors
+            tensors[k].copy_(self.statics[k])
         return _unflatten(self.out_spec, self.out_leaves)
 
 
@@ -115,7 +120,7 @@ class CompiledFunction:
 
     def __call__(self, *args, **kwargs):
         if capture_state.active and current_stream().is_capturing():
-            return self._traced(args, kwargs)  # into the capture in progress
+            return self._traced(args, kwargs)[0]  # into the capture in progress
         key, tensors = _signature(args, kwargs)
         if tensors and _records_grad(tensors):
             return self._fn(*args, **kwargs)
@@ -165,12 +170,13 @@ class CompiledFunction:
             static_args, static_kwargs = tuple(arg_statics), {}
         g = CUDAGraph()
         with graph(g):
-            out = self._traced(static_args, static_kwargs)
+            out, fuser = self._traced(static_args, static_kwargs)
         out_spec, out_leaves = _flatten(out)
         if _records_grad(out_leaves):
             entry.eager = True
             return False
         entry.graph, entry.statics, entry.sources = g, statics, sources
+        entry.written = tuple(k for k, t in enumerate(statics) if fuser.wrote(*byte_span(t)))
         entry.out_spec, entry.out_leaves = out_spec, out_leaves
         return True
 
@@ -197,13 +203,13 @@ class CompiledFunction:
             )
 
     def _traced(self, args: tuple, kwargs: dict):
-        """``fn(*args, **kwargs)`` issued into the capture in progress, fused."""
-        if not self._fuse:
-            return self._fn(*args, **kwargs)
-        with fusing() as fuser:
+        """``fn(*args, **kwargs)`` issued into the capture in progress, fused
+        (unless ``fuse=False``); returns its result and the ``Fuser``, which
+        noted what it may have written."""
+        with fusing(self._fuse) as fuser:
             out = self._fn(*args, **kwargs)
         self._kernels.update(fuser.kernels)
-        return out
+        return out, fuser
 
     def kernels(self) -> list[str]:
         """The source of every fused kernel this function's captures generated, as
