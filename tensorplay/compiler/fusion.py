@@ -59,6 +59,7 @@ __all__ = ["Fuser", "fusing", "tickets"]
 FUSABLE = frozenset(("bool", "int32", "int64", "float32", "float64"))
 REDUCTIONS = frozenset(("sum", "mean", "max", "min"))
 MAX_STEPS = 64  # ops per fused kernel: a longer chain is split
+MAX_ARRAYS = 40  # array parameters of a fused kernel (56+ bytes each; the driver takes 4 KiB): more split the chain
 MAX_BLOCKS = 1024  # blocks of a fused reduction (its finishing pass reduces this many partials)
 _CONFLICT, _EAGER = "conflict", "eager"
 
@@ -119,13 +120,14 @@ tickets = Tickets()
 
 
 class _Reducing:
-    """A group's reduction: ``op`` of step ``step``'s value into ``out``, its
-    ticket, and the tail of one-element ops after it."""
+    """A group's reduction: ``op`` of step ``step``'s value into ``out``; over
+    every element (``k`` 0, with its ticket and the tail of one-element ops
+    after it), or along the last dimensions, in rows of ``k``."""
 
-    __slots__ = ("op", "step", "acc", "out", "ticket", "tail", "writes")
+    __slots__ = ("op", "step", "acc", "out", "ticket", "k", "tail", "writes")
 
-    def __init__(self, op: str, step: int, acc, out: Tensor, ticket: int) -> None:
-        self.op, self.step, self.acc, self.out, self.ticket = op, step, acc, out, ticket
+    def __init__(self, op: str, step: int, acc, out: Tensor, ticket: int, k: int) -> None:
+        self.op, self.step, self.acc, self.out, self.ticket, self.k = op, step, acc, out, ticket, k
         self.tail: list[fused.Step] = []
         self.writes: dict[int, _Write] = {}  # the tail's: data pointer -> its latest write
 
@@ -143,14 +145,16 @@ class _Group:
         self.writes: dict[int, _Write] = {}  # data pointer -> its latest write
         self.reduction: _Reducing | None = None
 
+    def arrays(self) -> int:
+        """Array parameters its kernel would have after one more op (which adds at most four)."""
+        tail = len(self.reduction.writes) + 3 if self.reduction is not None else 0
+        return len(self.inputs) + len(self.ones) + len(self.strided) + len(self.writes) + tail + 4
+
     def touches_written(self, lo: int, hi: int) -> bool:
         """True when bytes [lo, hi) overlap a live result of the group or its reduction's."""
         if any(w.lo < hi and lo < w.hi and w.alive() for w in self.writes.values()):
             return True
-        if self.reduction is not None:
-            out = self.reduction.out
-            return out._ptr < hi and lo < out._ptr + out.dtype.itemsize
-        return False
+        return self.reduction is not None and _spans_overlap(byte_span(self.reduction.out), (lo, hi))
 
 
 class Fuser:
@@ -188,11 +192,15 @@ class Fuser:
             return False
         s, space = current_stream(), _space(out)
         g = self.group
-        if g is not None and g.reduction is not None and g.stream == s and space == () != g.shape:
+        if g is not None and g.reduction is not None and not g.reduction.k and g.stream == s and space == () != g.shape:
             if _take_tail(g, op, out, operands, cast):
                 return True
         if g is not None and (
-            g.shape != space or g.stream != s or len(g.steps) >= MAX_STEPS or (g.reduction and g.reduction.tail)
+            g.shape != space
+            or g.stream != s
+            or len(g.steps) >= MAX_STEPS
+            or g.arrays() >= MAX_ARRAYS
+            or (g.reduction and g.reduction.tail)
         ):
             self.flush()
             g = None
@@ -212,8 +220,9 @@ class Fuser:
         return True
 
     def reduce(self, op: str, x: Tensor, dim, keepdim: bool) -> Tensor | None:
-        """A full reduction of a result of the open group, as its epilogue: the
-        reduction's output (None: not taken, the eager reduction runs)."""
+        """A reduction of a result of the open group, over all its dimensions
+        or its last ones, as the kernel's epilogue: the reduction's output
+        (None: not taken, the eager reduction runs)."""
         g = self.group
         if threading.get_ident() != self.thread or g is None or g.reduction is not None or op not in REDUCTIONS:
             return None
@@ -222,18 +231,23 @@ class Fuser:
         w = g.writes.get(x._ptr)
         if (
             w is None or w.dtype is not x.dtype or not x._contig or _space(x) != g.shape or g.stream != current_stream()
-            or len(reduce_dims(x, dim)) != x.ndim or x.dtype.name not in ("float32", "float64", "int32", "int64")
+            or x.dtype.name not in ("float32", "float64", "int32", "int64")
             or (op in ("sum", "mean") and x.dtype.kind != "f")
         ):  # fmt: skip
             return None
-        ticket = tickets.take()
+        dims = reduce_dims(x, dim)
+        kept = x.ndim - len(dims)
+        if sorted(dims) != list(range(kept, x.ndim)) or 0 in x.shape:
+            return None  # not the last dimensions (or nothing to reduce): the eager kernel's layouts
+        ticket = tickets.take() if kept == 0 else 0
         if ticket is None:
             return None
         out_dtype, acc = _reduce_types(op, x.dtype)
-        out = Tensor._empty((1,), out_dtype)
-        g.reduction = _Reducing(op, w.step, acc, out, ticket)
-        shape = (1,) * x.ndim if keepdim else ()
-        return out._view(shape, (1,) * len(shape))
+        out = Tensor._empty(x.shape[:kept] or (1,), out_dtype)
+        k = 0 if kept == 0 else g.n // out.numel()
+        g.reduction = _Reducing(op, w.step, acc, out, ticket, k)
+        shape = x.shape[:kept] + (1,) * len(dims) if keepdim else x.shape[:kept]
+        return out._view(shape, _contiguous_strides(shape))
 
     # -- writing a group out -----------------------------------------------------------------
     def flush(self) -> None:
@@ -250,7 +264,7 @@ class Fuser:
         if r is not None:
             stored = [w for w in r.writes.values() if w.alive()]
             reduction = fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, tuple(r.tail),
-                                        tuple(w.step for w in stored))  # fmt: skip
+                                        tuple(w.step for w in stored), r.k)  # fmt: skip
         name = _kernel_name(g.steps, reduction)
         counts = (len(g.inputs), len(g.ones), len(g.scalars))
         strided = tuple(strides for _, strides in g.strided)
@@ -262,6 +276,10 @@ class Fuser:
         with stream(g.stream):
             if r is None:
                 launch(kernel, *grid_1d(g.n), args, g.stream)
+            elif r.k:  # a block a row
+                lanes = min(fused.BLOCK, max(32, 1 << (r.k - 1).bit_length()))
+                args += [_flat(r.out), rk.identity_value(r.op, r.acc), np.float64(1.0 / r.k)]
+                launch(kernel, (min(r.out.numel(), 65535), 1, 1), (lanes, 1, 1), args, g.stream)
             else:
                 blocks = max(1, min(MAX_BLOCKS, -(-g.n // fused.BLOCK)))
                 partials = Tensor._empty((blocks,), dt.from_numpy_dtype(r.acc))  # this kernel's alone
@@ -326,7 +344,7 @@ def _take_tail(g: _Group, op: str, out: Tensor, operands, cast: str) -> bool:
     """Join ``out[0] = op(*operands)``, over one-element tensors after the group's
     reduction, to its tail (True); False leaves it (the group is written out)."""
     r = g.reduction
-    if len(g.steps) + len(r.tail) >= MAX_STEPS or not _tail_writable(g, out):
+    if len(g.steps) + len(r.tail) >= MAX_STEPS or g.arrays() >= MAX_ARRAYS or not _tail_writable(g, out):
         return False
     args = []
     for o in operands:
@@ -387,6 +405,14 @@ def _broadcast_strides(t: Tensor, shape: tuple) -> tuple | None:
             return None
         strides.append(stride if size == want else 0)
     return tuple(strides)
+
+
+def _contiguous_strides(shape: tuple) -> tuple:
+    strides, inner = [], 1
+    for size in reversed(shape):
+        strides.append(inner)
+        inner *= size
+    return tuple(reversed(strides))
 
 
 def _space(t: Tensor) -> tuple:

@@ -73,7 +73,9 @@ class Step:
 class Reduction:
     """A full reduction ``op`` of the value of step ``step``, accumulated in
     ``acc``, its result of dtype ``dtype``; ``tail`` are the steps that follow
-    it on one-element tensors, ``stores[k]`` the tail step output ``q{k}`` takes."""
+    it on one-element tensors, ``stores[k]`` the tail step output ``q{k}`` takes;
+    ``k`` > 0: along the last dimensions instead, per row of ``k`` elements
+    (then with no tail)."""
 
     op: str
     step: int
@@ -81,6 +83,7 @@ class Reduction:
     dtype: str
     tail: tuple = ()
     stores: tuple = ()
+    k: int = 0  # 0: over all elements; else along the last dimensions, rows of k elements
 
 
 def _fn_name(op: str) -> str:
@@ -107,7 +110,9 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     params = ["n", *[f"a{k}" for k in range(na)], *[f"b{k}" for k in range(nb)]]
     params += [*[f"c{k}" for k in range(len(strided))], *[f"s{k}" for k in range(ns)]]
     params += [f"o{k}" for k in range(len(stores))]
-    if reduction is not None:
+    if reduction is not None and reduction.k:
+        params += ["red", "init", "scale"]
+    elif reduction is not None:
         params += ["partials", "ticket", "red", "init", "scale", *[f"q{k}" for k in range(len(reduction.stores))]]
     names = ", ".join(_fn_name(op) for op in ops) + ("," if len(ops) == 1 else "")
     head = ["import numpy as np", "from numba import cuda", "", "from tensorplay.kernels.fused import op_functions"]
@@ -119,12 +124,13 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
         head += [f"finalize = FINALIZE[{'mean' if reduction.op == 'mean' else 'sum'!r}]"]
     body = [f"def {name}({', '.join(params)}):"]
     body += [f"    y{k} = b{k}[0]" for k in range(nb)]
+    if reduction is not None and reduction.k:
+        body += _rows(steps, stores, reduction, shape, strided)
+        return "\n".join(head) + "\n\n\n" + "\n".join(body) + "\n"
     body += ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)"]
     if reduction is not None:
         body.append("    acc = init")
-    body.append(
-        f"    while i + {UNROLL - 1} * step < n:  # {UNROLL} elements at a time: their loads are in flight together"
-    )
+    body.append(f"    while i + {UNROLL - 1} * step < n:  # {UNROLL} elements at a time, loaded together")
     body += [f"        i{u} = i + {u} * step" for u in range(1, UNROLL)]
     at = [("i", "_0")] + [(f"i{u}", f"_{u}") for u in range(1, UNROLL)]
     body += _elements(steps, stores, reduction, at, shape, strided)
@@ -216,12 +222,35 @@ def _finish(r: Reduction) -> list[str]:
     ]
 
 
-def _tree() -> list[str]:
+def _rows(steps, stores, r: Reduction, shape: tuple, strided: tuple) -> list[str]:
+    """The body of a kernel whose chain ends in a reduction along its last
+    dimensions: rows of ``r.k`` elements, a block a row (its threads along the
+    row, a power of two of them), each row's value stored at ``red[row]``."""
+    k = r.k
+    return [
+        "    t = cuda.threadIdx.x",
+        f"    scratch = cuda.shared.array({BLOCK}, np.{r.acc})",
+        "    row = cuda.blockIdx.x",
+        f"    while row < n // {k}:",
+        "        acc = init",
+        f"        i = row * {k} + t",
+        f"        while i < (row + 1) * {k}:",
+        *["    " + line for line in _elements(steps, stores, r, [("i", "")], shape, strided)],
+        "            i += cuda.blockDim.x",
+        *["    " + line for line in _tree("cuda.blockDim.x // 2")],
+        "        if t == 0:",
+        f"            red[row] = {_CONVERT[r.dtype]}(finalize(scratch[0], scale))",
+        "        cuda.syncthreads()  # before the next row uses scratch",
+        "        row += cuda.gridDim.x",
+    ]
+
+
+def _tree(half: str = str(BLOCK // 2)) -> list[str]:
     """Lines that combine ``acc`` of the block's threads into ``scratch[0]``."""
     return [
         "    scratch[t] = acc",
         "    cuda.syncthreads()",
-        f"    half = {BLOCK // 2}",
+        f"    half = {half}",
         "    while half > 0:",
         "        if t < half:",
         "            scratch[t] = combine(scratch[t], scratch[t + half])",

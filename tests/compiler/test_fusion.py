@@ -157,6 +157,40 @@ def test_broadcast_and_strided_operands_join_the_chain_and_float16_runs_eagerly(
     assert [name for name, _ in _names(compiled)] == ["fused_add_mul_sub_abs_max", "fused_add"]
 
 
+def test_a_chain_over_many_arrays_is_split_into_kernels_the_driver_takes():
+    xs = [tp.full((64,), float(k)) for k in range(50)]
+
+    def total(*xs):
+        out = xs[0] * 1
+        for x in xs[1:]:
+            out = out + x
+        return out
+
+    eager, compiled, fn = _eager_and_compiled(total, *xs)
+    np.testing.assert_array_equal(compiled.numpy(), eager.numpy())
+    assert len(fn.kernels()) == 2  # 40 array parameters a kernel at most
+
+
+@pytest.mark.parametrize("dim", [-1, (1, 2), 2])
+def test_a_reduction_along_the_last_dimensions_is_the_chains_epilogue(dim):
+    rng = np.random.default_rng(3)
+    x, y = tp.tensor(rng.standard_normal((5, 7, 9), np.float32)), tp.tensor(rng.standard_normal((5, 7, 9), np.float32))
+
+    def f(x, y):
+        d = (x * y - 1).abs()
+        return d.sum(dim=dim, keepdim=True), d.max(dim=dim) if isinstance(dim, int) else d.amax(dim=dim)
+
+    expected = f(x.double(), y.double())
+    compiled = tp.compile(f)
+    compiled(x, y)
+    got = compiled(x, y)
+    for a, b in zip(got, expected, strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5)
+    names = [name for name, _ in _names(compiled)]
+    assert names == ["fused_mul_sub_abs_sum"]  # a second reduction reads the stored d, as eagerly
+
+
 def test_fuse_false_keeps_one_kernel_per_op():
     x = tp.ones(64)
     f = tp.compile(lambda x: (x * 2 + 1).exp(), fuse=False)
@@ -237,7 +271,8 @@ def _programs(draw):
         a, b, c = (draw(st.integers(0, 99)) for _ in range(3))
         steps.append((kind, draw(st.sampled_from(_BINARY if kind != "unary" else _UNARY)), a, b, c,
                       draw(st.sampled_from((-1.5, 0.0, 2.0, 3)))))  # fmt: skip
-    return steps, draw(st.sampled_from((None, "sum", "max", "min", "mean")))
+    reduction = draw(st.sampled_from((None, "sum", "max", "min", "mean")))
+    return steps, reduction and (reduction, draw(st.sampled_from((None, -1))))  # over everything, or rows
 
 
 def _run(program, *inputs):
@@ -262,9 +297,10 @@ def _run(program, *inputs):
         else:
             values.append(getattr(tp, op)(x, y))
     last = values[-1]
-    if reduction is not None:
+    if reduction:
+        op, dim = reduction
         last = last if last.dtype.kind == "f" else last.double()
-        return values[-1], getattr(last, reduction)()
+        return values[-1], getattr(last, op)() if dim is None else getattr(last, op)(dim=dim)
     return (values[-1],)
 
 
