@@ -77,6 +77,36 @@ def _launch_a_bit_of_everything() -> None:
     tp.ones(9)[::3] * 2.0  # one strided dimension: the flat kernel on a strided array
 
 
+OTHER_FUSED = 8  # fused kernels are generated per chain: the other tests' ones are checked as a sample
+
+
+def _launch_every_fused_kind() -> set[str]:
+    """A compiled function whose capture generates each kind of fused kernel:
+    elementwise with a broadcast operand, a reduction along the last dimension,
+    a full reduction with a tail of one-element ops. Returns their sources."""
+
+    def f(x, row, w, it, go):
+        rows = (x * row).exp().sum(-1)
+        change = (w - 1).abs().max()
+        it.add_(1)
+        tp.logical_and(tp.gt(change, 0.5), tp.lt(it, 5), out=go)
+        return rows, w * 3 + 1
+
+    compiled = tp.compile(f)
+    args = tp.ones((4, 40)), tp.ones(40), tp.ones(64), tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
+    with tp.cuda.graph(tp.cuda.CUDAGraph()):
+        compiled(*args)
+    assert len(compiled.kernels()) == 3
+    return set(compiled.kernels())
+
+
+def _sampled(found: list, own: set[str]) -> list:
+    """``found`` with the fused kernels this file launched and ``OTHER_FUSED`` others."""
+    fused = [s for s in found if s["recipe"][0] == "fused"]
+    others = [s for s in fused if s["recipe"][2][1] not in own][:OTHER_FUSED]
+    return [s for s in found if s["recipe"][0] != "fused" or s["recipe"][2][1] in own] + others
+
+
 def _check(found: list) -> subprocess.CompletedProcess:
     """Run the checker on ``found`` in a process without the simulator (skips
     the test where NVRTC or NVVM is missing)."""
@@ -92,10 +122,11 @@ def _check(found: list) -> subprocess.CompletedProcess:
 
 def test_every_launched_library_kernel_compiles_for_the_gpu():
     _launch_a_bit_of_everything()
-    found = signatures()
+    own = _launch_every_fused_kind()
+    found = _sampled(signatures(), own)
     families = {tuple(s["recipe"][:2]) for s in found}
     assert {("elementwise", "kernel"), ("reduce", "rows_kernel"), ("reduce", "chunks_kernel")} <= families
-    assert {("random", "uniform"), ("random", "normal"), ("matmul", "matmul_tiled")} <= families
+    assert {("random", "uniform"), ("random", "normal"), ("matmul", "matmul_tiled"), ("fused", "kernel")} <= families
     proc = _check(found)
     assert proc.returncode == 0, f"{len(found)} kernels checked:\n{proc.stdout}{proc.stderr[-3000:]}"
 
