@@ -102,6 +102,14 @@ class TensorMath:
     max, min = _reduction("max"), _reduction("min")  # noqa: A003 (PyTorch's names)
     amax, amin = max, min  # noqa: A003
 
+    def any(self, dim=None, keepdim: bool = False):  # noqa: A003 (PyTorch's name)
+        """True where any element along ``dim`` (all of them if None) is nonzero (a bool tensor)."""
+        return (self != 0).max(dim=dim, keepdim=keepdim)
+
+    def all(self, dim=None, keepdim: bool = False):  # noqa: A003 (PyTorch's name)
+        """True where every element along ``dim`` (all of them if None) is nonzero (a bool tensor)."""
+        return (self != 0).min(dim=dim, keepdim=keepdim)
+
     def __matmul__(self, other):
         if self._ag is None and not _tracked(other):
             return _matmul(self, other)

@@ -372,7 +372,7 @@ class Tensor(KernelArray):
         if self.numel() != 1:
             raise ValueError(
                 f"the truth value of a tensor with {self.numel()} elements is ambiguous; "
-                "use .any() or .all() style reductions"
+                "reduce it first, with t.any() or t.all()"
             )
         return bool(self.item())
 

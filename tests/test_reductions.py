@@ -150,3 +150,21 @@ def test_reduction_errors_are_raised_every_time():
             x.mean(1)
         with pytest.raises(IndexError, match="out of range"):
             x.sum(2)
+
+
+@pytest.mark.parametrize("dtype", [tp.float32, tp.int32, tp.bool])
+@pytest.mark.parametrize("dim, keepdim", [(None, False), (1, False), (-1, True), ((0, 1), False)], ids=str)
+def test_any_and_all_as_numpy(dtype, dim, keepdim):
+    a = np.array([[0, 1, 2], [0, 0, 0], [3, 4, 5]]).astype(dtype.name)
+    x = tp.tensor(a)
+    for op in ("any", "all"):
+        out = getattr(x, op)(dim=dim, keepdim=keepdim)
+        assert out.dtype is tp.bool
+        np.testing.assert_array_equal(out.numpy(), getattr(np, op)(a, axis=dim, keepdims=keepdim))
+
+
+def test_the_truth_of_many_elements_names_the_reductions_that_exist():
+    x = tp.ones(3)
+    with pytest.raises(ValueError, match=r"ambiguous; reduce it first, with t.any\(\) or t.all\(\)"):
+        bool(x)
+    assert bool(x.any()) and bool(x.all())
