@@ -106,6 +106,7 @@ def main() -> None:
             residual = heat.step(tol, cap, captured=True)
     heat.reset()
     tp.cuda.synchronize()
+    print("1/3 the whole loop as one graph with a while node ...", flush=True)
     t0 = time.perf_counter()
     g.replay()
     tp.cuda.synchronize()
@@ -119,6 +120,7 @@ def main() -> None:
         step_residual = heat.step(tol, cap, captured=True)
     heat.reset()
     tp.cuda.synchronize()
+    print("2/3 the host drives: a one-sweep graph replayed, the residual read back each time ...", flush=True)
     t0 = time.perf_counter()
     for _ in range(cap):
         one.replay()
@@ -130,6 +132,7 @@ def main() -> None:
     # 3. eager ops, residual read back each iteration
     heat.reset()
     tp.cuda.synchronize()
+    print("3/3 the host drives eager ops ...", flush=True)
     t0 = time.perf_counter()
     for _ in range(cap):
         if heat.step(tol, cap).item() <= tol:
