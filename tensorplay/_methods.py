@@ -145,7 +145,7 @@ class TensorMath:
             if (
                 src.dtype is self.dtype and src.shape == self.shape and src._contig and self._contig
                 and (src._storage is not self._storage or not overlaps(src, self))  # else copied first
-                and capture_state.fuser is None  # (a copy kernel while tp.compile fuses)
+                and not capture_state.fusers  # (a copy kernel while tp.compile fuses)
             ):  # fmt: skip
                 if self.numel():
                     nbytes = self.numel() * self.dtype.itemsize
@@ -162,7 +162,7 @@ class TensorMath:
     def zero_(self):
         if self._ag is not None:
             refuse_in_place("zero_()", self)
-        if self._contig and self.numel() and capture_state.fuser is None:  # (a fill while tp.compile fuses)
+        if self._contig and self.numel() and not capture_state.fusers:  # (a fill while tp.compile fuses)
             get_backend().memset(self._ptr, 0, self.numel() * self.dtype.itemsize, current_stream()._h)
             return self
         return self.fill_(0)

@@ -19,7 +19,7 @@ from ._tensor import _PACK_FLAT, TENSOR_TYPES, Tensor
 from .kernels import elementwise as ew
 from .runtime.backend.params import scalar_struct
 from .runtime.caches import BoundedCache, track_factories
-from .runtime.capture import capture_state
+from .runtime.capture import capture_state, current_fuser
 from .runtime.launch import ArrayArg, grid_1d, grid_rows, grid_tiles, launch_packed, layout_packer, resolve
 
 __all__ = ["binary", "elementwise", "unary"]
@@ -50,7 +50,7 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
             "elements refers to the same memory location (an expand()ed view); clone() it first and write into "
             "the copy"
         )
-    fuser = capture_state.fuser  # tp.compile's fusion pass, while it traces
+    fuser = current_fuser()  # tp.compile's fusion pass, while it traces
     if fuser is not None and fuser.take(op, out, operands, cast):
         return out
     if any(isinstance(o, Tensor) and o._storage is out._storage for o in operands):
@@ -180,7 +180,7 @@ def _result_dtype(op: str, a_dtype: dt.DType, b_dtype: dt.DType | None) -> tuple
 
 def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
     """``a <op> b`` with broadcasting and promotion; ``a`` or ``b`` may be a number."""
-    if capture_state.fuser is None:  # the fast paths (while tp.compile fuses, every op goes through elementwise())
+    if not capture_state.fusers:  # the fast paths (while tp.compile fuses, every op goes through elementwise())
         if out is None:
             if type(a) in TENSOR_TYPES and a._contig:
                 if type(b) in TENSOR_TYPES:
@@ -327,7 +327,7 @@ _UNARY_PLANS = BoundedCache("ops.unary_plans", 4096)  # (op, dtype) -> UnaryPlan
 
 
 def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
-    fast = out is None and x._contig and capture_state.fuser is None
+    fast = out is None and x._contig and not capture_state.fusers
     if fast:
         plan = _UNARY_PLANS.get((op, x.dtype))
         if plan is not None:

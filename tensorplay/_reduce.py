@@ -22,7 +22,7 @@ from .kernels import reduce as rk
 from .runtime.backend import get as get_backend
 from .runtime.backend.params import scalar_struct
 from .runtime.caches import BoundedCache, track_factories
-from .runtime.capture import capture_state
+from .runtime.capture import current_fuser
 from .runtime.launch import ArrayArg, launch_packed, layout_packer, resolve
 
 __all__ = ["reduce", "reduce_dims"]
@@ -103,7 +103,7 @@ _REDUCE_PLANS = BoundedCache("reduce.plans", 4096)  # (op, dtype, shape, strides
 
 def reduce(op: str, x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """``sum``, ``mean``, ``max`` or ``min`` over ``dim`` (all dimensions if None)."""
-    fuser = capture_state.fuser  # tp.compile's fusion pass, while it traces
+    fuser = current_fuser()  # tp.compile's fusion pass, while it traces
     if fuser is not None:
         fused = fuser.reduce(op, x, dim, keepdim)
         if fused is not None:

@@ -158,14 +158,14 @@ class _Group:
 
 
 class Fuser:
-    """Defers the elementwise ops of one thread into fused kernels (see the
+    """Defers the elementwise ops of one thread (the one that made it, which
+    alone finds it: ``runtime.capture.current_fuser``) into fused kernels (see the
     module); with ``fuse=False`` it launches each op as eagerly. Either way it
     notes the data pointers of what the ops and kernels issued may write
     (``written``), so that ``tp.compile`` knows which arguments a function
     changes in place."""
 
     def __init__(self, fuse: bool = True) -> None:
-        self.thread = threading.get_ident()
         self.fuse = fuse
         self.group: _Group | None = None
         self.kernels: list[tuple[str, str]] = []  # (name, source) of every fused kernel launched
@@ -173,8 +173,7 @@ class Fuser:
 
     def note_written(self, ptrs) -> None:
         """Kernels' array arguments: any of them may be written."""
-        if threading.get_ident() == self.thread:
-            self.written.extend(ptrs)
+        self.written.extend(ptrs)
 
     def wrote(self, lo: int, hi: int) -> bool:
         """True when an op or kernel issued so far may have written bytes [lo, hi)."""
@@ -184,8 +183,6 @@ class Fuser:
     def take(self, op: str, out: Tensor, operands, cast: str) -> bool:
         """Join ``out[...] = op(*operands)`` to the open group (True), or write the
         group out and leave the op to run eagerly (False)."""
-        if threading.get_ident() != self.thread:
-            return False
         self.written.append(out._ptr)
         if not self.fuse or not self._fusable(out, operands, cast):
             self.flush()
@@ -224,7 +221,7 @@ class Fuser:
         or its last ones, as the kernel's epilogue: the reduction's output
         (None: not taken, the eager reduction runs)."""
         g = self.group
-        if threading.get_ident() != self.thread or g is None or g.reduction is not None or op not in REDUCTIONS:
+        if g is None or g.reduction is not None or op not in REDUCTIONS:
             return None
         if g.shape == ():  # one element: nothing to reduce in blocks
             return None
@@ -253,7 +250,7 @@ class Fuser:
     def flush(self) -> None:
         """Launch the open group as one fused kernel (on the stream its ops were issued on)."""
         g = self.group
-        if g is None or threading.get_ident() != self.thread:
+        if g is None:
             return
         self.group = None
         if not g.steps:
@@ -494,10 +491,11 @@ def fusing(fuse: bool = True):
     issued before it by an enclosing fuser are launched first; ``fuse=False``:
     launch each op, only noting what it writes). Yields the ``Fuser``, whose
     ``kernels`` lists what it generated and ``written`` what may be written."""
-    previous = capture_state.fuser
+    me = threading.get_ident()
+    previous = capture_state.fusers.get(me)
     if previous is not None:
         previous.flush()
-    fuser = capture_state.fuser = Fuser(fuse)
+    fuser = capture_state.fusers[me] = Fuser(fuse)
     try:
         yield fuser
         fuser.flush()
@@ -508,6 +506,8 @@ def fusing(fuse: bool = True):
             fuser.group = None  # the capture is broken anyway: its error is the one to see
         raise
     finally:
-        capture_state.fuser = previous
-        if previous is not None:
+        if previous is None:
+            del capture_state.fusers[me]
+        else:
+            capture_state.fusers[me] = previous
             previous.written.extend(fuser.written)

@@ -6,14 +6,19 @@ writes it out as plain Numba: per element, each external array is loaded once,
 each op is a call of its device function from the op table
 (``kernels/elementwise.OPS``), each result is converted to the dtype of the
 tensor it would have been written to (so that the values are those of the
-eager ops, bit for bit), and only the results that someone still reads are
-stored. A chain may end in a full reduction (``sum``, ``mean``, ``max``,
-``min``) of one of its values, in the same kernel: each block writes a partial
-and counts itself done on a ticket (an int32 that is zero between launches);
-the last block to finish combines the partials, writes the reduction's value,
-runs the chain's *tail* (ops on one-element tensors that follow the reduction,
-such as a loop's counter and convergence test) on one thread, and sets the
-ticket back to zero.
+eager ops: bit for bit on the simulator; on a GPU, NVVM contracts a multiply
+followed by an add into one fused multiply-add, rounded once instead of twice,
+as it does in every kernel, so such a pair can differ from eager in the last
+bit), and only the results that someone still reads are stored.
+
+A chain may end in a full reduction (``sum``, ``mean``, ``max``, ``min``) of
+one of its values, in the same kernel: each block writes a partial and counts
+itself done on a ticket (an int32 that is zero between launches); the last
+block to finish combines the partials, writes the reduction's value, runs the
+chain's *tail* (ops on one-element tensors that follow the reduction, such as
+a loop's counter and convergence test) on one thread, and sets the ticket back
+to zero. A reduction along the last dimensions instead is done a block a row
+(``_rows``).
 
 The source is what runs: it is compiled from the same text that
 ``compiled.kernels()`` prints, and it can be pasted into a file as it stands.

@@ -39,7 +39,7 @@ __all__ = [
     "capture_state", "nested_capture_error", "refuse_captured_event", "refuse_device_wide_wait",
     "refuse_empty_cache", "refuse_host_transfer", "refuse_host_wait", "refuse_legacy_capture", "refuse_legacy_launch",
     "refuse_nested_capture", "refuse_replay_into_capture", "refuse_staged_launch", "release_after_captures",
-    "flush_fused", "release_deferred", "wait_for_device_unless_capturing",
+    "current_fuser", "flush_fused", "release_deferred", "wait_for_device_unless_capturing",
 ]  # fmt: skip
 
 
@@ -69,10 +69,11 @@ class _CaptureState:
         # between the test and the wait, which would break it.
         self.lock = threading.RLock()
         self.deferred: list[Callable[[], None]] = []  # releases waiting for the captures to end
-        # tp.compile's fusion pass while it traces (tensorplay/compiler/fusion.py): the
-        # tensor layer hands it elementwise ops, and every other launch writes out what
-        # it holds first (see flush_fused)
-        self.fuser = None
+        # tp.compile's fusion passes while they trace (tensorplay/compiler/fusion.py),
+        # by thread: the tensor layer hands a thread's elementwise ops to its own, and
+        # every other launch of that thread writes out what it holds first (see
+        # flush_fused). Empty almost always, so hot paths test it and go on.
+        self.fusers: dict[int, object] = {}
 
     def begin(self, s: StreamLike, mode: str) -> None:
         self.modes[s.handle] = (mode, threading.get_ident())
@@ -293,10 +294,16 @@ def release_deferred() -> None:
 
 
 # -- fused ops -------------------------------------------------------------------------
+def current_fuser():
+    """This thread's fusion pass (tp.compile's, while it traces), or None."""
+    fusers = capture_state.fusers
+    return fusers.get(threading.get_ident()) if fusers else None
+
+
 def flush_fused() -> None:
-    """Launch the ops tp.compile's fusion pass holds back, before other work is
+    """Launch the ops this thread's fusion pass holds back, before other work is
     ordered on the device (a launch, an event): called only while a capture is
     in progress, as the fuser works only then."""
-    fuser = capture_state.fuser
+    fuser = current_fuser()
     if fuser is not None:
         fuser.flush()

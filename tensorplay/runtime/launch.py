@@ -15,7 +15,7 @@ import numpy as np
 from .backend import get as get_backend
 from .backend.params import array_struct
 from .caches import BoundedCache
-from .capture import capture_state, flush_fused, refuse_legacy_launch
+from .capture import capture_state, current_fuser, flush_fused, refuse_legacy_launch
 from .streams import current_stream
 
 __all__ = [
@@ -109,8 +109,9 @@ def launch(kernel, grid, block, args, stream=None, shared_bytes: int = 0) -> Non
 def launch_with(launcher, grid, block, args, stream=None, shared_bytes: int = 0) -> None:
     """Launch through a launcher from ``resolve`` (arguments must match its keys)."""
     s = launch_stream(launcher.name, stream)
-    if capture_state.fuser is not None:  # tp.compile notes what its function may have written
-        capture_state.fuser.note_written([a._karray[4] for a in args if isinstance(a, KernelArray)])
+    fuser = current_fuser() if capture_state.fusers else None
+    if fuser is not None:  # tp.compile notes what its function may have written
+        fuser.note_written([a._karray[4] for a in args if isinstance(a, KernelArray)])
     launcher(grid, block, s._h, args, shared_bytes)
 
 

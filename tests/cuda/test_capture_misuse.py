@@ -45,6 +45,7 @@ def test_a_nested_capture_on_the_same_stream_is_refused_and_the_outer_one_keeps_
         g.capture_end()
     eager = tp.full((4,), 7.0)  # must not get the temporary's memory
     x.fill_(3.0)
+    s.wait_stream(tp.cuda.current_stream())  # the fill comes first (s does not wait on its own)
     g.replay(s)
     s.synchronize()
     assert eager.tolist() == [7.0] * 4
@@ -94,6 +95,7 @@ def test_a_second_thread_cannot_begin_on_a_capturing_stream_and_breaks_nothing()
         g.capture_end()
     assert len(errors) == 1 and "begun by another thread" in errors[0]
     eager = tp.full((4,), 7.0)
+    s.wait_stream(tp.cuda.current_stream())  # x's fill comes first
     g.replay(s)
     s.synchronize()
     assert (eager.tolist(), y.tolist()) == ([7.0] * 4, [4.0] * 4)
