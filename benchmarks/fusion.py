@@ -43,7 +43,7 @@ def _checker(xv: np.ndarray, yv: np.ndarray):
 
 def _copy_gbs(numel: int) -> float:
     """GB/s of ``dst.copy_(src)`` on ``numel`` float32, counting the bytes read and written."""
-    src = tp.zeros(numel)
+    src = tp.rand(numel)  # (not zeros: they can time faster than real data)
     dst = tp.empty_like(src)
     ms = device_ms(lambda: dst.copy_(src), *tp_events(), tp.cuda.synchronize, **reps())
     return 2 * 4 * numel / (ms * 1e6)

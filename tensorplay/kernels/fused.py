@@ -21,11 +21,8 @@ to zero. A reduction along the last dimensions instead is done a block a row
 (``_rows``).
 
 The source is what runs: it is compiled from the same text that
-``compiled.kernels()`` prints, and it can be pasted into a file as it stands.
-On a GPU the text is written to a file of the cache folder
-(``$TENSORPLAY_CACHE_DIR``, else ``~/.cache/tensorplay``, subfolder ``fused``)
-and compiled with Numba's ``cache=True``, so that another process finds the
-compiled kernel there instead of compiling it again.
+``compiled.kernels()`` prints, and it can be pasted into a file as it stands;
+on a GPU it is kept on disk, compiled, for other processes (``_source``).
 
 Parameters of a kernel, in order: ``n``, the full-size inputs ``a0, a1, ...``
 (read at ``[i]``), the one-element inputs ``b0, ...`` (read at ``[0]``), the
@@ -40,18 +37,12 @@ output ``red``, the accumulator's starting value ``init``, the mean's ``scale``
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
 import keyword
-import linecache
-import os
 from dataclasses import dataclass
-from pathlib import Path
-
-from numba import cuda
 
 from . import elementwise as ew
-from ._target import DISK_CACHE, SMALL_BLOCKS
+from ._source import jit_source
+from ._target import SMALL_BLOCKS
 
 __all__ = ["BLOCK", "Reduction", "Step", "kernel", "op_functions", "source"]
 
@@ -267,41 +258,7 @@ def _tree(half: str = str(BLOCK // 2)) -> list[str]:
 @functools.cache
 def kernel(name: str, text: str):
     """The kernel ``name`` compiled from ``text`` (a ``source``), once per text
-    in a process and, on a GPU, once per text on this machine (see the module)."""
-    fn = (_from_file(name, text) if DISK_CACHE else None) or _from_text(name, text)
-    fn.__qualname__ = name
-    compiled = cuda.jit(fn, cache=DISK_CACHE and fn.__module__ != __name__)
+    in a process and, on a GPU, once per text on this machine (``_source``)."""
+    compiled = jit_source(name, text, "fused", name)
     compiled.tp_recipe = ("fused", "kernel", (name, text))  # how to build it again elsewhere
     return compiled
-
-
-def cache_dir() -> Path:
-    """Where fused kernels' source files (and Numba's cache of them) are kept."""
-    root = os.environ.get("TENSORPLAY_CACHE_DIR") or Path.home() / ".cache" / "tensorplay"
-    return Path(root) / "fused"
-
-
-def _from_file(name: str, text: str):
-    """``name`` from a file of the cache folder holding ``text`` (written once,
-    atomically); None when the folder cannot be written."""
-    path = cache_dir() / f"{name}_{hashlib.sha256(text.encode()).hexdigest()[:16]}.py"
-    try:
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(f".{os.getpid()}.tmp")
-            partial.write_text(text)
-            os.replace(partial, path)
-        spec = importlib.util.spec_from_file_location(f"tensorplay_fused_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except OSError:
-        return None
-    return getattr(module, name)
-
-
-def _from_text(name: str, text: str):
-    filename = f"<tensorplay fused kernel {name}>"
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    namespace: dict = {"__name__": __name__}
-    exec(compile(text, filename, "exec"), namespace)
-    return namespace[name]

@@ -20,11 +20,11 @@ This module must not import the rest of tensorplay: the GPU compile check
 from __future__ import annotations
 
 import functools
-import linecache
 
 import numpy as np
 from numba import cuda
 
+from ._source import jit_source
 from ._target import INTRINSICS
 
 __all__ = ["MAX_PAIRS", "kernel"]
@@ -107,7 +107,14 @@ def copy_bytes(dst, src, n, i, step):
             k += step
 
 
-_SOURCE = """
+_SOURCE = """import numpy as np
+from numba import cuda
+
+from tensorplay.kernels.gather import copy_bytes
+
+i64 = np.int64
+
+
 def {name}(dst, {params}):
     srcs = cuda.local.array({k}, i64)
     nbytes = cuda.local.array({k}, i64)
@@ -133,13 +140,6 @@ def kernel(k: int):
     fill = [f"    srcs[{p}] = src{p}\n    nbytes[{p}] = n{p}" for p in range(k)]
     params = ", ".join([f"src{p}" for p in range(k)] + [f"n{p}" for p in range(k)])
     source = _SOURCE.format(name=name, params=params, k=k, fill="\n".join(fill))
-    filename = f"<tensorplay.kernels.gather.{name}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"cuda": cuda, "i64": np.int64, "copy_bytes": copy_bytes}
-    exec(compile(source, filename, "exec"), namespace)
-    fn = namespace[name]
-    fn.__qualname__ = f"gather.{name}"
-    fn.__module__ = __name__
-    compiled = cuda.jit(fn)
+    compiled = jit_source(name, source, "gather", f"gather.{name}")  # on a GPU, kept on disk for other processes
     compiled.tp_recipe = ("gather", "kernel", (k,))  # how to build it again elsewhere (the GPU compile check)
     return compiled

@@ -13,6 +13,7 @@ import operator
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,7 @@ def _check(found: list) -> subprocess.CompletedProcess:
     """Run the checker on ``found`` in a process without the simulator (skips
     the test where NVRTC or NVVM is missing)."""
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "TENSORPLAY_BACKEND")}
+    env.setdefault("TENSORPLAY_CACHE_DIR", tempfile.mkdtemp(prefix="tensorplay-gpu-compile-"))  # not the user's
     script = Path(__file__).resolve().parents[1] / "helpers" / "gpu_compile.py"
     proc = subprocess.run(
         [sys.executable, str(script)], input=json.dumps(found), capture_output=True, text=True, env=env, timeout=1800
