@@ -50,6 +50,7 @@ from .._reduce import _reduce_types, reduce_dims
 from .._tensor import Tensor
 from ..kernels import fused
 from ..kernels import reduce as rk
+from ..runtime.backend import get as get_backend
 from ..runtime.capture import capture_state
 from ..runtime.launch import ArrayArg, grid_1d, launch
 from ..runtime.streams import current_stream, stream
@@ -60,7 +61,7 @@ FUSABLE = frozenset(("bool", "int32", "int64", "float32", "float64"))
 REDUCTIONS = frozenset(("sum", "mean", "max", "min"))
 MAX_STEPS = 64  # ops per fused kernel: a longer chain is split
 MAX_ARRAYS = 40  # array parameters of a fused kernel (56+ bytes each; the driver takes 4 KiB): more split the chain
-MAX_BLOCKS = 1024  # blocks of a fused reduction (its finishing pass reduces this many partials)
+MAX_BLOCKS = 1024  # blocks of a fused reduction at most (its last block combines this many partials)
 _CONFLICT, _EAGER = "conflict", "eager"
 
 
@@ -278,7 +279,7 @@ class Fuser:
                 args += [_flat(r.out), rk.identity_value(r.op, r.acc), np.float64(1.0 / r.k)]
                 launch(kernel, (min(r.out.numel(), 65535), 1, 1), (lanes, 1, 1), args, g.stream)
             else:
-                blocks = max(1, min(MAX_BLOCKS, -(-g.n // fused.BLOCK)))
+                blocks = _reduction_blocks(g.n)
                 partials = Tensor._empty((blocks,), dt.from_numpy_dtype(r.acc))  # this kernel's alone
                 ticket = ArrayArg(r.ticket, (1,), (4,), "int32", 4, True)
                 init, scale = rk.identity_value(r.op, r.acc), np.float64(1.0 / g.n)
@@ -402,6 +403,16 @@ def _broadcast_strides(t: Tensor, shape: tuple) -> tuple | None:
             return None
         strides.append(stride if size == want else 0)
     return tuple(strides)
+
+
+def _reduction_blocks(n: int) -> int:
+    """Blocks of a full reduction over ``n`` elements: a thread per element up
+    to half a wave of the device's threads (on the H200 half a wave beat a
+    whole one and a quarter, at 4 and at 8 elements a thread at a time:
+    ``benchmarks/fusion_variants.py``; four blocks at least, which the
+    simulator's small waves would not give), and no more than ``MAX_BLOCKS``."""
+    half_wave = max(4, get_backend().max_threads_per_launch // (2 * fused.BLOCK))
+    return max(1, min(-(-n // fused.BLOCK), half_wave, MAX_BLOCKS))
 
 
 def _contiguous_strides(shape: tuple) -> tuple:
