@@ -53,15 +53,7 @@ def _best_us(reset, solve, sync, iters: int, repeats: int = 3) -> float:
 def _while_node(n: int, block: int, cap: int, fuse: bool) -> tuple[float, np.ndarray]:
     """(µs per iteration, final u) of the demo's graph: ``while (go) { sweep; relax }``."""
     heat = _example().Heat(n, block, fuse=fuse)
-    heat.reset()
-    heat.step(TOL, cap)  # compile every kernel before capturing
-    tp.cuda.synchronize()
-    heat.reset()
-    g = tp.cuda.CUDAGraph()
-    with tp.cuda.graph(g):
-        heat.go.fill_(True)
-        with g.while_(heat.go):
-            heat.step(TOL, cap, captured=True)
+    g, _ = heat.while_graph(TOL, cap)
     us = _best_us(heat.reset, g.replay, tp.cuda.synchronize, cap)
     if heat.iters.item() != cap:
         raise AssertionError(f"heat {n}x{n}: the while node ran {heat.iters.item()} iterations, expected {cap}")

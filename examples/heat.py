@@ -66,6 +66,21 @@ class Heat:
         jacobi_sweep[self.grid, self.block](self.u, self.v)
         return (self.relax if captured else relax)(self.u, self.v, self.iters, self.go, tol, max_iters)
 
+    def while_graph(self, tol: float, max_iters: int) -> tuple[tp.cuda.CUDAGraph, tp.Tensor]:
+        """The whole solve as one graph, ``while (go) { sweep; relax }``, its
+        kernels compiled by an eager step first. Returns the graph and the
+        largest change of its last pass (a one-element tensor)."""
+        self.reset()
+        self.step(tol, max_iters)  # compile every kernel before capturing
+        tp.cuda.synchronize()
+        self.reset()
+        g = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(g):
+            self.go.fill_(True)
+            with g.while_(self.go):
+                residual = self.step(tol, max_iters, captured=True)
+        return g, residual
+
 
 def numpy_reference(n: int, tol: float, max_iters: int) -> tuple[np.ndarray, int]:
     u = np.zeros((n, n))
@@ -93,17 +108,9 @@ def main() -> None:
     print(f"heat equation on a {args.n}x{args.n} grid, tol {tol:g}, cap {cap} iterations, backend {tp.cuda.backend()}")
 
     heat = Heat(args.n, block=8 if sim else 16, fuse=not args.no_fuse)
-    heat.reset()
-    heat.step(tol, cap)  # compile every kernel before capturing
-    tp.cuda.synchronize()
 
     # 1. the whole loop in one graph: while (go) { sweep; relax: go = residual > tol and iters < cap }
-    heat.reset()
-    g = tp.cuda.CUDAGraph()
-    with tp.cuda.graph(g):
-        heat.go.fill_(True)
-        with g.while_(heat.go):
-            residual = heat.step(tol, cap, captured=True)
+    g, residual = heat.while_graph(tol, cap)
     heat.reset()
     tp.cuda.synchronize()
     print("1/3 the whole loop as one graph with a while node ...", flush=True)
