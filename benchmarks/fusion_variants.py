@@ -1,7 +1,8 @@
 """The fused chain of ``benchmarks/fusion.py`` (8 elementwise ops and a sum on
 16M float32) with each launch shape of the fused kernel: elements a thread
 loads at a time (``kernels/fused.UNROLL``) and blocks of a full reduction
-(``compiler/fusion.MAX_BLOCKS``), next to a device-to-device copy, in one run.
+(what ``compiler/fusion._reduction_blocks`` picks), next to a
+device-to-device copy, in one run.
 
     python -m benchmarks.fusion_variants [N]
 """
@@ -29,7 +30,8 @@ def main() -> None:
     print(f"{'unroll':>6} {'blocks':>6} {'GB/s':>7} {'of copy':>8}")
     for unroll in (1, 4, 8):
         for blocks in (264, 528, 1056, 2112):
-            fused.UNROLL, fusion.MAX_BLOCKS = unroll, blocks
+            fused.UNROLL = unroll
+            fusion._reduction_blocks = lambda n, blocks=blocks: min(-(-n // fused.BLOCK), blocks)
             compiled = tp.compile(chain)
             compiled(x, y)
             check_(f"unroll {unroll}, {blocks} blocks", compiled(x, y))
