@@ -3,7 +3,9 @@ them) run as one generated kernel, with the eager results.
 
 Every test runs the same function eagerly and compiled (the second call of a
 compiled function captures and replays) and compares: elementwise results bit
-for bit, reductions within float tolerance (their order of additions differs).
+for bit on the simulator and within an FMA's rounding on a GPU (see
+``_assert_as_eager``), reductions within float tolerance (their order of
+additions differs).
 """
 
 from __future__ import annotations
