@@ -47,6 +47,7 @@ from .. import _dtype as dt
 from .._factories import zeros
 from .._overlap import byte_span
 from .._reduce import _reduce_types, reduce_dims
+from .._shape import contiguous_strides
 from .._tensor import Tensor
 from ..kernels import fused
 from ..kernels import reduce as rk
@@ -79,10 +80,13 @@ class _Write:
     def alive(self) -> bool:
         return self.storage() is not None
 
+    def overlaps(self, lo: int, hi: int) -> bool:
+        """True when it is alive and bytes [lo, hi) overlap where it would be stored."""
+        return self.lo < hi and lo < self.hi and self.alive()
+
     def array(self, n: int) -> ArrayArg:
         """The kernel argument its value is stored through (``n`` elements)."""
-        isz = self.dtype.itemsize
-        return ArrayArg(self.ptr, (n,), (isz,), self.dtype.name, isz, True)
+        return _array(self.ptr, n, self.dtype)
 
 
 class Tickets:
@@ -153,7 +157,7 @@ class _Group:
 
     def touches_written(self, lo: int, hi: int) -> bool:
         """True when bytes [lo, hi) overlap a live result of the group or its reduction's."""
-        if any(w.lo < hi and lo < w.hi and w.alive() for w in self.writes.values()):
+        if any(w.overlaps(lo, hi) for w in self.writes.values()):
             return True
         return self.reduction is not None and _spans_overlap(byte_span(self.reduction.out), (lo, hi))
 
@@ -245,7 +249,7 @@ class Fuser:
         k = 0 if kept == 0 else g.n // out.numel()
         g.reduction = _Reducing(op, w.step, acc, out, ticket, k)
         shape = x.shape[:kept] + (1,) * len(dims) if keepdim else x.shape[:kept]
-        return out._view(shape, _contiguous_strides(shape))
+        return out._view(shape, contiguous_strides(shape))
 
     # -- writing a group out -----------------------------------------------------------------
     def flush(self) -> None:
@@ -268,23 +272,23 @@ class Fuser:
         strided = tuple(strides for _, strides in g.strided)
         text = fused.source(name, counts, tuple(g.steps), tuple(w.step for w in live), reduction, g.shape, strided)
         kernel = fused.kernel(name, text)
-        args = [np.int64(g.n), *[_flat(t) for t in g.inputs], *[_one(t) for t in g.ones]]
+        args = [np.int64(g.n), *[_array(t._ptr, t.numel(), t.dtype) for t in (*g.inputs, *g.ones)]]
         args += [*[_spanned(t, g.shape, strides) for t, strides in g.strided], *g.scalars]
         args += [w.array(g.n) for w in live]
+        if r is not None:  # the reduction's output and starting value
+            red, init = _array(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)
         with stream(g.stream):
             if r is None:
                 launch(kernel, *grid_1d(g.n), args, g.stream)
             elif r.k:  # a block a row
                 lanes = min(fused.BLOCK, max(32, 1 << (r.k - 1).bit_length()))
-                args += [_flat(r.out), rk.identity_value(r.op, r.acc), np.float64(1.0 / r.k)]
+                args += [red, init, np.float64(1.0 / r.k)]
                 launch(kernel, (min(r.out.numel(), 65535), 1, 1), (lanes, 1, 1), args, g.stream)
             else:
                 blocks = _reduction_blocks(g.n)
                 partials = Tensor._empty((blocks,), dt.from_numpy_dtype(r.acc))  # this kernel's alone
-                ticket = ArrayArg(r.ticket, (1,), (4,), "int32", 4, True)
-                init, scale = rk.identity_value(r.op, r.acc), np.float64(1.0 / g.n)
-                args += [_flat(partials), ticket, _one(r.out), init, scale]
-                args += [w.array(1) for w in stored]
+                args += [_array(partials._ptr, blocks, partials.dtype), _array(r.ticket, 1, dt.int32)]
+                args += [red, init, np.float64(1.0 / g.n), *[w.array(1) for w in stored]]
                 launch(kernel, (blocks, 1, 1), (fused.BLOCK, 1, 1), args, g.stream)
         self.kernels.append((name, text))
 
@@ -360,29 +364,21 @@ def _take_tail(g: _Group, op: str, out: Tensor, operands, cast: str) -> bool:
             return False  # loaded when the kernel starts: it must not be memory the kernel writes
         else:
             args.append(("b", o))
-    refs = []
-    for kind, value in args:
-        if kind == "s":
-            g.scalars.append(value)
-            value = len(g.scalars) - 1
-        elif kind == "b":
-            value = _index(g.ones, value)
-        refs.append((kind, value))
-    r.tail.append(fused.Step(op, tuple(refs), cast, out.dtype.name))
+    r.tail.append(fused.Step(op, _refs(g, args), cast, out.dtype.name))
     r.writes[out._ptr] = _Write(len(r.tail) - 1, out, 1)
     return True
 
 
 def _tail_touches(g: _Group, lo: int, hi: int) -> bool:
     """True when bytes [lo, hi) overlap what the group or its tail writes."""
-    return g.touches_written(lo, hi) or any(w.lo < hi and lo < w.hi and w.alive() for w in g.reduction.writes.values())
+    return g.touches_written(lo, hi) or any(w.overlaps(lo, hi) for w in g.reduction.writes.values())
 
 
 def _tail_writable(g: _Group, out: Tensor) -> bool:
     """True when a tail step may write ``out``: memory the group's full-size ops
     do not write, and the tail's or the reduction's only as the same element."""
     lo, hi = byte_span(out)
-    if any(w.lo < hi and lo < w.hi and w.alive() for w in g.writes.values()):
+    if any(w.overlaps(lo, hi) for w in g.writes.values()):
         return False
     r = g.reduction
     same = (r.out._ptr == out._ptr and r.out.dtype is out.dtype) or (
@@ -415,14 +411,6 @@ def _reduction_blocks(n: int) -> int:
     return max(1, min(-(-n // fused.BLOCK), half_wave, MAX_BLOCKS))
 
 
-def _contiguous_strides(shape: tuple) -> tuple:
-    strides, inner = [], 1
-    for size in reversed(shape):
-        strides.append(inner)
-        inner *= size
-    return tuple(reversed(strides))
-
-
 def _space(t: Tensor) -> tuple:
     """The iteration space of a group ``t`` can join: its shape, or ``()`` for
     any one-element tensor (every one reads and writes element 0)."""
@@ -435,21 +423,26 @@ def _spans_overlap(a: tuple, b: tuple) -> bool:
 
 def _apply(g: _Group, op: str, out: Tensor, cast: str, args: list) -> None:
     """Add the step (and its new inputs) to the group; ``out`` becomes a result."""
+    g.steps.append(fused.Step(op, _refs(g, args), cast, out.dtype.name))
+    g.writes[out._ptr] = _Write(len(g.steps) - 1, out, g.n)
+
+
+def _refs(g: _Group, args: list) -> tuple:
+    """A step's arguments as ``fused.Step`` refers to them: inputs and scalars
+    by their index among the group's (added where new), values as they are."""
     refs = []
     for kind, value in args:
         if kind == "a":
-            refs.append(("a", _index(g.inputs, value)))
+            value = _index(g.inputs, value)
         elif kind == "b":
-            refs.append(("b", _index(g.ones, value)))
+            value = _index(g.ones, value)
         elif kind == "c":
-            refs.append(("c", _strided_index(g.strided, *value)))
+            value = _strided_index(g.strided, *value)
         elif kind == "s":
             g.scalars.append(value)
-            refs.append(("s", len(g.scalars) - 1))
-        else:
-            refs.append(("v", value))
-    g.steps.append(fused.Step(op, tuple(refs), cast, out.dtype.name))
-    g.writes[out._ptr] = _Write(len(g.steps) - 1, out, g.n)
+            value = len(g.scalars) - 1
+        refs.append((kind, value))
+    return tuple(refs)
 
 
 def _index(tensors: list[Tensor], t: Tensor) -> int:
@@ -472,18 +465,13 @@ def _strided_index(entries: list, t: Tensor, strides: tuple) -> int:
 
 def _spanned(t: Tensor, shape: tuple, strides: tuple) -> ArrayArg:
     """``t`` as a flat array over the elements it is read at (its offsets are from its data pointer)."""
-    n, isz = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True)), t.dtype.itemsize
-    return ArrayArg(t._ptr, (n,), (isz,), t.dtype.name, isz, True)
+    return _array(t._ptr, 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True)), t.dtype)
 
 
-def _flat(t: Tensor) -> ArrayArg:
-    n, isz = t.numel(), t.dtype.itemsize
-    return ArrayArg(t._ptr, (n,), (isz,), t.dtype.name, isz, True)
-
-
-def _one(t: Tensor) -> ArrayArg:
-    isz = t.dtype.itemsize
-    return ArrayArg(t._ptr, (1,), (isz,), t.dtype.name, isz, True)
+def _array(ptr: int, n: int, dtype: dt.DType) -> ArrayArg:
+    """``n`` elements of ``dtype`` at ``ptr``, as a kernel argument (which keeps no tensor alive)."""
+    isz = dtype.itemsize
+    return ArrayArg(ptr, (n,), (isz,), dtype.name, isz, True)
 
 
 def _kernel_name(steps, reduction) -> str:

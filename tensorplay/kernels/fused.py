@@ -122,8 +122,16 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     body += [f"    y{k} = b{k}[0]" for k in range(nb)]
     if reduction is not None and reduction.k:
         body += _rows(steps, stores, reduction, shape, strided)
-        return "\n".join(head) + "\n\n\n" + "\n".join(body) + "\n"
-    body += ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)"]
+    else:
+        body += _grid_stride(steps, stores, reduction, shape, strided)
+    return "\n".join(head) + "\n\n\n" + "\n".join(body) + "\n"
+
+
+def _grid_stride(steps, stores, reduction, shape: tuple, strided: tuple) -> list[str]:
+    """The body of a kernel over every element: a grid-stride loop, ``UNROLL``
+    elements a thread at a time while it has that many left, then one at a
+    time; a full reduction's finish after it."""
+    body = ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)"]
     if reduction is not None:
         body.append("    acc = init")
     body.append(f"    while i + {UNROLL - 1} * step < n:  # {UNROLL} elements at a time, loaded together")
@@ -136,7 +144,7 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     body.append("        i += step")
     if reduction is not None:
         body += _finish(reduction)
-    return "\n".join(head) + "\n\n\n" + "\n".join(body) + "\n"
+    return body
 
 
 def _elements(steps, stores, reduction, at: list[tuple[str, str]], shape: tuple, strided: tuple) -> list[str]:
