@@ -1,6 +1,9 @@
 """fp32 matmul: TFLOP/s of ``a @ b`` (2*M*N*K / time) for 4096^3 and a batch of
-8 x 1024^3, next to PyTorch (TF32 off) and ``cupy.matmul``; and the relative
-error of a 1024^3 product against a float64 reference.
+8 x 1024^3, next to PyTorch (TF32 off) and ``cupy.matmul``; the relative
+error of a 1024^3 product against a float64 reference; and a table of shapes
+(every square 128...4096, and the products of the training benchmark's MLP in
+the layouts its forward and backward give them) beside torch, each row naming
+the kernel tensorplay chose.
 
 Every timed product is first checked against float64 on a sample of rows.
 """
@@ -102,8 +105,73 @@ def accuracy(rows: list, progress) -> None:
     progress.step("matmul accuracy")
 
 
+# (M, K, N, layout): "NT" is x @ w.t() (linear's forward), "TN" g.t() @ x (a weight's gradient)
+SHAPES = [(n, n, n, "NN") for n in (128, 256, 512, 1024, 2048, 4096)] + [
+    (128, 512, 1024, "NT"),
+    (128, 1024, 1024, "NT"),
+    (128, 1024, 512, "NT"),
+    (128, 512, 1024, "NN"),
+    (128, 1024, 1024, "NN"),
+    (512, 128, 1024, "TN"),
+    (1024, 128, 1024, "TN"),
+    (1024, 128, 512, "TN"),
+]
+
+
+def _operands(lib_rand, m: int, k: int, n: int, layout: str):
+    """(a, b) of shapes (m, k), (k, n), stored as ``layout`` says."""
+    a = lib_rand(k, m).t() if layout[0] == "T" else lib_rand(m, k)
+    b = lib_rand(n, k).t() if layout[1] == "T" else lib_rand(k, n)
+    return a, b
+
+
+def _median_ms(fn, record_start, record_end, elapsed, sync, n: int, warmup: int) -> float:
+    for _ in range(warmup):
+        fn()
+    sync()
+    samples = []
+    for _ in range(5):
+        record_start()
+        for _ in range(n):
+            fn()
+        record_end()
+        sync()
+        samples.append(elapsed() / n)
+    return sorted(samples)[2]
+
+
+def shape_table(rows: list, progress) -> None:
+    """One row per product of SHAPES: TFLOP/s beside torch's, results checked against torch's."""
+    torch = _torch()
+    shapes = SHAPES if on_gpu() else [(16, 24, 8, "NN"), (8, 32, 16, "NT"), (16, 8, 24, "TN")]
+    r = {"n": 20, "warmup": 3} if on_gpu() else {"n": 1, "warmup": 1}
+    for m, k, n, layout in shapes:
+        flop = 2.0 * m * n * k
+        row = {"name": f"fp32 matmul {m}x{k}x{n} {layout}, TFLOP/s", "unit": "TFLOP/s", "lower_is_better": False}
+        a, b = _operands(lambda *s: tp.rand(s), m, k, n, layout)
+        ms = _median_ms(partial(operator.matmul, a, b), *tp_events(), tp.cuda.synchronize, **r)
+        row["tensorplay"] = flop / 1e9 / ms
+        choice = tp.backends.matmul.explain(m, n, k, trans_a=layout[0] == "T", trans_b=layout[1] == "T")
+        target = ">= 80% of torch"
+        if torch is not None:
+            ta, tb = (torch.from_numpy(t.numpy()).cuda() for t in (a.contiguous(), b.contiguous()))
+            ta = ta.t().contiguous().t() if layout[0] == "T" else ta
+            tb = tb.t().contiguous().t() if layout[1] == "T" else tb
+            want = (ta.double() @ tb.double()).cpu().numpy()
+            err = _rel_err((a @ b).numpy(), want)
+            if err > TOL:
+                raise AssertionError(f"{row['name']}: relative error {err:.2e} against torch in float64")
+            ms_torch = _median_ms(partial(operator.matmul, ta, tb), *torch_events(torch), torch.cuda.synchronize, **r)
+            row["torch"] = flop / 1e9 / ms_torch
+            target += f" ({row['tensorplay'] / row['torch']:.0%} here)"
+        row["target"] = f"{target}; {choice.split(': ', 1)[1].split(' (')[0]}"
+        rows.append(row)
+        progress.step(f"matmul {m}x{k}x{n} {layout}")
+
+
 SECTIONS = [
     (accuracy, 1),
     (partial(throughput, (4096, 4096), (32, 32)), 3),
     (partial(throughput, (8, 1024, 1024), (2, 16, 16)), 3),
+    (shape_table, len(SHAPES)),
 ]

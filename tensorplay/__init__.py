@@ -13,6 +13,7 @@ from . import runtime  # noqa: F401 (first: it chooses the backend before anythi
 from . import (
     _methods,  # noqa: F401 (gives Tensor its math methods)
     autograd,
+    backends,
     cuda,
     nn,
     optim,
@@ -57,9 +58,9 @@ def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 
 
 __all__ = [
-    "DType", "Tensor", "arange", "as_tensor", "autograd", "bool", "compile", "cuda", "dtype", "empty", "empty_like",
-    "enable_grad", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full", "full_like", "int32",
-    "int64", "is_grad_enabled", "jit", "manual_seed", "matmul", "mean", "nn", "no_grad", "ones", "ones_like",
+    "DType", "Tensor", "arange", "as_tensor", "autograd", "backends", "bool", "compile", "cuda", "dtype", "empty",
+    "empty_like", "enable_grad", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full", "full_like",
+    "int32", "int64", "is_grad_enabled", "jit", "manual_seed", "matmul", "mean", "nn", "no_grad", "ones", "ones_like",
     "optim", "rand", "randn", "set_grad_enabled", "sum", "tensor", "zeros", "zeros_like",
     *_functions_all,
 ]  # fmt: skip

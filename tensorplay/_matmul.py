@@ -1,4 +1,12 @@
-"""Matrix products: 1-D, 2-D and batched (broadcast) operands, as in NumPy."""
+"""Matrix products: 1-D, 2-D and batched (broadcast) operands, as in NumPy.
+
+An operand reaches the kernel as it is stored where it can: C-contiguous, or
+the transpose of a C-contiguous array (a ``.t()`` or ``.transpose(-1, -2)``,
+as ``linear`` and the backward of a product make), which a kernel variant reads
+directly; anything else is copied dense first. The kernel's tile shape and how
+many runs K is cut in come from ``_matmul_choice`` (``tp.backends.matmul``).
+Each layout of operands gets a plan, so a repeated product only packs pointers.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +14,67 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _dtype as dt
+from ._matmul_choice import MATMUL, MatmulChoice, Problem
 from ._shape import broadcast_shapes, contiguous_strides
 from ._tensor import TENSOR_TYPES, Tensor
 from .kernels import matmul as mk
+from .runtime.backend.params import scalar_struct
 from .runtime.caches import BoundedCache, track_factories
-from .runtime.launch import launch_packed, launch_with, layout_packer, resolve
+from .runtime.launch import ArrayArg, grid_1d, launch_packed, layout_packer, resolve
 
 __all__ = ["matmul"]
 
 track_factories(mk)  # tp.cuda.clear_caches() drops the kernels it built too
 
+_PACK_K_SPLIT = scalar_struct(int).pack
 
-def _as3d(t: Tensor, batch_shape, dtype: dt.DType) -> Tensor:
-    """``t`` broadcast to ``batch_shape + t.shape[-2:]``, contiguous, as (B, R, C)."""
-    t = t.to(dtype)
-    t = t.expand(tuple(batch_shape) + t.shape[-2:])
-    b = 1
-    for d in batch_shape:
-        b *= d
-    return t.contiguous().view(b, t.shape[-2], t.shape[-1])
+
+@dataclass(frozen=True, slots=True)
+class MatmulPlan:
+    """The product of operands of one layout each: what the kernel is given and
+    how it is launched. ``a_from`` / ``b_from`` say how an operand is passed:
+    "view" (its own storage, C-contiguous), "transposed" (its own storage, read
+    by a transposing kernel), "dense" (``.contiguous()`` first)."""
+
+    launcher: Any
+    grid: tuple
+    block: tuple
+    tail: bytes  # the packed k_split
+    packers: tuple  # (a, b, the kernel's output), each seen in 3-D
+    shape3: tuple  # the output's, (batch, m, n)
+    partial_shape: tuple | None  # (batch * runs, m, n) where K is split, else None
+    partial_dtype: dt.DType
+    sum_launcher: Any
+    sum_grid: tuple
+    sum_block: tuple
+    sum_packers: tuple  # (partial, output)
+    final_shape: tuple
+    final_strides: tuple
+    a_from: str
+    b_from: str
+    generation: int  # tp.backends.matmul's when made: a newer one makes the plan stale
+
+    def run(self, a: Tensor, b: Tensor) -> Tensor:
+        """``a @ b`` for operands laid out as the plan's."""
+        a3 = a.contiguous() if self.a_from == "dense" else a
+        b3 = b.contiguous() if self.b_from == "dense" else b
+        out = Tensor._empty(self.shape3, a.dtype)
+        self.launch(a3, b3, out)
+        return out._view(self.final_shape, self.final_strides)
+
+    def launch(self, a3, b3, out: Tensor) -> None:
+        """The kernels, on operands whose data pointers are the plan's layouts'."""
+        pack_a, pack_b, pack_c = self.packers
+        if self.partial_shape is None:
+            launch_packed(self.launcher, self.grid, self.block, pack_a(a3) + pack_b(b3) + pack_c(out) + self.tail)
+            return
+        partial = Tensor._empty(self.partial_shape, self.partial_dtype)
+        launch_packed(self.launcher, self.grid, self.block, pack_a(a3) + pack_b(b3) + pack_c(partial) + self.tail)
+        pack_partial, pack_out = self.sum_packers
+        launch_packed(self.sum_launcher, self.sum_grid, self.sum_block, pack_partial(partial) + pack_out(out))
+
+
+_PLANS = BoundedCache("matmul.plans", 4096)  # the operands' layouts -> MatmulPlan
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
@@ -39,16 +89,13 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     >>> a = tp.tensor([[1.0, 2.0], [3.0, 4.0]])
     >>> (a @ tp.tensor([1.0, 1.0])).tolist()
     [3.0, 7.0]
+    >>> (a @ a.t()).tolist()  # the transpose is read where it lies
+    [[5.0, 11.0], [11.0, 25.0]]
     """
     if type(a) in TENSOR_TYPES and type(b) in TENSOR_TYPES:
         plan = _PLANS.get((a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides))
-        if plan is not None:
-            out = Tensor._empty(plan.shape3, a.dtype)
-            a3 = a.contiguous() if plan.dense_a else a  # a transposed operand (a backward's) is copied dense
-            b3 = b.contiguous() if plan.dense_b else b
-            pack_a, pack_b, pack_out = plan.packers
-            launch_packed(plan.launcher, plan.grid, plan.block, pack_a(a3) + pack_b(b3) + pack_out(out))
-            return out._view(plan.final_shape, plan.final_strides)
+        if plan is not None and plan.generation == MATMUL.generation:
+            return plan.run(a, b)
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(f"matmul expects two tensors, got {type(a).__name__} and {type(b).__name__}")
     if a.ndim == 0 or b.ndim == 0:
@@ -63,7 +110,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     dtype = dt.promote(a.dtype, b.dtype)
     if dtype is dt.bool:
         raise TypeError("matmul is not defined for bool tensors")
-    a3, b3 = _as3d(a2, batch, dtype), _as3d(b2, batch, dtype)
+    (a3, trans_a, a_from), (b3, trans_b, b_from) = _operand(a2, a, batch, dtype), _operand(b2, b, batch, dtype)
     out = Tensor._empty((a3.shape[0], m, n), dtype)
     shape = tuple(batch) + (m, n)
     if a.ndim == 1:
@@ -72,45 +119,72 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         shape = shape[:-1]
     if k == 0:
         out.zero_()
-    elif out.numel():
-        grid, block = mk.matmul_launch_shape(a3.shape[0], m, n)
-        grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
-        launcher = resolve(mk.matmul_tiled, [a3._kkey, b3._kkey, out._kkey])
-        launch_with(launcher, grid, block, [a3, b3, out])
-        dense = (_copied_dense(a3, a, batch), _copied_dense(b3, b, batch))
-        if None not in dense:
-            packers = tuple(layout_packer(t) for t in (a3, b3, out))
-            key = (a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides)
-            plan = MatmulPlan(launcher, grid, block, packers, out.shape, shape, contiguous_strides(shape), *dense)
-            _PLANS.put(key, plan)
+        return out.view(shape)
+    if not out.numel():
+        return out.view(shape)
+    problem = Problem(a3.shape[0], m, n, k, dtype.name, trans_a, trans_b)
+    choice, final = MATMUL.choose(problem, lambda c: _plan(problem, c, a3, b3, out, shape).launch(a3, b3, out))
+    plan = _plan(problem, choice, a3, b3, out, shape, a_from, b_from)
+    plan.launch(a3, b3, out)
+    if final and a_from and b_from:
+        _PLANS.put((a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides), plan)
     return out.view(shape)
 
 
-@dataclass(frozen=True, slots=True)
-class MatmulPlan:
-    """The product of operands of one layout each, without ``_as3d``."""
+def _operand(t2: Tensor, t: Tensor, batch, dtype: dt.DType) -> tuple[Tensor, bool, str | None]:
+    """``t2`` (``t`` seen with two or more dimensions) as the kernel takes it:
+    (3-D tensor, read transposed?, how a plan gets it from ``t``: "view",
+    "transposed", "dense", or None when only this path can: a cast or a broadcast)."""
+    rows, cols = t2.shape[-2:]
+    entries = 1
+    for d in batch:
+        entries *= d
+    if t.dtype is not dtype or tuple(t2.shape[:-2]) != tuple(batch):
+        t3 = t2.to(dtype).expand(tuple(batch) + (rows, cols)).contiguous()
+        return t3.view(entries, rows, cols), False, None
+    if t2._contig:
+        return t2.view(entries, rows, cols), False, "view"
+    flipped = t2.transpose(-1, -2)
+    if flipped._contig:
+        return flipped.view(entries, cols, rows), True, "transposed"
+    return t2.contiguous().view(entries, rows, cols), False, "dense"
 
-    launcher: Any
-    grid: tuple
-    block: tuple
-    packers: tuple  # (a, b, output), each seen in 3-D
-    shape3: tuple  # the output's, (batch, m, n)
-    final_shape: tuple
-    final_strides: tuple
-    dense_a: bool  # True: a is copied dense (a.contiguous()), False: a is used as it is
-    dense_b: bool
 
-
-_PLANS = BoundedCache("matmul.plans", 4096)  # the operands' layouts -> MatmulPlan
-
-
-def _copied_dense(t3: Tensor, t: Tensor, batch) -> bool | None:
-    """How a plan gets the 3-D operand ``t3`` from ``t`` without ``_as3d``: False
-    when ``t3`` is a view of ``t`` at its own pointer, True when it is
-    ``t.contiguous()`` seen in 3-D (``t`` strided, of the result's dtype, with no
-    batch dimension to broadcast), None when neither (no plan)."""
-    if t3._storage is t._storage and t3._ptr == t._ptr:
-        return False
-    if t.ndim >= 2 and not t._contig and t.dtype is t3.dtype and tuple(t.shape[:-2]) == tuple(batch):
-        return True
-    return None
+def _plan(
+    p: Problem, choice: MatmulChoice, a3: Tensor, b3: Tensor, out: Tensor, shape: tuple, a_from="", b_from=""
+) -> MatmulPlan:
+    """The plan of ``p`` with ``choice``, for operands laid out as ``a3``, ``b3``."""
+    k_split = mk.split_k(p.k, choice.splits, choice.tiles)
+    runs = -(-p.k // k_split)
+    grid, block = mk.matmul_launch_shape(p.batch, p.m, p.n, choice.tiles, runs)
+    kernel = mk.matmul_tiled_variant(choice.tiles, p.trans_a, p.trans_b)
+    partial_shape, partial_dtype = None, out.dtype
+    sum_launcher = sum_grid = sum_block = None
+    sum_packers: tuple = ()
+    target: Tensor | ArrayArg = out
+    if runs > 1:
+        partial_shape = (p.batch * runs, p.m, p.n)
+        partial_dtype = dt.float32 if out.dtype is dt.float16 else out.dtype  # partial sums keep their bits
+        target = ArrayArg.contiguous(partial_shape, partial_dtype.name, partial_dtype.itemsize)
+        sum_launcher = resolve(mk.matmul_sum_splits, [target._kkey, out._kkey])
+        sum_grid, sum_block = grid_1d(out.numel())
+        sum_packers = (layout_packer(target), layout_packer(out))
+    return MatmulPlan(
+        launcher=resolve(kernel, [a3._kkey, b3._kkey, target._kkey, int]),
+        grid=tuple(grid),
+        block=tuple(block) + (1,),
+        tail=_PACK_K_SPLIT(k_split),
+        packers=(layout_packer(a3), layout_packer(b3), layout_packer(target)),
+        shape3=out.shape,
+        partial_shape=partial_shape,
+        partial_dtype=partial_dtype,
+        sum_launcher=sum_launcher,
+        sum_grid=sum_grid,
+        sum_block=sum_block,
+        sum_packers=sum_packers,
+        final_shape=shape,
+        final_strides=contiguous_strides(shape),
+        a_from=a_from,
+        b_from=b_from,
+        generation=MATMUL.generation,
+    )

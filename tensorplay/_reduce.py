@@ -152,8 +152,7 @@ def _reduce_plan(key: tuple, x: Tensor) -> ReducePlan:
 
 def _contiguous_arg(shape: tuple, dtype: dt.DType) -> ArrayArg:
     """The layout of a new contiguous tensor (no data: for launch keys and packers)."""
-    isz = dtype.itemsize
-    return ArrayArg(0, shape, [s * isz for s in contiguous_strides(shape)], dtype.name, isz, True)
+    return ArrayArg.contiguous(shape, dtype.name, dtype.itemsize)
 
 
 def _reduction_steps(op: str, acc: np.dtype, out_dtype: dt.DType, rows: ArrayArg) -> tuple[ChunkStep | None, RowsStep]:

@@ -89,3 +89,117 @@ def test_repeated_products_of_one_layout_use_each_calls_data():
             assert_close(v @ b, v64 @ b64, atol=1e-5)
             assert_close(b.t() @ a.t(), (a64 @ b64).T, atol=1e-5)  # copies: no plan
             assert_close(a[1:] @ b, a64[1:] @ b64, atol=1e-5)  # a view at an offset
+
+
+@pytest.mark.parametrize(
+    "shape_a, shape_b, flip_a, flip_b",
+    [
+        ((3, 5), (5, 4), True, False),
+        ((6, 9), (9, 7), False, True),
+        ((6, 9), (9, 7), True, True),
+        ((2, 5, 3), (2, 3, 4), True, True),
+        ((19, 33), (33, 5), True, True),
+    ],
+    ids=str,
+)
+def test_transposed_operands_are_read_where_they_lie(shape_a, shape_b, flip_a, flip_b):
+    # The transposes that linear and the backward of a product make (.t(),
+    # .transpose(-1, -2) of a contiguous tensor) reach the kernel as they are:
+    # the product allocates its output and nothing else, every time.
+    def stored(shape, flip, seed):
+        if not flip:
+            return random_tensor(shape, tp.float32, seed=seed)
+        t, t_np = random_tensor(shape[:-2] + shape[-2:][::-1], tp.float32, seed=seed)
+        return t.transpose(-1, -2), np.swapaxes(t_np, -1, -2)
+
+    x, a = stored(shape_a, flip_a, 60)
+    y, b = stored(shape_b, flip_b, 61)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    for _ in range(2):  # the first product makes a plan, the second uses it
+        before = tp.cuda.memory_stats()["num_allocs"]
+        out = x @ y
+        assert tp.cuda.memory_stats()["num_allocs"] - before == 1
+        assert_close(out, want, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [tp.float32, tp.float64, tp.int64], ids=str)
+def test_small_outputs_split_k(dtype):
+    # (8, 8) fills one block of the simulator's four "SMs": the rule cuts K
+    # into runs, and the partial products are summed in order.
+    text = tp.backends.matmul.explain(8, 8, 512, dtype=dtype.name)
+    assert "K in 4 runs of 128" in text, text
+    x, a = random_tensor((8, 512), dtype, seed=62)
+    y, b = random_tensor((8, 512), dtype, seed=63)
+    want = reference(np.matmul, a, b.T)
+    assert_close(x @ y.t(), want, atol=1e-4 if dtype is tp.float32 else None, dtype=dtype)
+
+
+def test_explain_large_products_keep_the_largest_tiles():
+    text = tp.backends.matmul.explain(4096, 4096, 4096)
+    assert text.startswith("matmul (4096, 4096) @ (4096, 4096) float32, A, B: tiles ")
+    assert "K whole" in text and "rule: the largest tiles that give every SM a block" in text
+
+
+@pytest.fixture
+def tuned(tmp_path):
+    """tp.backends.matmul timing candidates here (on the simulator too), its
+    choices kept in a file of tmp_path; everything restored afterwards."""
+    settings = tp.backends.matmul
+    saved = settings.autotune, settings.choices_path
+    settings.forget()
+    settings.choices_path = tmp_path / "choices.json"
+    settings.autotune = True
+    yield settings
+    settings.autotune, settings.choices_path = saved
+    settings.forget()
+
+
+def test_autotune_times_a_small_class_once_and_keeps_it_on_disk(tuned):
+    x, a = random_tensor((8, 64), tp.float32, seed=64)
+    y, b = random_tensor((64, 8), tp.float32, seed=65)
+    want = a.astype(np.float64) @ b
+    assert "not timed yet" in tuned.explain(8, 8, 64)
+    assert_close(x @ y, want, atol=1e-4)
+    text = tuned.explain(8, 8, 64)
+    assert "timed over" in text and "us" in text, text
+    generation = tuned.generation
+    assert_close(x @ y, want, atol=1e-4)  # chosen already: nothing timed again
+    assert tuned.generation == generation
+    assert "timed over" in tuned.explain(5, 7, 60)  # the same shape class (8, 8, 64)
+
+    stored = tuned.choices_path.read_text()
+    assert '"splits"' in stored
+    tuned.forget()  # as a new process: the choice comes back from the file
+    assert "from disk" in tuned.explain(8, 8, 64)
+    assert_close(x @ y, want, atol=1e-4)
+
+    tuned.forget(disk=True)
+    assert not tuned.choices_path.exists()
+    assert "not timed yet" in tuned.explain(8, 8, 64)
+
+
+def test_autotune_waits_for_an_eager_product_when_capturing(tuned):
+    x, a = random_tensor((8, 64), tp.float32, seed=66)
+    y, b = random_tensor((64, 8), tp.float32, seed=67)
+    want = a.astype(np.float64) @ b
+    x @ y  # warm-up of everything but the choice
+    tuned.forget(disk=True)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        out = x @ y  # captured with the rule's choice: nothing can be timed in a capture
+    assert "not timed yet" in tuned.explain(8, 8, 64)
+    g.replay()
+    assert_close(out, want, atol=1e-4)
+    assert_close(x @ y, want, atol=1e-4)  # eager: timed now
+    assert "timed over" in tuned.explain(8, 8, 64)
+    g.replay()  # the graph keeps the kernels it captured
+    assert_close(out, want, atol=1e-4)
+
+
+def test_a_broken_choices_file_is_timed_again(tuned):
+    tuned.choices_path.write_text("{not json")
+    tuned.forget()
+    assert "not timed yet" in tuned.explain(8, 8, 64)
+    x, a = random_tensor((8, 64), tp.float32, seed=68)
+    assert_close(x @ x.t(), a.astype(np.float64) @ a.T, atol=1e-4)
+    assert "timed over" in tuned.explain(8, 8, 64, trans_b=True)

@@ -1,19 +1,27 @@
 """Matrix-multiply kernels: a register-tiled batched GEMM and a simple fallback.
 
-``matmul_tiled`` computes ``c[z] = a[z] @ b[z]`` for 3-D C-contiguous arrays
-``a`` (B, M, K), ``b`` (B, K, N) and ``c`` (B, M, N); a 2-D product is a batch
-of one. Each block computes a ``BM x BN`` tile of one batch entry
-(``blockIdx.z``); each thread holds a ``TM x TN`` micro-tile of accumulators in
+``matmul_tiled(a, b, c, k_split)`` computes ``c[z] = a[z] @ b[z]`` for 3-D
+C-contiguous arrays ``a`` (B, M, K), ``b`` (B, K, N) and ``c`` (B, M, N); a
+2-D product is a batch of one. Each block computes a ``BM x BN`` tile of one
+batch entry; each thread holds a ``TM x TN`` micro-tile of accumulators in
 registers and walks K in steps of ``BK`` through double-buffered shared tiles
 (A stored transposed). Launch it with :func:`matmul_launch_shape`. Other
 strides give the right answer too, through Numba's slow general indexing.
+
+Small outputs leave most of the GPU idle, so K can be split: with
+``k_split < K`` each block sums one run of ``k_split`` values of K, ``c`` holds
+``splits = cdiv(K, k_split)`` partial products per batch entry
+(``c[z * splits + s]``), and :func:`matmul_sum_splits` adds them in order.
+A variant (:func:`matmul_tiled_variant`) reads an operand stored transposed,
+as the backward of a product gets it, without copying it first.
 
 Products accumulate in :func:`accumulator_dtype` of the inputs: float32 for
 float16 and float32, float64 for float64, int64 (uint64) for signed (unsigned)
 integers; the sum is cast to ``c``'s dtype when stored.
 
-The tile shape is a set of module constants read when the kernel compiles;
-:func:`matmul_tiled_variant` compiles the same source with other tiles.
+The tile shape and the operands' layouts are module constants read when the
+kernel compiles; :func:`matmul_tiled_variant` compiles the same source with
+others.
 
 Examples
 --------
@@ -22,7 +30,7 @@ Examples
 >>> b = np.ones((1, 3, 2), dtype=np.float32)
 >>> c = np.empty((1, 2, 2), dtype=np.float32)
 >>> grid, block = matmul_launch_shape(1, 2, 2)
->>> matmul_tiled[grid, block](a, b, c)
+>>> matmul_tiled[grid, block](a, b, c, 3)
 >>> c[0].tolist()
 [[3.0, 3.0], [12.0, 12.0]]
 """
@@ -39,13 +47,16 @@ from ._target import ALIGNED_SHARED, INTRINSICS, SMALL_BLOCKS
 
 __all__ = [
     "TILES",
+    "TILE_CHOICES",
     "MatmulTiles",
     "accumulator_dtype",
     "matmul_launch_shape",
     "matmul_simple",
     "matmul_simple_launch_shape",
+    "matmul_sum_splits",
     "matmul_tiled",
     "matmul_tiled_variant",
+    "split_k",
 ]
 
 _GRID_YZ_LIMIT = 65535
@@ -80,21 +91,28 @@ class MatmulTiles:
             and self.bk % self.ku == 0
             and threads % self.bk == 0
             and threads % self.bn == 0
+            and threads % self.bm == 0
             and (self.bm * self.bk) % threads == 0
+            and (self.bn * self.bk) % threads == 0
             and threads <= 1024
         )
         if not ok:
             raise ValueError(
                 f"expected tiles with tm | bm, tn | bn, vec | tm and tn, ku | bk, and "
-                f"bk and bn dividing the thread count (<= 1024), got {self}"
+                f"bk, bm and bn dividing the thread count (<= 1024), got {self}"
             )
 
     @property
     def block(self) -> tuple[int, int]:
         return self.bn // self.tn, self.bm // self.tm
 
-    def constants(self) -> dict[str, int | None]:
-        """The module globals ``matmul_tiled`` reads, for this tile shape."""
+    def __str__(self) -> str:
+        return f"{self.bm}x{self.bn}x{self.bk} t{self.tm}x{self.tn} vec{self.vec} ku{self.ku}"
+
+    def constants(self, trans_a: bool = False, trans_b: bool = False) -> dict[str, int | None]:
+        """The module globals ``matmul_tiled`` reads, for this tile shape and
+        the operands' layouts (``trans_a``: A is passed as its (B, K, M)
+        transpose; ``trans_b``: B as its (B, N, K) transpose)."""
         threads_x, threads_y = self.block
         threads = threads_x * threads_y
         return {
@@ -107,27 +125,40 @@ class MatmulTiles:
             "KU": self.ku,
             "THREADS_X": threads_x,
             "THREADS_Y": threads_y,
-            # Each thread stages A_LOADS elements of the A tile, A_ROW_STEP
-            # rows apart, and B_LOADS of the B tile, B_ROW_STEP rows apart.
+            "TRANS_A": trans_a,
+            "TRANS_B": trans_b,
+            # Each thread stages A_LOADS elements of the A tile, A_STEP rows
+            # (K steps, when transposed) apart, and B_LOADS of the B tile,
+            # B_STEP K steps (columns, when transposed) apart.
             "A_LOADS": self.bm * self.bk // threads,
             "B_LOADS": self.bk * self.bn // threads,
-            "A_ROW_STEP": threads // self.bk,
-            "B_ROW_STEP": threads // self.bn,
+            "A_STEP": threads // self.bm if trans_a else threads // self.bk,
+            "B_STEP": threads // self.bk if trans_b else threads // self.bn,
             # The transposed A tile's rows are padded by 4 words: its stores
             # then spread over all 32 banks, and rows stay 16-byte aligned.
+            # B's are too where B arrives transposed (its stores go along K).
             "A_TILE_WIDTH": self.bm + 4,
+            "B_TILE_WIDTH": self.bn + 4 if trans_b else self.bn,
             # Vector shared loads need the tiles 16-byte aligned; the
             # simulator refuses any alignment argument.
             "SHARED_ALIGN": 16 if ALIGNED_SHARED else None,
         }
 
 
-# The simulator runs one Python thread per CUDA thread, so it gets a small
-# block by default: the same code with smaller constants.
+# The simulator runs one Python thread per CUDA thread, so it gets small
+# blocks: the same code with smaller constants.
 if SMALL_BLOCKS:
     TILES = MatmulTiles(bm=16, bn=16, bk=4, tm=4, tn=4, vec=2, ku=2)
+    # the tile shapes a product may be given, largest first
+    TILE_CHOICES = (TILES, MatmulTiles(bm=8, bn=8, bk=4, tm=2, tn=2, vec=2, ku=2))
 else:
     TILES = MatmulTiles(bm=128, bn=128, bk=8, tm=8, tn=8, vec=4, ku=4)
+    TILE_CHOICES = (
+        TILES,
+        MatmulTiles(bm=64, bn=128, bk=8, tm=8, tn=8, vec=4, ku=4),
+        MatmulTiles(bm=64, bn=64, bk=8, tm=4, tn=4, vec=4, ku=4),
+        MatmulTiles(bm=32, bn=64, bk=8, tm=4, tn=4, vec=4, ku=4),
+    )
 
 _CONSTANTS = TILES.constants()
 BM = _CONSTANTS["BM"]
@@ -139,11 +170,14 @@ VEC = _CONSTANTS["VEC"]
 KU = _CONSTANTS["KU"]
 THREADS_X = _CONSTANTS["THREADS_X"]
 THREADS_Y = _CONSTANTS["THREADS_Y"]
+TRANS_A = _CONSTANTS["TRANS_A"]
+TRANS_B = _CONSTANTS["TRANS_B"]
 A_LOADS = _CONSTANTS["A_LOADS"]
 B_LOADS = _CONSTANTS["B_LOADS"]
-A_ROW_STEP = _CONSTANTS["A_ROW_STEP"]
-B_ROW_STEP = _CONSTANTS["B_ROW_STEP"]
+A_STEP = _CONSTANTS["A_STEP"]
+B_STEP = _CONSTANTS["B_STEP"]
 A_TILE_WIDTH = _CONSTANTS["A_TILE_WIDTH"]
+B_TILE_WIDTH = _CONSTANTS["B_TILE_WIDTH"]
 SHARED_ALIGN = _CONSTANTS["SHARED_ALIGN"]
 
 SIMPLE_BLOCK = (16, 16)
@@ -183,11 +217,11 @@ else:
 
 
 @cuda.jit
-def matmul_tiled(a, b, c):
-    """``c[z] = a[z] @ b[z]`` with ``z = blockIdx.z``; see the module docstring."""
+def matmul_tiled(a, b, c, k_split):
+    """``c[z] = a[z] @ b[z]``, K split in runs of ``k_split``; see the module docstring."""
     acc_t = accumulator_dtype(a)
     a_tile = cuda.shared.array((2, BK, A_TILE_WIDTH), acc_t, alignment=SHARED_ALIGN)
-    b_tile = cuda.shared.array((2, BK, BN), acc_t, alignment=SHARED_ALIGN)
+    b_tile = cuda.shared.array((2, BK, B_TILE_WIDTH), acc_t, alignment=SHARED_ALIGN)
     acc = cuda.local.array((TM, TN), acc_t)
     a_frag = cuda.local.array((KU, TM), acc_t)
     b_frag = cuda.local.array((KU, TN), acc_t)
@@ -196,21 +230,30 @@ def matmul_tiled(a, b, c):
 
     m = c.shape[1]
     n = c.shape[2]
-    k_total = a.shape[2]
+    k_total = a.shape[1] if TRANS_A else a.shape[2]
     # max(.., 0) tells LLVM these are non-negative, so Numba's negative-index
     # wraparound on each array access folds away.
-    z = max(cuda.blockIdx.z, 0)
+    zs = max(cuda.blockIdx.z, 0)  # the output entry: batch entry z, split s
+    splits = (k_total + k_split - 1) // k_split
+    z = zs // splits
+    k_begin = (zs - z * splits) * k_split
+    k_end = min(k_total, k_begin + k_split)
     tx = max(cuda.threadIdx.x, 0)
     ty = max(cuda.threadIdx.y, 0)
     row0 = max(cuda.blockIdx.y, 0) * BM
     col0 = max(cuda.blockIdx.x, 0) * BN
-    # The element of the A and B tiles this thread stages: consecutive
-    # threads read consecutive addresses of global memory.
+    # The elements of the A and B tiles this thread stages: consecutive
+    # threads read consecutive addresses of global memory, along K for a
+    # row-major operand and along M (N) for a transposed one.
     tid = ty * THREADS_X + tx
-    a_row = tid // BK
-    a_col = tid % BK
-    b_row = tid // BN
-    b_col = tid % BN
+    if TRANS_A:
+        a_r, a_k = tid % BM, tid // BM
+    else:
+        a_r, a_k = tid // BK, tid % BK
+    if TRANS_B:
+        b_k, b_c = tid % BK, tid // BK
+    else:
+        b_k, b_c = tid // BN, tid % BN
     # Thread (tx, ty) owns runs of VEC adjacent rows (columns) of the C tile,
     # the runs a_run (b_run) apart: a warp reads adjacent shared words, and
     # each run loads as one vector.
@@ -223,31 +266,49 @@ def matmul_tiled(a, b, c):
         for j in range(TN):
             acc[i, j] = 0
 
-    # Flat (C-order) index of the elements this thread stages from K tile 0,
-    # or -1 where its row of A (column of B) lies outside the matrix. Indexing
-    # ``x.flat`` of a C-contiguous array is one add: no per-axis arithmetic.
+    # Flat (C-order) index of the elements this thread stages from K = 0, or
+    # -1 where its row of A (column of B) lies outside the matrix; a K tile
+    # further on is a_k_step (b_k_step) elements on. Indexing ``x.flat`` of a
+    # C-contiguous array is one add: no per-axis arithmetic.
     a_src = cuda.local.array(A_LOADS, types.int64)
     for p in range(A_LOADS):
-        r = row0 + a_row + p * A_ROW_STEP
-        a_src[p] = (z * m + r) * k_total + a_col if r < m else -1
-    b_src = (z * k_total + b_row) * n + col0 + b_col if col0 + b_col < n else -1
-    b_step = B_ROW_STEP * n
+        r = row0 + a_r + (0 if TRANS_A else p * A_STEP)
+        kk = a_k + (p * A_STEP if TRANS_A else 0)
+        if r >= m:
+            a_src[p] = -1
+        elif TRANS_A:
+            a_src[p] = (z * k_total + kk) * m + r
+        else:
+            a_src[p] = (z * m + r) * k_total + kk
+    b_src = cuda.local.array(B_LOADS, types.int64)
+    for p in range(B_LOADS):
+        col = col0 + b_c + (p * B_STEP if TRANS_B else 0)
+        kk = b_k + (0 if TRANS_B else p * B_STEP)
+        if col >= n:
+            b_src[p] = -1
+        elif TRANS_B:
+            b_src[p] = (z * n + col) * k_total + kk
+        else:
+            b_src[p] = (z * k_total + kk) * n + col
+    a_k_step = m if TRANS_A else 1
+    b_k_step = 1 if TRANS_B else n
 
     # Iteration t loads K tile t into registers, computes on tile t - 1 while
     # those loads are in flight, then stores tile t into shared buffer t & 1.
-    n_tiles = (k_total + BK - 1) // BK
+    n_tiles = (k_end - k_begin + BK - 1) // BK
     for t in range(n_tiles + 1):
-        k0 = t * BK
+        k0 = k_begin + t * BK
         if t < n_tiles:
-            a_k_ok = k0 + a_col < k_total
             for p in range(A_LOADS):
-                if a_k_ok and a_src[p] >= 0:
-                    a_next[p] = a.flat[a_src[p] + k0]
+                kk = a_k + (p * A_STEP if TRANS_A else 0)
+                if k0 + kk < k_end and a_src[p] >= 0:
+                    a_next[p] = a.flat[a_src[p] + k0 * a_k_step]
                 else:
                     a_next[p] = 0
             for p in range(B_LOADS):
-                if k0 + b_row + p * B_ROW_STEP < k_total and b_src >= 0:
-                    b_next[p] = b.flat[b_src + k0 * n + p * b_step]
+                kk = b_k + (0 if TRANS_B else p * B_STEP)
+                if k0 + kk < k_end and b_src[p] >= 0:
+                    b_next[p] = b.flat[b_src[p] + k0 * b_k_step]
                 else:
                     b_next[p] = 0
 
@@ -273,9 +334,15 @@ def matmul_tiled(a, b, c):
         if t < n_tiles:
             nxt = t & 1
             for p in range(A_LOADS):
-                a_tile[nxt, a_col, a_row + p * A_ROW_STEP] = a_next[p]
+                if TRANS_A:
+                    a_tile[nxt, a_k + p * A_STEP, a_r] = a_next[p]
+                else:
+                    a_tile[nxt, a_k, a_r + p * A_STEP] = a_next[p]
             for p in range(B_LOADS):
-                b_tile[nxt, b_row + p * B_ROW_STEP, b_col] = b_next[p]
+                if TRANS_B:
+                    b_tile[nxt, b_k, b_c + p * B_STEP] = b_next[p]
+                else:
+                    b_tile[nxt, b_k + p * B_STEP, b_c] = b_next[p]
         # One barrier per K tile publishes tile t. Buffer t & 1 was last read
         # by the compute of iteration t - 1, which the previous barrier closed.
         cuda.syncthreads()
@@ -286,14 +353,32 @@ def matmul_tiled(a, b, c):
             for j in range(TN):
                 col = col0 + (j // VEC) * b_run + b_own + j % VEC
                 if col < n:
-                    c[z, r, col] = acc[i, j]
+                    c[zs, r, col] = acc[i, j]
+
+
+@cuda.jit
+def matmul_sum_splits(partial, c):
+    """``c[z] = partial[z * s] + ... + partial[z * s + s - 1]`` with ``s`` the
+    splits of each batch entry: the split-K partial products summed in order."""
+    per_entry = c.shape[1] * c.shape[2]
+    splits = partial.shape[0] // c.shape[0]
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, c.size, step):
+        z = i // per_entry
+        first = z * splits * per_entry + i - z * per_entry
+        total = partial.flat[first]
+        for s in range(1, splits):
+            total += partial.flat[first + s * per_entry]
+        c.flat[i] = total
 
 
 @functools.cache
-def matmul_tiled_variant(tiles: MatmulTiles):
-    """``matmul_tiled`` compiled with ``tiles`` instead of :data:`TILES`.
+def matmul_tiled_variant(tiles: MatmulTiles, trans_a: bool = False, trans_b: bool = False):
+    """``matmul_tiled`` compiled with ``tiles`` instead of :data:`TILES`, and
+    for operands passed transposed (``trans_a``: A as a (B, K, M) array whose
+    ``[z, k, i]`` is ``A[z, i, k]``; ``trans_b``: B as (B, N, K)).
 
-    Launch it with ``matmul_launch_shape(batch, m, n, tiles)``.
+    Launch it with ``matmul_launch_shape(batch, m, n, tiles, splits)``.
 
     Examples
     --------
@@ -301,15 +386,28 @@ def matmul_tiled_variant(tiles: MatmulTiles):
     >>> matmul_launch_shape(1, 9, 8, MatmulTiles(bm=8, bn=8, bk=4, tm=2, tn=2))
     ((1, 2, 1), (4, 4))
     """
-    if tiles == TILES:
+    if tiles == TILES and not trans_a and not trans_b:
         return matmul_tiled
     source = matmul_tiled.py_func
     env = dict(source.__globals__)
-    env.update(tiles.constants())
+    env.update(tiles.constants(trans_a, trans_b))
     fn = pytypes.FunctionType(source.__code__, env, source.__name__)
     fn.__doc__ = source.__doc__
     fn.__qualname__ = source.__qualname__
     return cuda.jit(fn)
+
+
+def split_k(k: int, splits: int, tiles: MatmulTiles = TILES) -> int:
+    """The ``k_split`` argument that cuts K into at most ``splits`` runs, each a
+    whole number of K tiles; ``cdiv(k, k_split)`` runs result.
+
+    Examples
+    --------
+    >>> split_k(1000, 4, MatmulTiles(bm=8, bn=8, bk=8, tm=2, tn=2))
+    256
+    """
+    per = -(-k // max(1, splits))
+    return max(tiles.bk, -(-per // tiles.bk) * tiles.bk)
 
 
 @cuda.jit
@@ -340,12 +438,13 @@ def _check_shape(batch: int, m: int, n: int) -> None:
 
 
 def matmul_launch_shape(
-    batch: int, m: int, n: int, tiles: MatmulTiles = TILES
+    batch: int, m: int, n: int, tiles: MatmulTiles = TILES, splits: int = 1
 ) -> tuple[tuple[int, int, int], tuple[int, int]]:
-    """Grid and block for ``matmul_tiled`` on a (batch, m, n) output.
+    """Grid and block for ``matmul_tiled`` on a (batch, m, n) output, its K
+    cut in ``splits`` runs (``cdiv(k, k_split)``).
 
-    One block per ``bm x bn`` tile of each batch entry: grid
-    ``(ceil(n / bn), ceil(m / bm), batch)``, block ``(bn // tn, bm // tm)``.
+    One block per ``bm x bn`` tile of each batch entry and run of K: grid
+    ``(ceil(n / bn), ceil(m / bm), batch * splits)``, block ``(bn // tn, bm // tm)``.
 
     Examples
     --------
@@ -353,11 +452,11 @@ def matmul_launch_shape(
     >>> grid[2], block == (BN // TN, BM // TM)
     (2, True)
     """
-    _check_shape(batch, m, n)
+    _check_shape(batch * splits, m, n)
     rows = _blocks(m, tiles.bm)
     if rows > _GRID_YZ_LIMIT:
         raise ValueError(f"matmul launch: expected m <= {_GRID_YZ_LIMIT * tiles.bm}, got {m}")
-    return (_blocks(n, tiles.bn), rows, int(batch)), tiles.block
+    return (_blocks(n, tiles.bn), rows, int(batch * splits)), tiles.block
 
 
 def matmul_simple_launch_shape(batch: int, m: int, n: int) -> tuple[tuple[int, int, int], tuple[int, int]]:

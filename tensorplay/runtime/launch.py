@@ -65,6 +65,16 @@ class ArrayArg(KernelArray):
         self._karray = (0, 0, n, itemsize, ptr, *shape, *strides_bytes)
         self._kkey = (dtype_name, len(shape), contig)
 
+    @classmethod
+    def contiguous(cls, shape, dtype_name: str, itemsize: int, ptr: int = 0) -> ArrayArg:
+        """A C-contiguous array of ``shape`` (with no data by default: for
+        launch keys and packers of arrays made later)."""
+        strides, step = [], itemsize
+        for d in reversed(shape):
+            strides.append(step)
+            step *= max(d, 1)
+        return cls(ptr, shape, strides[::-1], dtype_name, itemsize, True)
+
 
 def numba_type(key):
     """The Numba type for a launch key element (an array key or a scalar type)."""

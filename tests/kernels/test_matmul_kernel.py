@@ -70,10 +70,27 @@ def assert_matches(c, a, b):
         assert err < TOLERANCE[c.dtype.type], f"relative error {err:.2e}"
 
 
-def run_tiled(a, b, c, tiles=None):
+def run_tiled(a, b, c, tiles=None, splits=1, trans_a=False, trans_b=False):
+    """c = a @ b through matmul_tiled; a (b) is passed transposed where asked,
+    and K is cut in ``splits`` runs whose partial products are then summed."""
     tiles = tiles or mm.TILES
-    grid, block = mm.matmul_launch_shape(c.shape[0], c.shape[1], c.shape[2], tiles)
-    mm.matmul_tiled_variant(tiles)[grid, block](a, b, c)
+    batch, m, n = c.shape
+    k = a.shape[2]
+    k_split = mm.split_k(k, splits, tiles)
+    runs = -(-k // k_split)
+    kernel = mm.matmul_tiled_variant(tiles, trans_a, trans_b)
+    a_arg = np.ascontiguousarray(a.transpose(0, 2, 1)) if trans_a else a
+    b_arg = np.ascontiguousarray(b.transpose(0, 2, 1)) if trans_b else b
+    grid, block = mm.matmul_launch_shape(batch, m, n, tiles, runs)
+    if runs == 1:
+        kernel[grid, block](a_arg, b_arg, c, k_split)
+        return
+    poison = np.nan if c.dtype.kind == "f" else np.iinfo(c.dtype).min
+    partial = cuda.to_device(np.full((batch * runs, m, n), poison, dtype=c.dtype))
+    kernel[grid, block](a_arg, b_arg, partial, k_split)
+    d_c = cuda.to_device(c)
+    mm.matmul_sum_splits[8, 32](partial, d_c)
+    c[...] = d_c.copy_to_host()
 
 
 @pytest.mark.parametrize(
@@ -116,7 +133,7 @@ def test_tiled_takes_strided_views():
     a_wide, b, c = random_operands(1, 6, 10, 5, np.float32, seed=5)
     d_c = cuda.to_device(c)
     grid, block = mm.matmul_launch_shape(1, 6, 5)
-    mm.matmul_tiled[grid, block](cuda.to_device(a_wide)[:, :, ::2], b[:, :5], d_c)
+    mm.matmul_tiled[grid, block](cuda.to_device(a_wide)[:, :, ::2], b[:, :5], d_c, 5)
     assert_matches(d_c.copy_to_host(), a_wide[:, :, ::2], b[:, :5])
 
 
@@ -125,6 +142,38 @@ def test_tiled_variant_scalar_runs():
     a, b, c = random_operands(3, 10, 5, 11, np.float32, seed=3)
     run_tiled(a, b, c, tiles)
     assert_matches(c, a, b)
+
+
+@pytest.mark.parametrize(("trans_a", "trans_b"), [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("tiles", [None, FULL_TILES], ids=["default", "full"])
+def test_tiled_reads_transposed_operands(trans_a, trans_b, tiles):
+    # Ragged in every dimension, two batch entries: the transposed layouts
+    # stage their tiles along M (N) instead of K.
+    a, b, c = random_operands(2, 19, 13, 21, np.float32, seed=6)
+    run_tiled(a, b, c, tiles, trans_a=trans_a, trans_b=trans_b)
+    assert_matches(c, a, b)
+
+
+@pytest.mark.parametrize(("k", "splits"), [(40, 2), (37, 3), (64, 4), (9, 8)])
+def test_tiled_split_k_sums_partial_products(k, splits):
+    # K cut into whole K tiles (the last one ragged), partial products summed in order.
+    a, b, c = random_operands(2, 11, k, 18, np.float32, seed=7)
+    run_tiled(a, b, c, splits=splits, trans_b=True)
+    assert_matches(c, a, b)
+
+
+def test_tiled_split_k_integers_exact():
+    a, b, c = random_operands(3, 5, 30, 7, np.int64, seed=8)
+    run_tiled(a, b, c, splits=3, trans_a=True)
+    assert_matches(c, a, b)
+
+
+def test_split_k_runs_are_whole_tiles():
+    tiles = mm.MatmulTiles(bm=8, bn=8, bk=8, tm=2, tn=2)
+    assert mm.split_k(1024, 4, tiles) == 256
+    assert mm.split_k(100, 3, tiles) == 40  # cdiv(100, 3) = 34, rounded up to tiles of 8
+    assert mm.split_k(5, 4, tiles) == 8  # never less than one tile
+    assert mm.split_k(64, 1, tiles) == 64
 
 
 def test_simple_takes_strided_operands():

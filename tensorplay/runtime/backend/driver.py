@@ -149,13 +149,13 @@ class DriverBackend:
         cuda.current_context()  # retains the primary context and makes it current
         self.ctx = check("cuCtxGetCurrent", drv.cuCtxGetCurrent())
         self.device = check("cuCtxGetDevice", drv.cuCtxGetDevice())
-        self._sm_count = check(
+        self.sm_count = check(
             "cuDeviceGetAttribute",
             drv.cuDeviceGetAttribute(drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, self.device),
         )
         self.legacy_stream = drv.CUstream(0)
         self.max_block = 1024
-        self.max_threads_per_launch = self._sm_count * 2048  # one wave: grid-stride reductions
+        self.max_threads_per_launch = self.sm_count * 2048  # one wave: grid-stride reductions
         self.max_grid_threads = (1 << 31) - 1  # elementwise grids cover their data in one pass
         self._relaxed = _CAPTURE_MODES["relaxed"]
         self._driver_version: int | None = None  # read once

@@ -10,9 +10,9 @@ Capabilities are attributes, so callers ask what a backend can do rather than
 which backend it is:
 
 - ``host_addressable``: device memory is host memory (DLPack reports the CPU);
-- ``max_block``, ``max_threads_per_launch``, ``max_grid_threads``: the launch
-  shapes the ops choose (small on the simulator, which runs a Python thread per
-  CUDA thread).
+- ``max_block``, ``max_threads_per_launch``, ``max_grid_threads``, ``sm_count``:
+  the launch shapes the ops choose (small on the simulator, which runs a Python
+  thread per CUDA thread).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class Device(Protocol):
     max_block: int
     max_threads_per_launch: int
     max_grid_threads: int
+    sm_count: int
     legacy_stream: Any
 
     def ensure_thread(self) -> None: ...

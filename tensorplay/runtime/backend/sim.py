@@ -195,6 +195,7 @@ class SimBackend:
     # loop over their data, so any launch shape covers it).
     max_block = 16
     max_threads_per_launch = 64
+    sm_count = 4  # small, so that the ops' launch rules for small outputs run here too
     max_grid_threads = 64
     pretend_driver_version = 13000  # what driver_version() reports: set it lower to see the errors of an older driver
 
