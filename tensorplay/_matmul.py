@@ -11,6 +11,7 @@ Each layout of operands gets a plan, so a repeated product only packs pointers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from . import _dtype as dt
@@ -123,7 +124,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if not out.numel():
         return out.view(shape)
     problem = Problem(a3.shape[0], m, n, k, dtype.name, trans_a, trans_b)
-    choice, final = MATMUL.choose(problem, lambda c: _plan(problem, c, a3, b3, out, shape).launch(a3, b3, out))
+    choice, final = MATMUL.choose(problem, lambda c: partial(_plan(problem, c, a3, b3, out, shape).launch, a3, b3, out))
     plan = _plan(problem, choice, a3, b3, out, shape, a_from, b_from)
     plan.launch(a3, b3, out)
     if final and a_from and b_from:

@@ -25,11 +25,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import _dtype as dt
+from ._tensor import Tensor
 from .kernels import matmul as mk
+from .kernels import timing
 from .kernels._source import cache_dir
 from .kernels._target import DISK_CACHE
 from .runtime.backend import get as get_backend
 from .runtime.capture import capture_state
+from .runtime.launch import launch
 from .runtime.streams import Event
 
 __all__ = ["MATMUL", "MatmulChoice", "MatmulSettings", "Problem"]
@@ -133,10 +137,13 @@ class MatmulSettings:
 
     # -- choosing --------------------------------------------------------------------------
 
-    def choose(self, p: Problem, run: Callable[[MatmulChoice], None] | None = None) -> tuple[MatmulChoice, bool]:
+    def choose(
+        self, p: Problem, prepare: Callable[[MatmulChoice], Callable[[], None]] | None = None
+    ) -> tuple[MatmulChoice, bool]:
         """The kernel for ``p``, and whether that choice is final (a plan may keep
-        it). ``run(choice)`` computes the product with a choice: given, and
-        where timing is allowed, a small product's class is timed now."""
+        it). ``prepare(choice)`` gives a function computing the product with a
+        choice: given, and where timing is allowed, a small product's class is
+        timed now."""
         key = p.shape_class()
         known = self._known(key)
         if known is not None:
@@ -144,14 +151,14 @@ class MatmulSettings:
         rule = self.rule(p)
         if not self._small(p):
             return rule, True
-        if not self.autotune or run is None:
+        if not self.autotune or prepare is None:
             return rule, not self.autotune
         if capture_state.active:  # nothing can be timed now: tune at the first eager product
             return rule, False
         with self._lock:
             known = self._choices.get(key)
             if known is None:
-                known = self._time(p, run)
+                known = self._time(p, prepare)
                 self._choices[key] = known
                 self.generation += 1
                 self._save()
@@ -188,14 +195,20 @@ class MatmulSettings:
     def _small(self, p: Problem) -> bool:
         return p.blocks(mk.TILE_CHOICES[0]) < 2 * get_backend().sm_count
 
-    def _time(self, p: Problem, run: Callable[[MatmulChoice], None]) -> MatmulChoice:
+    def _time(self, p: Problem, prepare: Callable[[MatmulChoice], Callable[[], None]]) -> MatmulChoice:
         start, end = Event(enable_timing=True), Event(enable_timing=True)
+        scratch = Tensor._empty((1,), dt.float32)
+        steps = timing.HOLD_STEPS if DISK_CACHE else 1
         timings = []
         for c in self.candidates(p):
-            run(c)  # compiles the variant and warms it up
+            run = prepare(c)
+            run()  # compiles the variant and warms it up
+            # The device holds while the host queues the timed launches: they
+            # run back to back, and the events time the device alone.
+            launch(timing.hold, (1, 1, 1), (1, 1, 1), [scratch, steps])
             start.record()
             for _ in range(TIMED_REPEATS):
-                run(c)
+                run()
             end.record()
             end.synchronize()
             timings.append((c.tiles, c.splits, start.elapsed_time(end) * 1e3 / TIMED_REPEATS))

@@ -267,31 +267,28 @@ def matmul_tiled(a, b, c, k_split):
             acc[i, j] = 0
 
     # Flat (C-order) index of the elements this thread stages from K = 0, or
-    # -1 where its row of A (column of B) lies outside the matrix; a K tile
-    # further on is a_k_step (b_k_step) elements on. Indexing ``x.flat`` of a
-    # C-contiguous array is one add: no per-axis arithmetic.
+    # -1 where its row of A (column of B) lies outside the matrix. Of an
+    # operand's loads either the rows (columns) differ, and each has an index
+    # (a_src, b_src), or only K does, and one index serves (a_one, b_one).
+    # Indexing ``x.flat`` of a C-contiguous array is one add: no per-axis
+    # arithmetic.
     a_src = cuda.local.array(A_LOADS, types.int64)
-    for p in range(A_LOADS):
-        r = row0 + a_r + (0 if TRANS_A else p * A_STEP)
-        kk = a_k + (p * A_STEP if TRANS_A else 0)
-        if r >= m:
-            a_src[p] = -1
-        elif TRANS_A:
-            a_src[p] = (z * k_total + kk) * m + r
-        else:
-            a_src[p] = (z * m + r) * k_total + kk
+    a_one = -1
+    if TRANS_A:
+        if row0 + a_r < m:
+            a_one = (z * k_total + a_k) * m + row0 + a_r
+    else:
+        for p in range(A_LOADS):
+            r = row0 + a_r + p * A_STEP
+            a_src[p] = (z * m + r) * k_total + a_k if r < m else -1
     b_src = cuda.local.array(B_LOADS, types.int64)
-    for p in range(B_LOADS):
-        col = col0 + b_c + (p * B_STEP if TRANS_B else 0)
-        kk = b_k + (0 if TRANS_B else p * B_STEP)
-        if col >= n:
-            b_src[p] = -1
-        elif TRANS_B:
-            b_src[p] = (z * n + col) * k_total + kk
-        else:
-            b_src[p] = (z * k_total + kk) * n + col
-    a_k_step = m if TRANS_A else 1
-    b_k_step = 1 if TRANS_B else n
+    b_one = -1
+    if TRANS_B:
+        for p in range(B_LOADS):
+            col = col0 + b_c + p * B_STEP
+            b_src[p] = (z * n + col) * k_total + b_k if col < n else -1
+    elif col0 + b_c < n:
+        b_one = (z * k_total + b_k) * n + col0 + b_c
 
     # Iteration t loads K tile t into registers, computes on tile t - 1 while
     # those loads are in flight, then stores tile t into shared buffer t & 1.
@@ -299,18 +296,32 @@ def matmul_tiled(a, b, c, k_split):
     for t in range(n_tiles + 1):
         k0 = k_begin + t * BK
         if t < n_tiles:
-            for p in range(A_LOADS):
-                kk = a_k + (p * A_STEP if TRANS_A else 0)
-                if k0 + kk < k_end and a_src[p] >= 0:
-                    a_next[p] = a.flat[a_src[p] + k0 * a_k_step]
-                else:
-                    a_next[p] = 0
-            for p in range(B_LOADS):
-                kk = b_k + (0 if TRANS_B else p * B_STEP)
-                if k0 + kk < k_end and b_src[p] >= 0:
-                    b_next[p] = b.flat[b_src[p] + k0 * b_k_step]
-                else:
-                    b_next[p] = 0
+            if TRANS_A:
+                for p in range(A_LOADS):
+                    if a_one >= 0 and k0 + a_k + p * A_STEP < k_end:
+                        a_next[p] = a.flat[a_one + (k0 + p * A_STEP) * m]
+                    else:
+                        a_next[p] = 0
+            else:
+                a_k_ok = k0 + a_k < k_end
+                for p in range(A_LOADS):
+                    if a_k_ok and a_src[p] >= 0:
+                        a_next[p] = a.flat[a_src[p] + k0]
+                    else:
+                        a_next[p] = 0
+            if TRANS_B:
+                b_k_ok = k0 + b_k < k_end
+                for p in range(B_LOADS):
+                    if b_k_ok and b_src[p] >= 0:
+                        b_next[p] = b.flat[b_src[p] + k0]
+                    else:
+                        b_next[p] = 0
+            else:
+                for p in range(B_LOADS):
+                    if b_one >= 0 and k0 + b_k + p * B_STEP < k_end:
+                        b_next[p] = b.flat[b_one + (k0 + p * B_STEP) * n]
+                    else:
+                        b_next[p] = 0
 
         if t > 0:
             cur = (t - 1) & 1
