@@ -397,6 +397,8 @@ def matmul_tiled_variant(tiles: MatmulTiles, trans_a: bool = False, trans_b: boo
     >>> matmul_launch_shape(1, 9, 8, MatmulTiles(bm=8, bn=8, bk=4, tm=2, tn=2))
     ((1, 2, 1), (4, 4))
     """
+    if not isinstance(tiles, MatmulTiles):  # its fields, as the GPU compile check passes them
+        tiles = MatmulTiles(*tiles)
     if tiles == TILES and not trans_a and not trans_b:
         return matmul_tiled
     source = matmul_tiled.py_func
@@ -405,7 +407,10 @@ def matmul_tiled_variant(tiles: MatmulTiles, trans_a: bool = False, trans_b: boo
     fn = pytypes.FunctionType(source.__code__, env, source.__name__)
     fn.__doc__ = source.__doc__
     fn.__qualname__ = source.__qualname__
-    return cuda.jit(fn)
+    kernel = cuda.jit(fn)
+    fields = (tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn, tiles.vec, tiles.ku)
+    kernel.tp_recipe = ("matmul", "matmul_tiled_variant", (fields, trans_a, trans_b))  # how to build it again elsewhere
+    return kernel
 
 
 def split_k(k: int, splits: int, tiles: MatmulTiles = TILES) -> int:

@@ -25,7 +25,7 @@ import types
 from pathlib import Path
 
 KERNELS = Path(__file__).resolve().parents[2] / "tensorplay" / "kernels"
-MODULES = ("elementwise", "reduce", "random", "matmul", "gather", "fused")  # free of tensorplay imports
+MODULES = ("elementwise", "reduce", "random", "matmul", "gather", "fused", "timing")  # free of tensorplay imports
 MISSING_LIBRARIES = 3
 
 
@@ -88,7 +88,7 @@ def _compile(item: dict) -> str | None:
 
     stem, name, args = item["recipe"]
     target = getattr(_modules[stem], name)
-    kernel = target(*args) if args is not None else target
+    kernel = target(*[tuple(a) if isinstance(a, list) else a for a in args]) if args is not None else target
     sig = tuple(_numba_type(a) for a in item["args"])
     try:
         cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
