@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from .. import _dtype as dt
 from .._factories import zeros, zeros_like
+from ._fused import fusable, launch_fused, lr_prologue
 from .optimizer import Optimizer, check_lr, check_number, scalar_lr
 
 __all__ = ["Adam"]
@@ -34,6 +35,10 @@ class Adam(Optimizer):
         Decay rates of the moment estimates, each in [0, 1).
     eps : float, default 1e-8
     weight_decay : float, default 0
+    foreach : bool or None, default None
+        None or True: update a group's parameters in two launches (the step
+        counts, then the rest) where they allow it (see
+        ``tensorplay.optim._fused``); False: tensor ops per parameter.
 
     Notes
     -----
@@ -63,8 +68,9 @@ class Adam(Optimizer):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        foreach: bool | None = None,
     ) -> None:
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach))
 
     def _check_options(self, group: dict) -> None:
         check_lr(group["lr"])
@@ -77,21 +83,30 @@ class Adam(Optimizer):
         check_number("eps", group["eps"])
         check_number("weight_decay", group["weight_decay"])
 
+    def _state_of(self, p) -> dict:
+        """``p``'s state, made (zeros) at its first step."""
+        state = self.state.get(p)
+        if not state:
+            step_dtype = dt.float64 if p.dtype is dt.float64 else dt.float32
+            state = self.state[p] = {
+                "step": zeros((), dtype=step_dtype),  # 0-d: it broadcasts against 0-d parameters too
+                "exp_avg": zeros_like(p),
+                "exp_avg_sq": zeros_like(p),
+            }
+        return state
+
     def _update_group(self, group: dict) -> None:
+        params = fusable(group)
+        if params is not None:
+            self._fused_update(group, params)
+            return
         lr, (beta1, beta2) = scalar_lr(group["lr"]), group["betas"]
         eps, weight_decay = group["eps"], group["weight_decay"]
         for p in group["params"]:
             g = p.grad
             if g is None:
                 continue
-            state = self.state.get(p)
-            if not state:
-                step_dtype = dt.float64 if p.dtype is dt.float64 else dt.float32
-                state = self.state[p] = {
-                    "step": zeros((), dtype=step_dtype),  # 0-d: it broadcasts against 0-d parameters too
-                    "exp_avg": zeros_like(p),
-                    "exp_avg_sq": zeros_like(p),
-                }
+            state = self._state_of(p)
             step, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
             step.add_(1.0)
             if weight_decay:
@@ -104,3 +119,44 @@ class Adam(Optimizer):
             bias_correction2_sqrt = (1.0 - beta2**step).sqrt()
             denom = v.sqrt() / bias_correction2_sqrt + eps
             p.sub_(m / denom * (lr / bias_correction1))
+
+    def _fused_update(self, group: dict, params: list) -> None:
+        """The loop of ``_update_group`` as two launches (the same operations):
+        the step counts first, as every block of the update reads them."""
+        (beta1, beta2), dtype = group["betas"], params[0].dtype
+        prologue, lr = lr_prologue(group["lr"], dtype)
+        states = [self._state_of(p) for p in params]
+        steps = [(s["step"],) for s in states]
+        launch_fused("adam_steps", steps, ("s",), {}, "", "if start == 0: {s}[0] = {s}[0] + 1", "")
+        head = "\n".join(
+            [
+                "step_v = {s}[0]",
+                f"bc1 = one - {dtype.name}(beta1 ** step_v)",
+                f"bc2s = sqrt(one - {dtype.name}(beta2 ** step_v))",
+                "scale = lr_v / bc1",
+            ]
+        )
+        loop = ["d = {g}[j]"]
+        if group["weight_decay"]:
+            loop.append("d = d + {p}[j] * weight_decay")
+        loop += [
+            "m = {m}[j] * beta1",
+            "m = m + d * c1",
+            "v = {v}[j] * beta2",
+            "v = v + d * d * c2",
+            "{m}[j] = m",
+            "{v}[j] = v",
+            "{p}[j] = {p}[j] - m / (sqrt(v) / bc2s + eps) * scale",
+        ]
+        rows = [(p, p.grad, s["exp_avg"], s["exp_avg_sq"], s["step"]) for p, s in zip(params, states, strict=True)]
+        scalars = {
+            "lr": lr,
+            "beta1": beta1,
+            "beta2": beta2,
+            "c1": 1.0 - beta1,
+            "c2": 1.0 - beta2,
+            "eps": group["eps"],
+            "weight_decay": group["weight_decay"],
+            "one": 1.0,
+        }
+        launch_fused("adam", rows, ("p", "g", "m", "v", "s"), scalars, prologue, head, "\n".join(loop))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ._fused import fusable, launch_fused, lr_prologue
 from .optimizer import Optimizer, check_lr, check_number, scalar_lr
 
 __all__ = ["SGD"]
@@ -30,6 +31,9 @@ class SGD(Optimizer):
     momentum, dampening, weight_decay : float, default 0
     nesterov : bool, default False
         Needs ``momentum > 0`` and ``dampening == 0``.
+    foreach : bool or None, default None
+        None or True: update a group's parameters in one launch where they
+        allow it (see ``tensorplay.optim._fused``); False: tensor ops per parameter.
 
     Notes
     -----
@@ -60,8 +64,11 @@ class SGD(Optimizer):
         dampening: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        foreach: bool | None = None,
     ) -> None:
-        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
+        defaults = dict(
+            lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov, foreach=foreach
+        )
         super().__init__(params, defaults)
 
     def _check_options(self, group: dict) -> None:
@@ -78,6 +85,10 @@ class SGD(Optimizer):
         return bool(group["momentum"])
 
     def _update_group(self, group: dict) -> None:
+        params = fusable(group)
+        if params is not None and (not group["momentum"] or all(p in self.state for p in params)):
+            self._fused_update(group, params)  # the momentum buffers exist: they are made at a first step
+            return
         lr, momentum, dampening = scalar_lr(group["lr"]), group["momentum"], group["dampening"]
         weight_decay, nesterov = group["weight_decay"], group["nesterov"]
         for p in group["params"]:
@@ -96,3 +107,26 @@ class SGD(Optimizer):
                     buf.add_(g if dampening == 0 else g * (1.0 - dampening))
                 g = g + buf * momentum if nesterov else buf
             p.sub_(g * lr)
+
+    def _fused_update(self, group: dict, params: list) -> None:
+        """The loop of ``_update_group`` as one launch (the same operations)."""
+        momentum, nesterov = group["momentum"], group["nesterov"]
+        prologue, lr = lr_prologue(group["lr"], params[0].dtype)
+        loop = ["d = {g}[j]"]
+        if group["weight_decay"]:
+            loop.append("d = d + {p}[j] * weight_decay")
+        if momentum:
+            loop.append("b = {b}[j] * momentum")
+            loop.append("b = b + d" if group["dampening"] == 0 else "b = b + d * undamped")
+            loop.append("{b}[j] = b")
+            loop.append("d = d + b * momentum" if nesterov else "d = b")
+        loop.append("{p}[j] = {p}[j] - d * lr_v")
+        roles = ("p", "g", "b") if momentum else ("p", "g")
+        rows = [(p, p.grad, self.state[p]["momentum_buffer"]) if momentum else (p, p.grad) for p in params]
+        scalars = {
+            "lr": lr,
+            "weight_decay": group["weight_decay"],
+            "momentum": momentum,
+            "undamped": 1.0 - group["dampening"],
+        }
+        launch_fused("sgd", rows, roles, scalars, prologue, "", "\n".join(loop))

@@ -1,0 +1,119 @@
+"""The optimizers' fused steps (one launch per group) against their tensor-op
+steps (``foreach=False``): the same operations, so equal results (bit for bit
+on the simulator, within the last bits on a GPU, where a multiply and an add
+may contract), one kernel per group in a captured step, and the fallbacks."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+import tensorplay.nn as nn
+import tensorplay.optim as optim
+from tensorplay.runtime.launch import _launchers
+
+ON_GPU = tp.cuda.backend() == "cuda"
+# of every kind the fused kernels take: matrices, vectors, one element, 0-d
+SHAPES = [(4, 3), (5,), (1,), (), (2, 2, 3)]
+
+
+def _params(shapes, seed, dtype=tp.float32):
+    rng = np.random.default_rng(seed)
+    return [nn.Parameter(tp.tensor(rng.uniform(-1, 1, s), dtype=dtype)) for s in shapes]
+
+
+def _run(make, shapes, steps=4, dtype=tp.float32, foreach=None):
+    """The parameters after ``steps`` steps of ``make(params, foreach)`` with fixed gradients."""
+    params = _params(shapes, 1, dtype)
+    opt = make(params, foreach)
+    rng = np.random.default_rng(2)
+    for _ in range(steps):
+        for p in params:
+            p.grad = tp.tensor(rng.uniform(-1, 1, p.shape), dtype=dtype)
+        opt.step()
+    return [p.numpy() for p in params], opt
+
+
+def _assert_same(fused, plain):
+    for f, p in zip(fused, plain, strict=True):
+        if ON_GPU:
+            np.testing.assert_allclose(f, p, rtol=1e-6, atol=1e-7)
+        else:
+            np.testing.assert_array_equal(f, p)
+
+
+OPTIMIZERS = {
+    "sgd": lambda ps, fe: optim.SGD(ps, lr=0.1, foreach=fe),
+    "sgd-wd": lambda ps, fe: optim.SGD(ps, lr=0.1, weight_decay=0.01, foreach=fe),
+    "sgd-momentum": lambda ps, fe: optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.1, foreach=fe),
+    "sgd-nesterov": lambda ps, fe: optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.1, foreach=fe),
+    "adam": lambda ps, fe: optim.Adam(ps, lr=0.05, foreach=fe),
+    "adam-wd": lambda ps, fe: optim.Adam(ps, lr=0.05, betas=(0.8, 0.99), weight_decay=0.1, foreach=fe),
+    "adam-lr-tensor": lambda ps, fe: optim.Adam(ps, lr=tp.tensor(0.05, dtype=tp.float64), foreach=fe),
+    "sgd-lr-tensor": lambda ps, fe: optim.SGD(ps, lr=tp.tensor([0.1]), momentum=0.5, foreach=fe),
+}
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_fused_steps_equal_tensor_op_steps(name):
+    fused, _ = _run(OPTIMIZERS[name], SHAPES)
+    plain, _ = _run(OPTIMIZERS[name], SHAPES, foreach=False)
+    _assert_same(fused, plain)
+
+
+@pytest.mark.parametrize("name", ["sgd-momentum", "adam"])
+def test_float64_and_groups_of_many_launches(name):
+    # 30 parameters: more than one launch takes (its arguments are limited)
+    shapes = [(i % 4 + 1, 3) for i in range(30)]
+    fused, _ = _run(OPTIMIZERS[name], shapes, steps=2, dtype=tp.float64)
+    plain, _ = _run(OPTIMIZERS[name], shapes, steps=2, dtype=tp.float64, foreach=False)
+    _assert_same(fused, plain)
+
+
+@pytest.mark.parametrize("name", ["sgd", "adam"])
+def test_a_captured_fused_step_is_one_kernel_and_replays_like_eager_steps(name):
+    params = _params(SHAPES, 3)
+    twin = _params(SHAPES, 3)
+    opt, opt_twin = OPTIMIZERS[name](params, None), OPTIMIZERS[name](twin, False)
+    for p, q in zip(params, twin, strict=True):
+        p.grad = tp.full(p.shape, 0.5)
+        q.grad = tp.full(q.shape, 0.5)
+    opt.step()  # eager: makes the state
+    opt_twin.step()
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        opt.step()
+    kernels = re.findall(r"multi_tensor\.(\w+)", g.dot())
+    assert kernels == (["sgd_5"] if name == "sgd" else ["adam_steps_5", "adam_5"]), g.dot()
+    for _ in range(3):
+        g.replay()
+        opt_twin.step()
+    _assert_same([p.numpy() for p in params], [q.numpy() for q in twin])
+
+
+def test_groups_the_kernel_cannot_take_use_tensor_ops():
+    # A strided parameter, a float16 one, and one without a gradient: the
+    # strided group and the float16 group step through tensor ops, still right.
+    base = nn.Parameter(tp.ones(4, 6))
+    strided = base[:, ::2]
+    half = nn.Parameter(tp.ones(3, dtype=tp.float16))
+    idle = nn.Parameter(tp.ones(2))
+    opt = optim.SGD([{"params": [base, idle]}, {"params": [half]}], lr=0.5)
+    base.grad = tp.ones(4, 6)
+    half.grad = tp.ones(3, dtype=tp.float16)
+    opt.step()
+    np.testing.assert_array_equal(base.numpy(), np.full((4, 6), 0.5, np.float32))
+    np.testing.assert_array_equal(half.numpy(), np.full(3, 0.5, np.float16))
+    np.testing.assert_array_equal(idle.numpy(), np.ones(2, np.float32))
+    assert strided.shape == (4, 3)
+
+
+def test_fused_kernels_can_be_read():
+    # The text a fused step runs, as plain Numba, named after its optimizer.
+    _run(OPTIMIZERS["sgd-nesterov"], [(2,), (3,)], steps=2)
+    texts = [key[0].tp_source for key in list(_launchers) if hasattr(key[0], "tp_source")]
+    signature = "def sgd_2(p0, g0, b0, p1, g1, b1, lr, weight_decay, momentum, undamped):"
+    assert any(signature in text and "d = d + b * momentum" in text for text in texts)
