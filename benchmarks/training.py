@@ -1,14 +1,17 @@
-"""A training step of a small MLP (forward, backward, SGD): time per step for
+"""A training step of an MLP (forward, backward, optimizer): time per step for
 eager ops, for the forward and backward graphed by ``make_graphed_callables``,
 and for the whole step captured as one CUDA graph, next to PyTorch doing the
-same in the same process. The losses of the first steps are checked against
-PyTorch's from the same initial weights before anything is timed.
+same in the same process, for two models: a small one with SGD and a wide one
+(four layers of 4096, batch 256) with Adam. The losses of the first steps are
+checked against PyTorch's from the same initial weights before anything is
+timed.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from functools import partial
 
 import numpy as np
 
@@ -18,6 +21,11 @@ from benchmarks.common import check, on_gpu, peer
 SIZES = (512, 1024, 1024, 512)  # features of the layers
 BATCH = 128
 LR = 1e-3
+MODELS = {  # (features of the layers, batch, optimizer)
+    "small": (SIZES, BATCH, "SGD"),
+    "wide": ((4096,) * 5, 256, "Adam"),
+}
+TARGETS = ("<= 1.25x torch", "<= 1.0x torch", "<= 1.0x torch")  # eager, graphed, whole step
 
 
 def _weights(sizes, seed: int = 0) -> list:
@@ -44,7 +52,7 @@ def step_us(step, sync, n: int, repeats: int = 5) -> float:
     return statistics.median(samples)
 
 
-def _tp_model(sizes, weights):
+def _tp_model(sizes, weights, optimizer="SGD"):
     import tensorplay.nn as nn
     import tensorplay.optim as optim
 
@@ -55,10 +63,10 @@ def _tp_model(sizes, weights):
     with tp.no_grad():
         for p, w in zip(model.parameters(), weights, strict=True):
             p.copy_(tp.tensor(w.astype(np.float32)))
-    return model, optim.SGD(model.parameters(), lr=LR)
+    return model, getattr(optim, optimizer)(model.parameters(), lr=LR)
 
 
-def _tp_steps(sizes, weights, x, y):
+def _tp_steps(sizes, weights, x, y, optimizer):
     """(eager step, make_graphed_callables step, whole-step graph replay, first eager losses)."""
     import tensorplay.nn.functional as F
 
@@ -72,15 +80,15 @@ def _tp_steps(sizes, weights, x, y):
 
         return step
 
-    model, opt = _tp_model(sizes, weights)
+    model, opt = _tp_model(sizes, weights, optimizer)
     eager = make_step(model, model, opt)
     losses = [eager().item() for _ in range(3)]
 
-    model_g, opt_g = _tp_model(sizes, weights)
+    model_g, opt_g = _tp_model(sizes, weights, optimizer)
     graphed = tp.cuda.make_graphed_callables(model_g, (x,))
     graphed_step = make_step(graphed, model_g, opt_g)
 
-    model_w, opt_w = _tp_model(sizes, weights)
+    model_w, opt_w = _tp_model(sizes, weights, optimizer)
     whole = make_step(model_w, model_w, opt_w)
     whole()  # warm-up: every kernel compiled, optimizer state made
     g = tp.cuda.CUDAGraph()
@@ -90,17 +98,19 @@ def _tp_steps(sizes, weights, x, y):
     return eager, graphed_step, g.replay, losses
 
 
-def _torch_steps(torch, sizes, weights, x, y):
+def _torch_steps(torch, sizes, weights, x, y, optimizer):
     torch.backends.cuda.matmul.allow_tf32 = False
     layers = []
     for i, o in zip(sizes[:-1], sizes[1:], strict=True):
         layers += [torch.nn.Linear(i, o), torch.nn.ReLU()]
 
-    def model_and_opt():
+    def model_and_opt(capturable=False):
         model = torch.nn.Sequential(*layers[:-1]).cuda()
         with torch.no_grad():
             for p, w in zip(model.parameters(), weights, strict=True):
                 p.copy_(torch.tensor(w, dtype=torch.float32))
+        if optimizer == "Adam":  # its default on CUDA: foreach; a captured step needs capturable
+            return model, torch.optim.Adam(model.parameters(), lr=LR, capturable=capturable)
         return model, torch.optim.SGD(model.parameters(), lr=LR)
 
     def make_step(forward, opt):
@@ -120,7 +130,7 @@ def _torch_steps(torch, sizes, weights, x, y):
     graphed = torch.cuda.make_graphed_callables(model_g, (x,))
     graphed_step = make_step(graphed, opt_g)
 
-    model_w, opt_w = model_and_opt()
+    model_w, opt_w = model_and_opt(capturable=True)
     whole = make_step(model_w, opt_w)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -135,21 +145,21 @@ def _torch_steps(torch, sizes, weights, x, y):
     return eager, graphed_step, g.replay, losses
 
 
-def training_step(rows: list, progress) -> None:
-    sizes, batch = (SIZES, BATCH) if on_gpu() else ((4, 8, 3), 2)
-    n = 50 if on_gpu() else 1
+def training_step(model: str, rows: list, progress) -> None:
+    sizes, batch, optimizer = MODELS[model] if on_gpu() else ((4, 8, 3), 2, MODELS[model][2])
+    n = (50 if model == "small" else 10) if on_gpu() else 1
     rng = np.random.default_rng(1)
     xv, yv = rng.standard_normal((batch, sizes[0])), rng.standard_normal((batch, sizes[-1]))
     weights = _weights(sizes)
     x, y = tp.tensor(xv.astype(np.float32)), tp.tensor(yv.astype(np.float32))
-    eager, graphed, whole, losses = _tp_steps(sizes, weights, x, y)
+    eager, graphed, whole, losses = _tp_steps(sizes, weights, x, y, optimizer)
     progress.step("training tensorplay capture")
     shape = "-".join(map(str, sizes))
     names = ["eager ops", "forward and backward graphed (make_graphed_callables)", "whole step as one CUDA graph"]
     rows_here = [
-        {"name": f"training step, MLP {shape}, batch {batch}, SGD: {what}, us/step", "unit": "us",
-         "lower_is_better": True, "target": "-"}
-        for what in names
+        {"name": f"training step, MLP {shape}, batch {batch}, {optimizer}: {what}, us/step", "unit": "us",
+         "lower_is_better": True, "target": target}
+        for what, target in zip(names, TARGETS, strict=True)
     ]  # fmt: skip
     for row, fn in zip(rows_here, (eager, graphed, whole), strict=True):
         row["tensorplay"] = step_us(fn, tp.cuda.synchronize, n)
@@ -158,7 +168,7 @@ def training_step(rows: list, progress) -> None:
     if torch is not None:
         tx = torch.tensor(xv, dtype=torch.float32, device="cuda")
         ty = torch.tensor(yv, dtype=torch.float32, device="cuda")
-        t_eager, t_graphed, t_whole, t_losses = _torch_steps(torch, sizes, weights, tx, ty)
+        t_eager, t_graphed, t_whole, t_losses = _torch_steps(torch, sizes, weights, tx, ty, optimizer)
         err = max(abs(a - b) / abs(b) for a, b in zip(losses, t_losses, strict=True))
         check("training losses against torch's", err, 1e-3)
         for row, fn in zip(rows_here, (t_eager, t_graphed, t_whole), strict=True):
@@ -167,4 +177,4 @@ def training_step(rows: list, progress) -> None:
     rows.extend(rows_here)
 
 
-SECTIONS = [(training_step, 3)]
+SECTIONS = [(partial(training_step, model), 3) for model in MODELS]
