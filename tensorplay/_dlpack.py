@@ -1,10 +1,13 @@
 """DLPack capsules in pure Python (ctypes), for zero-copy exchange with other libraries.
 
-Implements the legacy unversioned ``DLManagedTensor`` of DLPack 0.8: a producer
-hands out a PyCapsule named ``"dltensor"``; the consumer renames it
-``"used_dltensor"`` and later calls the tensor's ``deleter`` to say it is done with
-the memory. Only the standard library and NumPy are imported, so this module sits
-below the rest of tensorplay.
+Implements DLPack 1.0's ``DLManagedTensorVersioned`` (a PyCapsule named
+``"dltensor_versioned"``, with a version and flags: writable unless marked
+read-only) and the legacy unversioned ``DLManagedTensor`` of DLPack 0.8
+(``"dltensor"``), which consumers that ask for no version get: NumPy makes a
+read-only array of those. The consumer renames the capsule ``"used_..."`` and
+later calls the tensor's ``deleter`` to say it is done with the memory. Only the
+standard library and NumPy are imported, so this module sits below the rest of
+tensorplay.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DLPACK_CPU", "DLPACK_CUDA", "DLPackView", "from_capsule", "to_capsule"]
+__all__ = ["DLPACK_CPU", "DLPACK_CUDA", "DLPACK_VERSION", "DLPackView", "from_capsule", "to_capsule"]
 
 DLPACK_CPU = 1  # kDLCPU
 DLPACK_CUDA = 2  # kDLCUDA
+DLPACK_VERSION = (1, 0)  # the versioned capsules made here
+READ_ONLY = 1 << 0  # DLPACK_FLAG_BITMASK_READ_ONLY
 
 _INT, _UINT, _FLOAT, _BOOL = 0, 1, 2, 6  # kDLInt, kDLUInt, kDLFloat, kDLBool
 
@@ -72,6 +77,20 @@ class _DLManagedTensor(ctypes.Structure):
     ]
 
 
+class _DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [
+        ("version", _DLPackVersion),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", _Deleter),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", _DLTensor),
+    ]
+
+
 def _api(name: str, restype: Any, *argtypes: Any) -> Any:
     # Private prototypes, so the shared ctypes.pythonapi attributes stay untouched.
     return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))
@@ -89,9 +108,11 @@ _capsule_set_name = _api("PyCapsule_SetName", ctypes.c_int, _obj, _str)
 _raw_capsule_is_valid = _api("PyCapsule_IsValid", ctypes.c_int, _ptr, _str)
 _raw_capsule_get_pointer = _api("PyCapsule_GetPointer", _ptr, _ptr, _str)
 
-# Capsules keep a pointer to their name, so both names must live as long as the module.
+# Capsules keep a pointer to their name, so the names must live as long as the module.
 _NAME = ctypes.c_char_p(b"dltensor")
 _USED_NAME = ctypes.c_char_p(b"used_dltensor")
+_VERSIONED_NAME = ctypes.c_char_p(b"dltensor_versioned")
+_USED_VERSIONED_NAME = ctypes.c_char_p(b"used_dltensor_versioned")
 
 # DLManagedTensor address -> everything it points into (struct, shape, strides, owner).
 _LIVE: dict[int, tuple[Any, ...]] = {}
@@ -106,8 +127,9 @@ def _deleter(managed_addr: int | None) -> None:
 @_CapsuleDestructor
 def _capsule_destructor(capsule_addr: int | None) -> None:
     # A capsule that was never consumed still owns its tensor.
-    if _raw_capsule_is_valid(capsule_addr, _NAME):
-        _deleter(_raw_capsule_get_pointer(capsule_addr, _NAME))
+    for name in (_NAME, _VERSIONED_NAME):
+        if _raw_capsule_is_valid(capsule_addr, name):
+            _deleter(_raw_capsule_get_pointer(capsule_addr, name))
 
 
 def to_capsule(
@@ -118,8 +140,12 @@ def to_capsule(
     device_type: int,
     device_id: int,
     owner: object,
+    versioned: bool = False,
+    read_only: bool = False,
 ) -> Any:
-    """Wrap memory at ``data_ptr`` in a ``"dltensor"`` PyCapsule.
+    """Wrap memory at ``data_ptr`` in a ``"dltensor"`` PyCapsule, or with
+    ``versioned`` a ``"dltensor_versioned"`` one of DLPack 1.0 (``read_only``
+    sets its read-only flag).
 
     Parameters
     ----------
@@ -163,7 +189,10 @@ def to_capsule(
         )
     shape_arr = (ctypes.c_int64 * len(shape))(*shape)
     strides_arr = (ctypes.c_int64 * len(shape))(*strides_elems)
-    managed = _DLManagedTensor()
+    managed = _DLManagedTensorVersioned() if versioned else _DLManagedTensor()
+    if versioned:
+        managed.version = _DLPackVersion(*DLPACK_VERSION)
+        managed.flags = READ_ONLY if read_only else 0
     tensor = managed.dl_tensor
     tensor.data = data_ptr
     tensor.device = _DLDevice(device_type, device_id)
@@ -175,14 +204,14 @@ def to_capsule(
     addr = ctypes.addressof(managed)
     _LIVE[addr] = (managed, shape_arr, strides_arr, owner)
     try:
-        return _capsule_new(addr, _NAME, _capsule_destructor)
+        return _capsule_new(addr, _VERSIONED_NAME if versioned else _NAME, _capsule_destructor)
     except BaseException:
         _LIVE.pop(addr, None)
         raise
 
 
-def _call_deleter(managed_addr: int) -> None:
-    deleter = _DLManagedTensor.from_address(managed_addr).deleter
+def _call_deleter(managed_addr: int, struct: type) -> None:
+    deleter = struct.from_address(managed_addr).deleter
     if deleter:  # DLPack allows a NULL deleter
         deleter(managed_addr)
 
@@ -201,10 +230,14 @@ class DLPackView:
         Extent and stride in elements of each dimension.
     dtype : numpy.dtype
     device_type, device_id : int
+    read_only : bool
+        The producer marked the memory read-only (versioned capsules only).
     """
 
-    def __init__(self, managed_addr: int) -> None:
-        tensor = _DLManagedTensor.from_address(managed_addr).dl_tensor
+    def __init__(self, managed_addr: int, struct: type = _DLManagedTensor) -> None:
+        managed = struct.from_address(managed_addr)
+        tensor = managed.dl_tensor
+        self.read_only: bool = struct is _DLManagedTensorVersioned and bool(managed.flags & READ_ONLY)
         ndim = tensor.ndim
         self.data_ptr: int = (tensor.data or 0) + tensor.byte_offset
         self.shape: tuple[int, ...] = tuple(tensor.shape[:ndim])
@@ -212,7 +245,7 @@ class DLPackView:
         self.dtype: np.dtype = _FROM_DL[tensor.dtype.code, tensor.dtype.bits]
         self.device_type: int = tensor.device.device_type
         self.device_id: int = tensor.device.device_id
-        self._finalizer = weakref.finalize(self, _call_deleter, managed_addr)
+        self._finalizer = weakref.finalize(self, _call_deleter, managed_addr, struct)
 
     def release(self) -> None:
         """Call the producer's deleter now; later calls do nothing."""
@@ -238,9 +271,10 @@ def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def from_capsule(capsule: Any) -> DLPackView:
-    """Consume a ``"dltensor"`` capsule, as returned by ``__dlpack__()``.
+    """Consume a ``"dltensor"`` or ``"dltensor_versioned"`` capsule, as returned
+    by ``__dlpack__()``.
 
-    The capsule is renamed ``"used_dltensor"`` so the producer will not free it; the
+    The capsule is renamed ``"used_..."`` so the producer will not free it; the
     returned view calls the producer's deleter when released or collected, so keep
     the view alive for as long as its memory is used.
 
@@ -249,7 +283,8 @@ def from_capsule(capsule: Any) -> DLPackView:
     TypeError
         If ``capsule`` is not a PyCapsule or holds an unsupported element type.
     ValueError
-        If the capsule was already consumed or is not a ``"dltensor"`` capsule.
+        If the capsule was already consumed, is not a DLPack capsule, or is of a
+        DLPack major version other than 1.
 
     Examples
     --------
@@ -261,22 +296,32 @@ def from_capsule(capsule: Any) -> DLPackView:
     """
     if type(capsule).__name__ != "PyCapsule":
         raise TypeError(f"expected a PyCapsule from __dlpack__(), got {type(capsule).__name__}")
-    if not _capsule_is_valid(capsule, _NAME):
-        name = _capsule_get_name(capsule)
-        if name == _USED_NAME.value:
+    if _capsule_is_valid(capsule, _VERSIONED_NAME):
+        name, used, struct = _VERSIONED_NAME, _USED_VERSIONED_NAME, _DLManagedTensorVersioned
+    elif _capsule_is_valid(capsule, _NAME):
+        name, used, struct = _NAME, _USED_NAME, _DLManagedTensor
+    else:
+        found = _capsule_get_name(capsule)
+        if found in (_USED_NAME.value, _USED_VERSIONED_NAME.value):
             raise ValueError(
                 "DLPack capsule was already consumed; a capsule can be imported "
                 "only once, so call __dlpack__() again for a fresh one"
             )
-        raise ValueError(f"expected a 'dltensor' capsule, got one named {name!r}")
-    addr = _capsule_get_pointer(capsule, _NAME)
-    dl_type = _DLManagedTensor.from_address(addr).dl_tensor.dtype
+        raise ValueError(f"expected a 'dltensor' or 'dltensor_versioned' capsule, got one named {found!r}")
+    addr = _capsule_get_pointer(capsule, name)
+    managed = struct.from_address(addr)
+    # Checked before consuming, so the producer still frees the unused capsule.
+    if struct is _DLManagedTensorVersioned and managed.version.major != DLPACK_VERSION[0]:
+        raise ValueError(
+            f"DLPack capsule of version {managed.version.major}.{managed.version.minor} is not supported; "
+            f"expected version {DLPACK_VERSION[0]}.x"
+        )
+    dl_type = managed.dl_tensor.dtype
     if dl_type.lanes != 1 or (dl_type.code, dl_type.bits) not in _FROM_DL:
-        # Checked before consuming, so the producer still frees the unused capsule.
         raise TypeError(
             f"DLPack tensor of type code {dl_type.code}, bits {dl_type.bits}, lanes "
             f"{dl_type.lanes} is not supported; supported: {_SUPPORTED}"
         )
     # Rename first: a failure after this leaks the tensor rather than freeing it twice.
-    _capsule_set_name(capsule, _USED_NAME)
-    return DLPackView(addr)
+    _capsule_set_name(capsule, used)
+    return DLPackView(addr, struct)

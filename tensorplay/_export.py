@@ -30,12 +30,20 @@ def dlpack_device() -> tuple[int, int]:
     return (_dlpack.DLPACK_CPU if get_backend().host_addressable else _dlpack.DLPACK_CUDA, 0)
 
 
-def to_dlpack(t, stream=None):
-    """A DLPack capsule for ``t``; the consumer's ``stream`` waits for our work."""
+def to_dlpack(t, stream=None, max_version=None, dl_device=None, copy=None):
+    """A DLPack capsule for ``t`` (versioned and writable when the consumer's
+    ``max_version`` allows DLPack 1); the consumer's ``stream`` waits for our work."""
+    if copy:
+        raise BufferError("tensorplay shares a tensor's memory through DLPack and makes no copy; pass copy=None")
+    if dl_device is not None and tuple(dl_device) != tuple(dlpack_device()):
+        raise BufferError(f"tensorplay's memory is on DLPack device {dlpack_device()}, not {tuple(dl_device)}")
     if stream is not None and not get_backend().host_addressable and stream != -1:
         consumer = get_backend().stream_from_int({1: 0}.get(stream, stream))
         event = Event()
         event.record(current_stream())
         get_backend().stream_wait_event(consumer, event._h)
     device_type, device_id = dlpack_device()
-    return _dlpack.to_capsule(t._ptr, t.shape, t._strides, t.dtype.np, device_type, device_id, owner=t)
+    versioned = max_version is not None and max_version[0] >= _dlpack.DLPACK_VERSION[0]
+    return _dlpack.to_capsule(
+        t._ptr, t.shape, t._strides, t.dtype.np, device_type, device_id, owner=t, versioned=versioned
+    )

@@ -46,14 +46,23 @@ def from_dlpack(obj) -> Tensor:
         device = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else want
         if device != want:
             raise TypeError(_wrong_device(device, want))
+        kwargs = {}
         if want == _dlpack.DLPACK_CUDA:
             s = current_stream().handle
-            capsule = obj.__dlpack__(stream=s if s else 1)
-        else:
-            capsule = obj.__dlpack__()
+            kwargs["stream"] = s if s else 1
+        try:
+            capsule = obj.__dlpack__(max_version=_dlpack.DLPACK_VERSION, **kwargs)
+        except TypeError:  # a producer older than DLPack 1 takes no max_version
+            capsule = obj.__dlpack__(**kwargs)
     else:
         capsule = obj
     view = _dlpack.from_capsule(capsule)
+    if view.read_only:
+        view.release()
+        raise ValueError(
+            "from_dlpack() got memory its producer marked read-only, and tensors are writable; "
+            "copy it with tp.tensor(...) instead"
+        )
     if view.device_type != dlpack_device()[0]:
         raise TypeError(_wrong_device(view.device_type, dlpack_device()[0]))
     return _wrap(view.data_ptr, view.shape, view.strides_elems, view.dtype, owner=view)

@@ -509,7 +509,7 @@ class Tensor(KernelArray):
         return cuda_array_interface(self)
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        return to_dlpack(self, stream)
+        return to_dlpack(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return dlpack_device()

@@ -1,6 +1,7 @@
 """Zero-copy exchange: the CUDA Array Interface, DLPack, PyTorch and CuPy."""
 
 import gc
+import re
 
 import numpy as np
 import pytest
@@ -120,6 +121,42 @@ def test_numpy_from_dlpack_sees_the_tensor_and_is_a_view():
     del x
     gc.collect()
     np.testing.assert_array_equal(a, np.full((2, 4), 7.0))  # the array keeps the memory
+
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator exports host memory")
+def test_numpy_from_dlpack_is_writable_and_writes_reach_the_tensor():
+    # NumPy asks for a DLPack 1 capsule, whose flags say writable; a legacy
+    # (unversioned) capsule would give it a read-only array.
+    x = tp.zeros(3)
+    a = np.from_dlpack(x)
+    assert a.flags.writeable
+    a[1] = 5.0
+    assert x.tolist() == [0.0, 5.0, 0.0]
+
+
+def test_dlpack_capsules_of_each_version():
+    x = tp.tensor(np.arange(4, dtype=np.float32))
+    for kwargs in ({}, {"max_version": (1, 0)}, {"max_version": (1, 3)}, {"max_version": (0, 8)}):
+        y = tp.from_dlpack(x.__dlpack__(**kwargs))
+        assert y.data_ptr() == x.data_ptr() and y.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_dlpack_refuses_a_copy_and_another_device():
+    x = tp.zeros(2)
+    with pytest.raises(BufferError, match="makes no copy; pass copy=None"):
+        x.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match=re.escape("not (7, 3)")):
+        x.__dlpack__(dl_device=(7, 3))
+    assert tp.from_dlpack(x.__dlpack__(copy=False, dl_device=x.__dlpack_device__())).shape == (2,)
+
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator takes host producers")
+def test_from_dlpack_refuses_read_only_memory():
+    a = np.arange(3.0)
+    a.flags.writeable = False
+    with pytest.raises(ValueError, match=re.escape("marked read-only, and tensors are writable; copy it")):
+        tp.from_dlpack(a)
+    assert tp.tensor(a).tolist() == [0.0, 1.0, 2.0]
 
 
 @pytest.mark.skipif(ON_GPU, reason="the simulator exports host memory")

@@ -25,7 +25,8 @@ import types
 from pathlib import Path
 
 KERNELS = Path(__file__).resolve().parents[2] / "tensorplay" / "kernels"
-MODULES = ("elementwise", "reduce", "random", "matmul", "gather", "fused", "timing", "multi_tensor")  # free of tensorplay imports
+# free of tensorplay imports
+MODULES = ("elementwise", "reduce", "random", "matmul", "gather", "fused", "timing", "multi_tensor")
 MISSING_LIBRARIES = 3
 
 

@@ -7,7 +7,10 @@ Nothing above this package imports ``cuda.bindings`` or ``numba.cuda.simulator``
 
 ``get()`` returns the backend chosen by ``TENSORPLAY_BACKEND`` (``cuda``, ``sim``
 or ``auto``, the default). The choice must be made before ``numba.cuda`` is first
-imported, because Numba reads ``NUMBA_ENABLE_CUDASIM`` once.
+imported, because Numba reads ``NUMBA_ENABLE_CUDASIM`` once. ``auto`` falling
+back to the simulator says so in one line through the ``tensorplay`` logger (a
+warning: without logging set up, Python prints it to stderr; ``-W error``
+leaves it alone).
 
 The contract both implement, with the same behaviour (capture rules included),
 is code: ``protocol.Backend``, split into its concerns (device, memory,
@@ -21,14 +24,18 @@ name.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
-import warnings
 
 from .errors import CaptureError, CudaError
 from .protocol import Backend
 
-__all__ = ["BACKENDS", "Backend", "CaptureError", "CudaError", "SimulatorWarning", "get", "name"]
+__all__ = ["BACKENDS", "SIMULATOR_NOTICE", "Backend", "CaptureError", "CudaError", "get", "name"]
+
+SIMULATOR_NOTICE = (
+    "tensorplay: no CUDA device found, running on the CPU simulator (set TENSORPLAY_BACKEND=sim to silence this)"
+)
 
 _backend = None
 
@@ -49,10 +56,6 @@ def _driver_answers() -> bool:
         return False
 
 
-class SimulatorWarning(UserWarning):
-    """Announces that ``auto`` fell back to the CPU simulator."""
-
-
 def _choose() -> str:
     wanted = os.environ.get("TENSORPLAY_BACKEND", "auto").strip().lower()
     if wanted not in ("auto", "cuda", "sim"):
@@ -67,13 +70,7 @@ def _choose() -> str:
             "(libcuda could not be loaded or cuInit failed); install the NVIDIA "
             "driver, or set TENSORPLAY_BACKEND=sim to run on the CPU simulator"
         )
-    # warn_explicit with no source file to quote keeps the announcement to one line
-    warnings.warn_explicit(
-        "tensorplay: no CUDA device found, running on the CPU simulator (set TENSORPLAY_BACKEND=sim to silence this)",
-        SimulatorWarning,
-        "tensorplay",
-        0,
-    )
+    logging.getLogger("tensorplay").warning(SIMULATOR_NOTICE)
     return "sim"
 
 
