@@ -57,10 +57,43 @@ def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     return x.mean(dim, keepdim)
 
 
+def max(x: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
+    return x.max(dim, keepdim)
+
+
+def min(x: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
+    return x.min(dim, keepdim)
+
+
+def amax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    return x.amax(dim, keepdim)
+
+
+def amin(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    return x.amin(dim, keepdim)
+
+
+def argmax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    return x.argmax(dim, keepdim)
+
+
+def argmin(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    return x.argmin(dim, keepdim)
+
+
+def any(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    return x.any(dim, keepdim)
+
+
+def all(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    return x.all(dim, keepdim)
+
+
 __all__ = [
-    "DType", "Tensor", "arange", "as_tensor", "autograd", "backends", "bool", "compile", "cuda", "dtype", "empty",
-    "empty_like", "enable_grad", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full", "full_like",
-    "int32", "int64", "is_grad_enabled", "jit", "manual_seed", "matmul", "mean", "nn", "no_grad", "ones", "ones_like",
-    "optim", "rand", "randn", "set_grad_enabled", "sum", "tensor", "zeros", "zeros_like",
+    "DType", "Tensor", "all", "amax", "amin", "any", "arange", "argmax", "argmin", "as_tensor", "autograd",
+    "backends", "bool", "compile", "cuda", "dtype", "empty", "empty_like", "enable_grad", "float16", "float32",
+    "float64", "from_dlpack", "from_numpy", "full", "full_like", "int32", "int64", "is_grad_enabled", "jit",
+    "manual_seed", "matmul", "max", "mean", "min", "nn", "no_grad", "ones", "ones_like", "optim", "rand", "randn",
+    "set_grad_enabled", "sum", "tensor", "zeros", "zeros_like",
     *_functions_all,
 ]  # fmt: skip

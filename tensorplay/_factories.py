@@ -8,6 +8,7 @@ from . import _dtype as dt
 from ._shape import _as_shape
 from ._tensor import Tensor
 from .kernels import random as rnd
+from .kernels import sequence as seq
 from .runtime.backend import get as get_backend
 from .runtime.capture import refuse_host_transfer
 from .runtime.launch import grid_1d, launch
@@ -142,13 +143,32 @@ def full_like(x: Tensor, fill_value, dtype=None, *, requires_grad: bool = False)
 
 
 def arange(start, end=None, step=1, dtype=None, *, requires_grad: bool = False) -> Tensor:
-    """``start, start + step, ...`` below ``end`` (computed on the host, then copied)."""
+    """``start, start + step, ...`` below ``end``, as NumPy's ``arange`` (the
+    values are written on the device: it works inside a graph capture too).
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> tp.arange(4).tolist(), tp.arange(1, 2, 0.25).tolist()
+    ([0, 1, 2, 3], [1.0, 1.25, 1.5, 1.75])
+    """
     if end is None:
         start, end = 0, start
-    host = np.arange(start, end, step)
-    if dtype is None:
-        dtype = dt.default_for_kind(host.dtype.kind)
-    return tensor(host, dtype=dtype, requires_grad=requires_grad)
+    for name, value in (("start", start), ("end", end), ("step", step)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"arange expects numbers, got {name}={value!r}")
+    if step == 0:
+        raise ValueError("arange needs a nonzero step")
+    whole = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    n = max(0, -(-(end - start) // step) if whole else int(np.ceil((end - start) / step)))
+    dtype = dt.as_dtype(dtype) if dtype is not None else dt.default_for_kind("i" if whole else "f")
+    out = empty(n, dtype=dtype)
+    if n:
+        first, delta = (int(start), int(step)) if whole else (float(start), float(step))
+        launch(seq.arange, *grid_1d(n), [out._flat(), first, delta])
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
 
 
 class _Generator:

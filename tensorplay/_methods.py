@@ -8,12 +8,15 @@ operand requires grad: plain tensors pay one attribute test.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from . import _differentiable as AG
 from . import _dtype as dt
 from . import _ops as OPS
 from . import _reduce
 from ._differentiable import tracked as _tracked
-from ._factories import upload
+from ._factories import arange, upload
+from ._grad_mode import no_grad
 from ._matmul import matmul as _matmul
 from ._overlap import overlaps
 from ._tape import refuse_in_place
@@ -23,7 +26,7 @@ from .runtime.backend import get as get_backend
 from .runtime.capture import capture_state
 from .runtime.streams import current_stream
 
-__all__ = ["tensor_methods"]
+__all__ = ["ValuesIndices", "tensor_methods"]
 
 _NUMBERS = {int, float, bool}
 
@@ -95,20 +98,88 @@ def _from_table() -> dict:
     return methods
 
 
+class ValuesIndices(NamedTuple):
+    """What ``x.max(dim)`` and ``x.min(dim)`` return, as PyTorch: the extreme
+    values along ``dim`` and the index of the first of each (int64)."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def _first_index(x: Tensor, op: str, dim: int, keepdim: bool) -> Tensor:
+    """The index along ``dim`` of the first element equal to ``x``'s ``op``
+    (the first NaN where one is, as the max and min take NaN)."""
+    with no_grad():
+        x = x.detach()
+        n = x.shape[dim]
+        best = _reduce.reduce(op, x, dim, True)
+        hit = x == best
+        if x.dtype.is_floating_point:
+            hit = hit | ((x != x) & (best != best))
+        place = [1] * x.ndim
+        place[dim] = n
+        positions = OPS.where(hit, arange(n).reshape(tuple(place)), n)
+        return _reduce.reduce("min", positions, dim, keepdim)
+
+
+def _extreme(op: str):
+    reduction = _reduction(op)
+
+    def method(self, dim=None, keepdim: bool = False):
+        if dim is None:
+            return reduction(self, None, keepdim)
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise TypeError(
+                f"{op}(dim) takes one dimension (an int) and returns (values, indices), got dim={dim!r}; "
+                f"a{op}(dims) reduces over several"
+            )
+        values = reduction(self, dim, keepdim)
+        if self.ndim == 0:
+            self._dim(dim)  # only 0 or -1 names a 0-d tensor's dimension
+            return ValuesIndices(values, OPS.fill(Tensor._empty((), dt.int64), 0))
+        return ValuesIndices(values, _first_index(self, op, self._dim(dim), keepdim))
+
+    method.__name__ = op
+    method.__doc__ = (
+        f"The {op} of all elements (a 0-d tensor), or along one ``dim``: "
+        f"``(values, indices)`` as PyTorch (``a{op}`` for several dims)."
+    )
+    return method
+
+
+def _arg(op: str):
+    def method(self, dim=None, keepdim: bool = False):
+        if dim is None:  # an index into the flattened tensor
+            flat = self.reshape(-1)
+            return _first_index(flat, op, 0, False).reshape((1,) * self.ndim if keepdim else ())
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise TypeError(f"arg{op}(dim) takes one dimension (an int) or None, got dim={dim!r}")
+        if self.ndim == 0:
+            self._dim(dim)
+            return OPS.fill(Tensor._empty((), dt.int64), 0)
+        _reduce.reduce(op, self, dim, keepdim)  # the reduction's own checks (an empty dimension)
+        return _first_index(self, op, self._dim(dim), keepdim)
+
+    method.__name__ = f"arg{op}"
+    method.__doc__ = f"The index (int64) of the first {op} along ``dim``, or in the flattened tensor if None."
+    return method
+
+
 class TensorMath:
     """The methods written by hand (the rest come from the op table)."""
 
     sum, mean = _reduction("sum"), _reduction("mean")
-    max, min = _reduction("max"), _reduction("min")  # noqa: A003 (PyTorch's names)
-    amax, amin = max, min  # noqa: A003
+    amax, amin = _reduction("max"), _reduction("min")
+    max, min = _extreme("max"), _extreme("min")  # noqa: A003 (PyTorch's names)
+    argmax, argmin = _arg("max"), _arg("min")
 
     def any(self, dim=None, keepdim: bool = False):  # noqa: A003 (PyTorch's name)
         """True where any element along ``dim`` (all of them if None) is nonzero (a bool tensor)."""
-        return (self != 0).max(dim=dim, keepdim=keepdim)
+        return (self != 0).amax(dim=dim, keepdim=keepdim)
 
     def all(self, dim=None, keepdim: bool = False):  # noqa: A003 (PyTorch's name)
         """True where every element along ``dim`` (all of them if None) is nonzero (a bool tensor)."""
-        return (self != 0).min(dim=dim, keepdim=keepdim)
+        return (self != 0).amin(dim=dim, keepdim=keepdim)
 
     def __matmul__(self, other):
         if self._ag is None and not _tracked(other):

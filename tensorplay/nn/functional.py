@@ -142,7 +142,7 @@ def softmax(x: Tensor, dim: int) -> Tensor:
     [[0.5, 0.5], [0.5, 0.5]]
     """
     _check_float("softmax", "input", x)
-    e = (x - x.max(dim, keepdim=True).detach()).exp()
+    e = (x - x.amax(dim, keepdim=True).detach()).exp()
     return e / e.sum(dim, keepdim=True)
 
 
@@ -158,7 +158,7 @@ def log_softmax(x: Tensor, dim: int) -> Tensor:
     [0.5, 0.5]
     """
     _check_float("log_softmax", "input", x)
-    shifted = x - x.max(dim, keepdim=True).detach()
+    shifted = x - x.amax(dim, keepdim=True).detach()
     return shifted - shifted.exp().sum(dim, keepdim=True).log()
 
 

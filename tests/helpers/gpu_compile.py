@@ -26,7 +26,7 @@ from pathlib import Path
 
 KERNELS = Path(__file__).resolve().parents[2] / "tensorplay" / "kernels"
 # free of tensorplay imports
-MODULES = ("elementwise", "reduce", "random", "matmul", "gather", "fused", "timing", "multi_tensor")
+MODULES = ("elementwise", "reduce", "random", "matmul", "gather", "fused", "timing", "multi_tensor", "sequence")
 MISSING_LIBRARIES = 3
 
 
