@@ -16,7 +16,7 @@ from functools import partial
 import numpy as np
 
 import tensorplay as tp
-from benchmarks.common import checked_figure, cupy_events, on_gpu, peer, torch_events, tp_events
+from benchmarks.common import checked_figure, cupy_events, device_ms, on_gpu, peer, torch_events, tp_events
 
 TOL = 1e-5
 
@@ -125,31 +125,16 @@ def _operands(lib_rand, m: int, k: int, n: int, layout: str):
     return a, b
 
 
-def _median_ms(fn, record_start, record_end, elapsed, sync, n: int, warmup: int) -> float:
-    for _ in range(warmup):
-        fn()
-    sync()
-    samples = []
-    for _ in range(5):
-        record_start()
-        for _ in range(n):
-            fn()
-        record_end()
-        sync()
-        samples.append(elapsed() / n)
-    return sorted(samples)[2]
-
-
 def shape_table(rows: list, progress) -> None:
     """One row per product of SHAPES: TFLOP/s beside torch's, results checked against torch's."""
     torch = _torch()
     shapes = SHAPES if on_gpu() else [(16, 24, 8, "NN"), (8, 32, 16, "NT"), (16, 8, 24, "TN")]
-    r = {"n": 20, "warmup": 3} if on_gpu() else {"n": 1, "warmup": 1}
+    r = {"n": 5, "warmup": 3, "batch": 20} if on_gpu() else {"n": 1, "warmup": 1}
     for m, k, n, layout in shapes:
         flop = 2.0 * m * n * k
         row = {"name": f"fp32 matmul {m}x{k}x{n} {layout}, TFLOP/s", "unit": "TFLOP/s", "lower_is_better": False}
         a, b = _operands(lambda *s: tp.rand(s), m, k, n, layout)
-        ms = _median_ms(partial(operator.matmul, a, b), *tp_events(), tp.cuda.synchronize, **r)
+        ms = device_ms(partial(operator.matmul, a, b), *tp_events(), tp.cuda.synchronize, **r)
         row["tensorplay"] = flop / 1e9 / ms
         choice = tp.backends.matmul.explain(m, n, k, trans_a=layout[0] == "T", trans_b=layout[1] == "T")
         target = ">= 80% of torch"
@@ -161,7 +146,7 @@ def shape_table(rows: list, progress) -> None:
             err = _rel_err((a @ b).numpy(), want)
             if err > TOL:
                 raise AssertionError(f"{row['name']}: relative error {err:.2e} against torch in float64")
-            ms_torch = _median_ms(partial(operator.matmul, ta, tb), *torch_events(torch), torch.cuda.synchronize, **r)
+            ms_torch = device_ms(partial(operator.matmul, ta, tb), *torch_events(torch), torch.cuda.synchronize, **r)
             row["torch"] = flop / 1e9 / ms_torch
             target += f" ({row['tensorplay'] / row['torch']:.0%} here)"
         row["target"] = f"{target}; {choice.split(': ', 1)[1].split(' (')[0]}"
