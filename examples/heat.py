@@ -17,6 +17,7 @@ they are --n 256 --tol 1e-5 --max-iters 20000).
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -102,7 +103,9 @@ def main() -> None:
     parser.add_argument("--tol", type=float, default=1e-3 if sim else 1e-5, help="stop once no point changes more")
     parser.add_argument("--max-iters", type=int, default=400 if sim else 4000, help="the loop's cap")
     parser.add_argument("--no-fuse", action="store_true", help="one kernel per op in the loop body (no fusion)")
-    parser.add_argument("--dot", default="heat_while.dot", help="where to write the graph's DOT view")
+    parser.add_argument(
+        "--dot", default="heat_while.dot", help="where to write the graph's DOT view (its picture: the same name, .svg)"
+    )
     args = parser.parse_args()
     tol, cap = args.tol, args.max_iters
     print(f"heat equation on a {args.n}x{args.n} grid, tol {tol:g}, cap {cap} iterations, backend {tp.cuda.backend()}")
@@ -169,7 +172,9 @@ def main() -> None:
         print(f"{name:48}{t / iters * 1e6:14.1f}  {versus:>20}")
     if sim:
         print("(on the simulator these times measure Python, not a GPU; the loop logic is what runs the same)")
-    print(f"graph written to {g.debug_dump(args.dot)} (render with: dot -Tsvg {args.dot})")
+    picture = os.path.splitext(args.dot)[0] + ".svg"
+    g.draw(picture)
+    print(f"graph written to {g.debug_dump(args.dot)} and drawn in {picture}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ def test_heat_demo_converges_like_numpy(tmp_path):
     assert f"NumPy float64 reference: {iters} iterations" in text
     assert "while node, one launch (fused by tp.compile)" in text
     assert "conditional" in dot.read_text()
+    svg = (tmp_path / "heat.svg").read_text()  # drawn with or without Graphviz
+    assert svg.lstrip().startswith(("<svg", "<?xml")) and "jacobi_sweep" in svg
 
 
 def test_quickstart():

@@ -79,6 +79,10 @@ def test_as_tensor_of_a_tensor_and_of_host_data():
     assert tp.as_tensor(x) is x
     y = tp.as_tensor([1.0, 2.0])
     assert y.tolist() == [1.0, 2.0]
+    a = np.zeros(3, np.float32)
+    z = tp.as_tensor(a)  # host data is copied, on the simulator too (whose memory is host memory)
+    a[0] = 5.0
+    assert z.tolist() == [0.0, 0.0, 0.0]
 
 
 def test_as_tensor_rejects_a_masked_interface():

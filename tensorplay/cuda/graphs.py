@@ -56,7 +56,7 @@ from ..runtime.streams import (
     retire_capture_stream,
     set_stream,
 )
-from . import conditional
+from . import conditional, picture
 from .conditional import Loop, OpenNode
 from .graph_nodes import ConditionalNodes
 from .stage import Stager
@@ -413,21 +413,56 @@ class CUDAGraph(ConditionalNodes):
             with open(path) as f:
                 return f.read()
 
+    def draw(self, path: str | os.PathLike | None = None) -> str:
+        """The graph as an SVG picture (its text), also written to ``path`` if
+        given. Graphviz's ``dot`` program draws it where it is installed (and
+        then ``path`` may end in any format it writes, ``.png``, ``.pdf``...);
+        elsewhere ``tensorplay.cuda.picture`` does, in SVG only. Returns the
+        SVG text (for another format, the path written).
+
+        Examples
+        --------
+        >>> import tensorplay as tp
+        >>> x = tp.ones(4)
+        >>> g = tp.cuda.CUDAGraph()
+        >>> with tp.cuda.graph(g):
+        ...     _ = x.mul_(2)
+        >>> "elementwise.mul" in g.draw()
+        True
+        """
+        text = self.dot()
+        fmt = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() if path is not None else "svg"
+        drawn = _graphviz(text, fmt) if shutil.which("dot") else None
+        if drawn is None and fmt != "svg":
+            raise ValueError(
+                f"drawing a .{fmt} file needs Graphviz's dot program, which is not installed here; "
+                "draw an .svg instead (g.draw('graph.svg'))"
+            )
+        if drawn is None:
+            drawn = picture.dot_to_svg(text).encode()
+        if path is not None:
+            with open(path, "wb") as f:
+                f.write(drawn)
+        return drawn.decode(errors="replace") if fmt == "svg" else os.fspath(path)
+
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         if self._graph is None:
             return {"text/plain": repr(self)}
-        text = self.dot()
-        bundle = {"text/plain": text}
-        if shutil.which("dot"):
-            svg = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True, timeout=30)
-            if svg.returncode == 0:
-                bundle["image/svg+xml"] = svg.stdout
-        return bundle
+        return {"text/plain": self.dot(), "image/svg+xml": self.draw()}
 
     def __repr__(self) -> str:
         state = "capturing" if self._stream is not None else "captured" if self._exec is not None else "empty"
         nodes = f", {get_backend().graph_node_count(self._graph)} nodes" if self._graph is not None else ""
         return f"<tensorplay.cuda.CUDAGraph {state}{nodes}, pool={self._pool}>"
+
+
+def _graphviz(text: str, fmt: str) -> bytes | None:
+    """``text`` drawn by the ``dot`` program in ``fmt``; None where it fails."""
+    try:
+        done = subprocess.run(["dot", f"-T{fmt}"], input=text.encode(), capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 and done.stdout else None
 
 
 def export_dot(file_path: str) -> str:
