@@ -155,8 +155,7 @@ def _plan(
     p: Problem, choice: MatmulChoice, a3: Tensor, b3: Tensor, out: Tensor, shape: tuple, a_from="", b_from=""
 ) -> MatmulPlan:
     """The plan of ``p`` with ``choice``, for operands laid out as ``a3``, ``b3``."""
-    k_split = mk.split_k(p.k, choice.splits, choice.tiles)
-    runs = -(-p.k // k_split)
+    k_split, runs = mk.split_k(p.k, choice.splits, choice.tiles), p.runs(choice.tiles, choice.splits)
     grid, block = mk.matmul_launch_shape(p.batch, p.m, p.n, choice.tiles, runs)
     kernel = mk.matmul_tiled_variant(choice.tiles, p.trans_a, p.trans_b)
     partial_shape, partial_dtype = None, out.dtype

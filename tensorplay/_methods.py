@@ -106,13 +106,13 @@ class ValuesIndices(NamedTuple):
     indices: Tensor
 
 
-def _first_index(x: Tensor, op: str, dim: int, keepdim: bool) -> Tensor:
-    """The index along ``dim`` of the first element equal to ``x``'s ``op``
-    (the first NaN where one is, as the max and min take NaN)."""
+def _first_index(x: Tensor, best: Tensor, dim: int, keepdim: bool) -> Tensor:
+    """The index along ``dim`` of the first element of ``x`` equal to ``best``
+    (its max or min along ``dim``, kept as a dimension of 1; the first NaN
+    where one is, as the max and min take NaN)."""
     with no_grad():
-        x = x.detach()
+        x, best = x.detach(), best.detach()
         n = x.shape[dim]
-        best = _reduce.reduce(op, x, dim, True)
         hit = x == best
         if x.dtype.is_floating_point:
             hit = hit | ((x != x) & (best != best))
@@ -137,7 +137,9 @@ def _extreme(op: str):
         if self.ndim == 0:
             self._dim(dim)  # only 0 or -1 names a 0-d tensor's dimension
             return ValuesIndices(values, OPS.fill(Tensor._empty((), dt.int64), 0))
-        return ValuesIndices(values, _first_index(self, op, self._dim(dim), keepdim))
+        dim = self._dim(dim)
+        best = values.detach() if keepdim else values.detach().unsqueeze(dim)
+        return ValuesIndices(values, _first_index(self, best, dim, keepdim))
 
     method.__name__ = op
     method.__doc__ = (
@@ -151,14 +153,15 @@ def _arg(op: str):
     def method(self, dim=None, keepdim: bool = False):
         if dim is None:  # an index into the flattened tensor
             flat = self.reshape(-1)
-            return _first_index(flat, op, 0, False).reshape((1,) * self.ndim if keepdim else ())
+            index = _first_index(flat, _reduce.reduce(op, flat, 0, True), 0, False)
+            return index.reshape((1,) * self.ndim if keepdim else ())
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"arg{op}(dim) takes one dimension (an int) or None, got dim={dim!r}")
         if self.ndim == 0:
             self._dim(dim)
             return OPS.fill(Tensor._empty((), dt.int64), 0)
-        _reduce.reduce(op, self, dim, keepdim)  # the reduction's own checks (an empty dimension)
-        return _first_index(self, op, self._dim(dim), keepdim)
+        dim = self._dim(dim)
+        return _first_index(self, _reduce.reduce(op, self, dim, True), dim, keepdim)
 
     method.__name__ = f"arg{op}"
     method.__doc__ = f"The index (int64) of the first {op} along ``dim``, or in the flattened tensor if None."

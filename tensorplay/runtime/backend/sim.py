@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bisect
 import ctypes
-import functools
 import itertools
 import threading
 import time
@@ -23,6 +22,7 @@ from .errors import CaptureError, CudaError
 from .params import PackedLaunch, param_formats
 from .protocol import conditional_missing
 from .simgraph import Capture, SimCondition, SimGraph, SimGraphExec, SimStagedGraph
+from .simint import int_array_type
 
 # Conditional handles of the process: the simulator's twin of the driver's
 # handle table, written by ``set_conditional`` from inside kernels.
@@ -66,47 +66,6 @@ def _gridsize(ndim: int):
     return _get_kernel_context().gridsize(ndim)
 
 
-def float_to_int(value, dtype: np.dtype):
-    """``value``, a float stored into an integer array of ``dtype``, converted as
-    the GPU converts it (measured on the H200; NumPy raises for NaN, inf and
-    1e20): towards zero (from float16: to the nearest, ties to even),
-    saturating at the type's bounds; NaN gives 0 from float16 and float32 into
-    32 bits or fewer, else the pattern 0x80...0. From float32 and float64,
-    8-bit types get the low byte of a 16-bit conversion."""
-    source_bits = 64 if type(value) is float else value.dtype.itemsize * 8
-    bits, signed = dtype.itemsize * 8, dtype.kind == "i"
-    width = bits if source_bits == 16 else max(bits, 16)
-    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
-    f = float(value)
-    if f != f:
-        r = 0 if source_bits < 64 and width <= 32 else lo if signed else 1 << (width - 1)
-    else:
-        r = hi if f >= hi else lo if f <= lo else round(f) if source_bits == 16 else int(f)
-    r &= (1 << bits) - 1
-    if signed and r >> (bits - 1):
-        r -= 1 << bits
-    return dtype.type(r)
-
-
-@functools.cache
-def _int_array():
-    """The simulator's array for integer arguments: float stores convert as on
-    the GPU (``float_to_int``) instead of raising (NaN, inf, 1e20)."""
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
-    class IntArray(FakeCUDAArray):
-        def __getitem__(self, idx):
-            item = self._ary[idx]
-            return IntArray(item) if type(item) is np.ndarray else item
-
-        def __setitem__(self, idx, value) -> None:
-            if isinstance(value, (float, np.floating)):
-                value = float_to_int(value, self._ary.dtype)
-            self._ary[idx] = value
-
-    return IntArray
-
-
 class SimStream:
     __slots__ = ("handle", "capture", "frontier", "__weakref__")
 
@@ -147,7 +106,7 @@ class SimLauncher:
     def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-        view, int_array = self._backend.view, _int_array()
+        view, int_array = self._backend.view, int_array_type()
         fake = []
         for spec, a in zip(self._arrays, args, strict=True):
             if spec is None:
@@ -161,9 +120,10 @@ class SimLauncher:
 
         def run() -> None:
             # Numba's simulator runs one kernel at a time in a process; integer
-            # overflow wraps silently on the GPU, where NumPy scalars warn.
+            # overflow wraps, and a division by zero gives inf or NaN, silently
+            # on the GPU, where NumPy scalars warn.
             with _KERNEL_LOCK, warnings.catch_warnings():
-                warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
+                warnings.filterwarnings("ignore", category=RuntimeWarning)
                 dispatcher[grid, block, 0, shared_bytes](*fake)
 
         self._backend.enqueue(stream, "kernel", run, f"{self.name}\\n<<<{grid}, {block}>>>")
@@ -216,9 +176,6 @@ class SimBackend:
         self.legacy_stream = SimStream(0)
         self._captures: list[Capture] = []
         self._setter = None
-        # The library's simulated kernels compute on NumPy scalars, which warn
-        # on a division by zero or a NaN where the GPU gives inf and NaN silently.
-        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tensorplay\.kernels(\.|$)")
 
     # -- device ------------------------------------------------------------
     def ensure_thread(self) -> None:
