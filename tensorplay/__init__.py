@@ -26,11 +26,8 @@ from ._factories import (
     from_numpy,
     full,
     full_like,
-    manual_seed,
     ones,
     ones_like,
-    rand,
-    randn,
     tensor,
     zeros,
     zeros_like,
@@ -40,6 +37,7 @@ from ._functions import __all__ as _functions_all
 from ._interop import as_tensor, from_dlpack
 from ._jit import jit
 from ._matmul import matmul
+from ._random import get_rng_state, manual_seed, rand, randn, set_rng_state
 from ._tensor import Tensor
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .compiler import compile  # noqa: A004 (PyTorch's name)
@@ -92,8 +90,8 @@ def all(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
 __all__ = [
     "DType", "Tensor", "all", "amax", "amin", "any", "arange", "argmax", "argmin", "as_tensor", "autograd",
     "backends", "bool", "compile", "cuda", "dtype", "empty", "empty_like", "enable_grad", "float16", "float32",
-    "float64", "from_dlpack", "from_numpy", "full", "full_like", "int32", "int64", "is_grad_enabled", "jit",
-    "manual_seed", "matmul", "max", "mean", "min", "nn", "no_grad", "ones", "ones_like", "optim", "rand", "randn",
-    "set_grad_enabled", "sum", "tensor", "zeros", "zeros_like",
+    "float64", "from_dlpack", "from_numpy", "full", "full_like", "get_rng_state", "int32", "int64",
+    "is_grad_enabled", "jit", "manual_seed", "matmul", "max", "mean", "min", "nn", "no_grad", "ones", "ones_like",
+    "optim", "rand", "randn", "set_grad_enabled", "set_rng_state", "sum", "tensor", "zeros", "zeros_like",
     *_functions_all,
 ]  # fmt: skip

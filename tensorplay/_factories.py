@@ -1,4 +1,4 @@
-"""Making tensors: from host data, filled, ranges and random draws."""
+"""Making tensors: from host data, filled and ranges (random draws: ``_random``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import numpy as np
 from . import _dtype as dt
 from ._shape import _as_shape
 from ._tensor import Tensor
-from .kernels import random as rnd
 from .kernels import sequence as seq
 from .runtime.backend import get as get_backend
 from .runtime.capture import refuse_host_transfer
@@ -15,8 +14,8 @@ from .runtime.launch import grid_1d, launch
 from .runtime.streams import current_stream
 
 __all__ = [
-    "arange", "empty", "empty_like", "from_numpy", "full", "full_like", "manual_seed",
-    "ones", "ones_like", "rand", "randn", "tensor", "upload", "zeros", "zeros_like",
+    "arange", "empty", "empty_like", "from_numpy", "full", "full_like",
+    "ones", "ones_like", "tensor", "upload", "zeros", "zeros_like",
 ]  # fmt: skip
 
 
@@ -169,42 +168,3 @@ def arange(start, end=None, step=1, dtype=None, *, requires_grad: bool = False) 
     if requires_grad:
         out.requires_grad_(True)
     return out
-
-
-class _Generator:
-    """Seed and offset of the counter-based generator."""
-
-    seed = np.uint64(0x2545F4914F6CDD1D)
-    offset = 0
-
-
-def manual_seed(seed: int) -> None:
-    """Seed the random draws of ``rand`` and ``randn``."""
-    _Generator.seed = np.uint64(int(seed) & 0xFFFFFFFFFFFFFFFF)
-    _Generator.offset = 0
-
-
-def _draw(kernel, shape, dtype, per_element: int) -> Tensor:
-    dtype = dt.as_dtype(dtype or dt.DEFAULT_FLOAT)
-    if dtype.kind != "f":
-        raise TypeError(f"random draws need a floating point dtype, got {dtype}")
-    out = empty(*shape, dtype=dtype)
-    n = out.numel()
-    if n:
-        grid, block = grid_1d(n)
-        args = [out._flat(), _Generator.seed, np.int64(_Generator.offset)]
-        if kernel is rnd.uniform:
-            args.append(np.float64(np.nextafter(dtype.np.type(1), dtype.np.type(0))))
-        launch(kernel, grid, block, args)
-        _Generator.offset += n * per_element
-    return out
-
-
-def rand(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Uniform draws in [0, 1)."""
-    return _leaf(_draw(rnd.uniform, shape, dtype, 1), requires_grad)
-
-
-def randn(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Standard normal draws."""
-    return _leaf(_draw(rnd.normal, shape, dtype, 2), requires_grad)

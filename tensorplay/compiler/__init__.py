@@ -7,8 +7,9 @@ the function into a CUDA graph per argument signature and replays it through
 
 from __future__ import annotations
 
+from .._stale import StaleOutputError, config
 from ._compile import compile  # noqa: A004 (PyTorch's name)
 from .backends import list_backends
 from .backends.cudagraphs import CompiledFunction
 
-__all__ = ["CompiledFunction", "compile", "list_backends"]
+__all__ = ["CompiledFunction", "StaleOutputError", "compile", "config", "list_backends"]

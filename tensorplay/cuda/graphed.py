@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import autograd
 from .._factories import empty_like, ones_like
+from .._stale import Handout, config
 from .._tensor import Tensor
 from ..autograd import Function
 from .graphs import CUDAGraph, graph, graph_pool_handle
@@ -100,6 +101,7 @@ class _Captured:
         self.grad_outputs = tuple(empty_like(o) if o.requires_grad else None for o in outs)
         self.mode, self.pool = mode, pool
         self.calls = 0  # forwards so far: a backward must belong to the latest one
+        self.handout = Handout(f"graphed {self.name}")  # each forward's outputs, stale at the next forward
 
     def capture_backward(self) -> None:
         self.backward = CUDAGraph()
@@ -154,6 +156,9 @@ def _function(c: _Captured):
             c.forward.stage_and_launch(c.static_args, inputs[: c.n_args])
             c.calls += 1
             ctx.call = c.calls
+            if config.check_stale_outputs:  # the previous call's outputs are stale from now on
+                return tuple(c.handout.give(c.outputs))
+            c.handout.expire()
             return tuple(o.detach() for o in c.outputs)
 
         @staticmethod

@@ -43,6 +43,7 @@ from ..runtime.capture import (
     refuse_replay_into_capture,
     release_after_captures,
     release_deferred,
+    run_capture_preparers,
     wait_for_device_unless_capturing,
 )
 from ..runtime.memory import allocator
@@ -166,6 +167,7 @@ class CUDAGraph(ConditionalNodes):
             s, restore = capture_stream(), s
         pool = _pool_of(pool)
         dev = get_backend()
+        run_capture_preparers()
         with capture_state.lock:  # not inside another thread's device-wide wait
             refuse_nested_capture(s)
             if restore is not None:

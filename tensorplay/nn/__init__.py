@@ -8,7 +8,7 @@ code here.
 from __future__ import annotations
 
 from . import functional
-from .activation import LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from .activation import Dropout, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from .container import Sequential
 from .linear import Linear
 from .loss import CrossEntropyLoss, MSELoss
@@ -16,6 +16,6 @@ from .module import IncompatibleKeys, Module, RemovableHandle
 from .parameter import Parameter
 
 __all__ = [
-    "CrossEntropyLoss", "IncompatibleKeys", "Linear", "LogSoftmax", "MSELoss", "Module", "Parameter", "ReLU",
+    "CrossEntropyLoss", "Dropout", "IncompatibleKeys", "Linear", "LogSoftmax", "MSELoss", "Module", "Parameter", "ReLU",
     "RemovableHandle", "Sequential", "Sigmoid", "Softmax", "Tanh", "functional",
 ]  # fmt: skip

@@ -6,7 +6,7 @@ from .._tensor import Tensor
 from . import functional as F
 from .module import Module
 
-__all__ = ["LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh"]
+__all__ = ["Dropout", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh"]
 
 
 class ReLU(Module):
@@ -96,3 +96,31 @@ class LogSoftmax(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+class Dropout(Module):
+    """``nn.functional.dropout`` in training mode; the identity after ``eval()``.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn as nn
+    >>> drop = nn.Dropout(0.5)
+    >>> kept = float((drop(tp.ones(1000)).numpy() > 0).mean())
+    >>> 0.4 < kept < 0.6
+    True
+    >>> drop.eval()(tp.ones(2)).tolist()
+    [1.0, 1.0]
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p!r}")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"

@@ -9,9 +9,10 @@ function and prints the shapes involved.
 from __future__ import annotations
 
 from .._factories import arange
+from .._random import rand
 from .._tensor import Tensor
 
-__all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
+__all__ = ["cross_entropy", "dropout", "linear", "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
 
 REDUCTIONS = ("mean", "sum", "none")
 _CLASS_INDICES: dict[int, Tensor] = {}  # 0..C-1 on the device, made once per C (a capture cannot copy from the host)
@@ -82,6 +83,33 @@ def sigmoid(x: Tensor) -> Tensor:
     """
     _check_tensor("sigmoid", "input", x)
     return x.sigmoid()
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Each element zeroed with probability ``p``, the others scaled by
+    ``1 / (1 - p)``, while ``training``; ``x`` itself otherwise.
+
+    The mask is a draw of the random generator (``tp.manual_seed``): a fresh
+    one at every call, and at every replay of a graph that captured the call.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> y = F.dropout(tp.ones(1000), p=0.25).numpy()
+    >>> sorted(set(y.tolist())) == [0.0, float(tp.tensor(1 / 0.75))]  # dropped, or kept and scaled
+    True
+    >>> F.dropout(tp.ones(3), training=False).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    _check_float("dropout", "input", x)
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p!r}")
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return x * 0.0
+    return x * (rand(*x.shape, dtype=x.dtype) >= p) * (1.0 / (1.0 - p))
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .._dtype import as_dtype
-from .._factories import rand
+from .._random import rand
 from .._tensor import Tensor
 from ..autograd import no_grad
 from . import functional as F

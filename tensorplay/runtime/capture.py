@@ -39,7 +39,8 @@ __all__ = [
     "capture_state", "nested_capture_error", "refuse_captured_event", "refuse_device_wide_wait",
     "refuse_empty_cache", "refuse_host_transfer", "refuse_host_wait", "refuse_legacy_capture", "refuse_legacy_launch",
     "refuse_nested_capture", "refuse_replay_into_capture", "refuse_staged_launch", "release_after_captures",
-    "current_fuser", "flush_fused", "release_deferred", "wait_for_device_unless_capturing",
+    "current_fuser", "flush_fused", "prepare_before_captures", "release_deferred", "run_capture_preparers",
+    "wait_for_device_unless_capturing",
 ]  # fmt: skip
 
 
@@ -74,6 +75,9 @@ class _CaptureState:
         # every other launch of that thread writes out what it holds first (see
         # flush_fused). Empty almost always, so hot paths test it and go on.
         self.fusers: dict[int, object] = {}
+        # What a capture's kernels may read that must be made eagerly first (the
+        # random generator's state): run by capture_begin, before the capture.
+        self.preparers: list[Callable[[], None]] = []
 
     def begin(self, s: StreamLike, mode: str) -> None:
         self.modes[s.handle] = (mode, threading.get_ident())
@@ -105,6 +109,20 @@ class _CaptureState:
 
 
 capture_state = _CaptureState()
+
+
+def prepare_before_captures(fn: Callable[[], None]) -> Callable[[], None]:
+    """Have ``fn`` run before every capture begins (outside it), to make device
+    state the captured kernels will use; a decorator. ``fn`` is cheap once done."""
+    capture_state.preparers.append(fn)
+    return fn
+
+
+def run_capture_preparers() -> None:
+    """What ``prepare_before_captures`` registered (``CUDAGraph.capture_begin``)."""
+    if not capture_state.active:  # another capture in progress made them already
+        for fn in capture_state.preparers:
+            fn()
 
 
 # -- host waits ----------------------------------------------------------------------

@@ -20,9 +20,11 @@ three signatures. Per signature:
 3. that call and every later one copies the tensor arguments into the static
    inputs and replays, through ``CUDAGraph.stage_and_launch``: one launch.
 
-The tensors returned are the graph's static outputs, the same tensors at every
-call: the next call of the compiled function overwrites them (as PyTorch's
-CUDA graphs do). ``.clone()`` what must outlive the next call. A function that
+The tensors returned are views of the graph's static outputs, whose memory
+the next call of the compiled function overwrites (as PyTorch's CUDA graphs
+do): ``.clone()`` what must outlive the next call. Using a returned tensor
+after that raises ``StaleOutputError`` (``tensorplay/_stale.py``; turned off
+by ``tp.compiler.config.check_stale_outputs = False``). A function that
 changes its arguments in place changes the caller's tensors, as eagerly: the
 capture notes which static inputs its ops and kernels may write (a kernel of
 your own may write any array it is given), and after each replay those are
@@ -43,6 +45,7 @@ import threading
 import warnings
 
 from ..._overlap import byte_span, overlap_groups
+from ..._stale import Handout, config
 from ..._tensor import Tensor
 from ...autograd import is_grad_enabled
 from ...cuda.graphs import CUDAGraph, graph
@@ -65,9 +68,9 @@ def compile_fn(fn, warmup: int = 1, fuse: bool = True) -> CompiledFunction:
 class _Entry:
     """One signature: its eager calls so far, then its graph."""
 
-    __slots__ = ("calls", "eager", "graph", "statics", "sources", "written", "out_spec", "out_leaves")
+    __slots__ = ("calls", "eager", "graph", "statics", "sources", "written", "out_spec", "out_leaves", "handout")
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
         self.calls = 0
         self.eager = False  # autograd records this signature (or it cannot be staged): never captured
         self.graph: CUDAGraph | None = None
@@ -75,6 +78,7 @@ class _Entry:
         self.sources: tuple | None = None  # with shared memory: what it copies from (see _aliased_statics)
         self.written: tuple = ()  # indices of the statics the function writes: copied back after a replay
         self.out_spec = self.out_leaves = None
+        self.handout = Handout(f"compiled {name}")  # each call's outputs, stale at the next call
 
     def launch(self, tensors: list):
         """Stage this call's ``tensors``, replay, and return the static outputs."""
@@ -86,6 +90,9 @@ class _Entry:
         self.graph.stage_and_launch(self.statics, tensors)
         for k in self.written:  # in-place changes reach the caller's tensors
             tensors[k].copy_(self.statics[k])
+        if config.check_stale_outputs:
+            return _unflatten(self.out_spec, self.handout.give(self.out_leaves))
+        self.handout.expire()
         return _unflatten(self.out_spec, self.out_leaves)
 
 
@@ -137,7 +144,7 @@ class CompiledFunction:
                 if len(self._entries) >= self._entries.cap:
                     self._warn_limit()
                     return self._fn(*args, **kwargs)
-                entry = self._entries[key] = _Entry()
+                entry = self._entries[key] = _Entry(getattr(self._fn, "__qualname__", repr(self._fn)))
             if entry.eager:
                 return self._fn(*args, **kwargs)
             if entry.graph is None and entry.calls < self._warmup:

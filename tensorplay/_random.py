@@ -1,0 +1,130 @@
+"""Random draws: ``rand``, ``randn``, ``manual_seed`` and the generator's state.
+
+The numbers are counter-based (``kernels/random.py``): draw element i is a
+hash of (seed, offset + i). The seed and the offset live on the device, and
+each draw's kernel moves the offset on by itself, so a draw captured in a CUDA
+graph takes fresh numbers at every replay, and in a while node's body at every
+pass, with no host work; and the numbers a graph draws are the ones the same
+ops would draw eagerly from the same state. Draws are ordered with each other
+the way kernels are: by the streams they run on (two draws on streams not
+ordered with each other may take the same numbers).
+
+With ``tp.compile``, the warm-up calls draw eagerly and the replays draw on
+the device, both from this generator; ``stage_and_launch`` stages tensors
+only, so it changes nothing here.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import _dtype as dt
+from ._factories import _leaf, empty
+from ._tensor import Tensor
+from .kernels import random as rnd
+from .runtime.capture import CaptureError, capture_state, prepare_before_captures
+from .runtime.launch import grid_1d, launch
+from .runtime.streams import current_stream
+
+__all__ = ["get_rng_state", "manual_seed", "rand", "randn", "set_rng_state"]
+
+DEFAULT_SEED = 0x2545F4914F6CDD1D
+
+
+class _Generator:
+    """The device state [seed, offset, blocks done], made on first use outside
+    any capture (before each capture begins, at the latest)."""
+
+    def __init__(self) -> None:
+        self._state: Tensor | None = None
+        self._lock = threading.Lock()
+
+    def state(self) -> Tensor:
+        state = self._state
+        if state is None:
+            if capture_state.active:
+                raise CaptureError(
+                    "the random generator's state is made before a capture begins; this capture was begun "
+                    "while another was in progress: draw once (or call tp.manual_seed) before capturing"
+                )
+            self.prepare()
+            state = self._state
+        return state
+
+    def prepare(self) -> None:
+        with self._lock:
+            if self._state is None and not capture_state.active:
+                state = empty(3, dtype=dt.int64)
+                _seed(state, DEFAULT_SEED)
+                current_stream().synchronize()  # seeded before any graph that draws replays, on any stream
+                self._state = state
+
+
+generator = _Generator()
+prepare_before_captures(generator.prepare)
+
+
+def _seed(state: Tensor, seed: int) -> None:
+    bits = np.array(int(seed) & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64).view(np.int64)[()]
+    launch(rnd.seed_state, 1, 1, [state, bits])
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the random draws (``rand``, ``randn``, dropout) and start their
+    sequence again; the graphs captured before draw from it too."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"manual_seed expects an int, got {type(seed).__name__}")
+    if capture_state.active and current_stream().is_capturing():
+        raise CaptureError(
+            "tp.manual_seed() was called while a graph is being captured; seed before capture_begin(): "
+            "the graph's draws go on from the generator's state at each replay"
+        )
+    _seed(generator.state(), seed)
+
+
+def get_rng_state() -> Tensor:
+    """A copy of the generator's state (a device tensor), for ``set_rng_state``."""
+    return generator.state().clone()
+
+
+def set_rng_state(state: Tensor) -> None:
+    """Restore a state from ``get_rng_state``: the draws that followed it repeat."""
+    if not isinstance(state, Tensor) or state.dtype != dt.int64 or state.shape != (3,):
+        raise TypeError("set_rng_state expects a tensor from tp.get_rng_state() (3 int64 values)")
+    generator.state().copy_(state)
+
+
+def _draw(kernel, shape, dtype) -> Tensor:
+    dtype = dt.as_dtype(dtype or dt.DEFAULT_FLOAT)
+    if dtype.kind != "f":
+        raise TypeError(f"random draws need a floating point dtype, got {dtype}")
+    out = empty(*shape, dtype=dtype)
+    n = out.numel()
+    if n:
+        args = [out._flat(), generator.state()]
+        if kernel is rnd.uniform:
+            args.append(np.float64(np.nextafter(dtype.np.type(1), dtype.np.type(0))))
+        launch(kernel, *grid_1d(n), args)
+    return out
+
+
+def rand(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Uniform draws in [0, 1).
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> tp.manual_seed(0)
+    >>> a = tp.rand(3)
+    >>> tp.manual_seed(0)
+    >>> tp.rand(3).tolist() == a.tolist()
+    True
+    """
+    return _leaf(_draw(rnd.uniform, shape, dtype), requires_grad)
+
+
+def randn(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal draws."""
+    return _leaf(_draw(rnd.normal, shape, dtype), requires_grad)

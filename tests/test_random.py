@@ -1,0 +1,179 @@
+"""Random draws: the numbers against a NumPy model of the generator, and draws
+captured in graphs (top level, while and if bodies, tp.compile, dropout) fresh
+at every replay and pass, equal to the same draws made eagerly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+import tensorplay.nn.functional as F
+
+_MASK = (1 << 64) - 1
+
+
+def _hash(seed: int, counter: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser of seed + counter * golden, in uint64 (wrapping)."""
+    with np.errstate(over="ignore"):
+        z = np.uint64(seed) + counter.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def uniform_model(seed: int, offset: int, n: int) -> np.ndarray:
+    """What rand(n) gives as float32 from (seed, offset): 24 bits of the hash."""
+    units = (_hash(seed & _MASK, np.arange(offset, offset + n)) >> np.uint64(40)).astype(np.float64) / (1 << 24)
+    return units.astype(np.float32)
+
+
+def test_draws_follow_the_model_and_move_the_offset():
+    tp.manual_seed(1234)
+    first, second = tp.rand(3000).numpy(), tp.rand(5, 7).numpy()
+    np.testing.assert_array_equal(first, uniform_model(1234, 0, 3000))  # many blocks, one offset
+    np.testing.assert_array_equal(second.ravel(), uniform_model(1234, 3000, 35))
+    tp.randn(10)  # uses 2 numbers per element
+    np.testing.assert_array_equal(tp.rand(4).numpy(), uniform_model(1234, 3055, 4))
+
+
+def test_seeds_of_64_bits():
+    tp.manual_seed(2**64 - 1)
+    np.testing.assert_array_equal(tp.rand(8).numpy(), uniform_model(2**64 - 1, 0, 8))
+    tp.manual_seed(-1)  # as PyTorch: its 64 bits
+    np.testing.assert_array_equal(tp.rand(8).numpy(), uniform_model(2**64 - 1, 0, 8))
+
+
+def test_rng_state_saved_and_restored():
+    tp.manual_seed(3)
+    tp.rand(10)
+    state = tp.get_rng_state()
+    a = tp.rand(6).numpy()
+    tp.set_rng_state(state)
+    np.testing.assert_array_equal(tp.rand(6).numpy(), a)
+    with pytest.raises(TypeError, match="set_rng_state expects a tensor from tp.get_rng_state"):
+        tp.set_rng_state(tp.zeros(3))
+
+
+def test_a_replayed_graph_draws_what_eager_draws_would():
+    tp.manual_seed(7)
+    eager = [(tp.rand(300).numpy(), tp.randn(40).numpy()) for _ in range(3)]
+    tp.manual_seed(7)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        u, z = tp.rand(300), tp.randn(40)
+    for want_u, want_z in eager:  # fresh numbers at every replay, in eager order
+        g.replay()
+        np.testing.assert_array_equal(u.numpy(), want_u)
+        np.testing.assert_array_equal(z.numpy(), want_z)
+    np.testing.assert_array_equal(tp.rand(5).numpy(), uniform_model(7, 3 * 380, 5))  # eager draws go on after
+
+
+def test_a_while_body_draws_fresh_numbers_every_pass():
+    passes, n = 5, 64
+    tp.manual_seed(11)
+    total, count, flag = tp.zeros(n), tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(flag):
+            total.add_(tp.rand(n))
+            count.add_(1)
+            tp.lt(count, passes, out=flag)
+    g.replay()
+    want = uniform_model(11, 0, passes * n).reshape(passes, n).astype(np.float64).sum(axis=0)
+    np.testing.assert_allclose(total.numpy(), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_an_if_body_draws_only_when_taken(taken):
+    tp.manual_seed(5)
+    flag, out = tp.tensor([taken]), tp.zeros(4)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.if_(flag):
+            out.copy_(tp.rand(4))
+    g.replay()
+    offset = 4 if taken else 0
+    if taken:
+        np.testing.assert_array_equal(out.numpy(), uniform_model(5, 0, 4))
+    np.testing.assert_array_equal(tp.rand(3).numpy(), uniform_model(5, offset, 3))
+
+
+def test_monte_carlo_pi_in_one_while_node():
+    """Points in the unit square, counted inside the quarter circle, pass after
+    pass until enough were drawn: the count equals the NumPy model's."""
+    n, passes = 1024, 8
+    tp.manual_seed(2026)
+    inside, count, flag = tp.zeros(1, dtype=tp.int64), tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(flag, max_iters=100):
+            xy = tp.rand(n, 2)
+            inside.add_(((xy * xy).sum(1) <= 1.0).sum())
+            count.add_(1)
+            tp.lt(count, passes, out=flag)
+    g.replay()
+    model = uniform_model(2026, 0, 2 * n * passes).reshape(passes, n, 2)
+    want = int(((model * model).sum(axis=2) <= 1.0).sum())
+    assert inside.item() == want
+    assert abs(4 * want / (n * passes) - np.pi) < 0.1
+
+
+def test_compiled_functions_draw_fresh_numbers_every_call():
+    f = tp.compile(lambda x: x + tp.rand(*x.shape))
+    x = tp.zeros(50)
+    tp.manual_seed(9)
+    got = [f(x).numpy().copy() for _ in range(4)]  # warm-up, capture, replays
+    for k, a in enumerate(got):
+        np.testing.assert_array_equal(a, uniform_model(9, 50 * k, 50))
+
+
+def test_dropout_graphed_masks_change_and_match_eager():
+    x = tp.ones(1000)
+    tp.manual_seed(21)
+    eager = [F.dropout(x, 0.3).numpy() for _ in range(3)]
+    tp.manual_seed(21)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y = F.dropout(x, 0.3)
+    masks = []
+    for want in eager:
+        g.replay()
+        np.testing.assert_array_equal(y.numpy(), want)
+        masks.append(y.numpy() > 0)
+    assert not np.array_equal(masks[0], masks[1])
+    kept = np.mean(masks)
+    assert 0.65 < kept < 0.75
+    np.testing.assert_allclose(eager[0][masks[0]], 1 / 0.7, rtol=1e-6)
+
+
+def test_dropout_gradient_is_the_mask_scaled():
+    tp.manual_seed(4)
+    x = tp.rand(200, requires_grad=True)
+    y = F.dropout(x, 0.5)
+    (y * 3.0).sum().backward()
+    kept = y.detach().numpy() > 0
+    np.testing.assert_allclose(x.grad.numpy(), np.where(kept, 3.0 * 2.0, 0.0), rtol=1e-6)
+
+
+def test_dropout_checks_and_modes():
+    x = tp.ones(4)
+    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but got 1.5"):
+        F.dropout(x, 1.5)
+    with pytest.raises(TypeError, match="dropout expects a floating point tensor"):
+        F.dropout(tp.ones(3, dtype=tp.int64))
+    assert F.dropout(x, 0.5, training=False) is x
+    assert F.dropout(x, 1.0).tolist() == [0.0] * 4
+    layer = tp.nn.Dropout(0.2)
+    assert repr(layer) == "Dropout(p=0.2)"
+    assert layer.eval()(x) is x
+
+
+def test_manual_seed_inside_a_capture_is_refused_and_nothing_is_left_open():
+    g = tp.cuda.CUDAGraph()
+    with pytest.raises(tp.cuda.CaptureError, match=r"tp.manual_seed\(\) was called while a graph is being captured"):
+        with tp.cuda.graph(g):
+            tp.manual_seed(0)
+    assert not tp.cuda.graphs.is_current_stream_capturing()
+    tp.manual_seed(0)
+    np.testing.assert_array_equal(tp.rand(3).numpy(), uniform_model(0, 0, 3))
