@@ -60,6 +60,7 @@ from ..runtime.streams import (
 from . import conditional, picture
 from .conditional import Loop, OpenNode
 from .graph_nodes import ConditionalNodes
+from .kernel_nodes import KernelNodes
 from .stage import Stager
 
 __all__ = [
@@ -124,7 +125,7 @@ def _pool_of(pool):
     raise TypeError(f"expected pool=None, a graph_pool_handle(), a pool_id or a CUDAGraph, got {pool!r}")
 
 
-class CUDAGraph(ConditionalNodes):
+class CUDAGraph(ConditionalNodes, KernelNodes):
     """A captured CUDA graph and the memory pool its tensors live in.
 
     Capture with ``with tp.cuda.graph(g): ...`` (or ``capture_begin`` /
@@ -143,14 +144,26 @@ class CUDAGraph(ConditionalNodes):
         self._open: list[OpenNode] = []  # conditional nodes being captured, innermost last
         self._loops: list[Loop] = []  # the while loops of the capture, for hit_limits()
         self._stager: Stager | None = None  # stage_and_launch's plans, made on its first call
+        self._launches: list = []  # the kernel launches the capture's stream recorded (nodes())
+        self._recording: list = []  # the same, for the capture in progress
+        self._setters: dict = {}  # node index -> what set_args changed it with
+        self._held: dict = {}  # node index -> the arguments set_args gave it, kept alive
+        self._captures = 0  # captures so far: nodes() of an earlier one are void
+        self._updating: list | None = None  # during a capture with update=True: the loops of the graph held
+        self.last_update = None  # GraphUpdate: what the last capture with update=True did
 
     # -- capture ---------------------------------------------------------------
-    def capture_begin(self, pool=None, capture_error_mode: str = "global", stream: Stream | None = None) -> None:
+    def capture_begin(
+        self, pool=None, capture_error_mode: str = "global", stream: Stream | None = None, update: bool = False
+    ) -> None:
         """Begin capturing the work issued on ``stream``.
 
         With ``stream=None`` the capture is on the current stream, or, when that
         is the legacy default stream (which cannot capture), on this thread's
-        side capture stream, made current until ``capture_end()``.
+        side capture stream, made current until ``capture_end()``. With
+        ``update=True`` a graph already captured is captured again, into its
+        pool, and ``capture_end()`` updates its executable (see
+        ``tensorplay.cuda.kernel_nodes``).
         """
         if capture_error_mode not in CAPTURE_MODES:
             raise ValueError(
@@ -158,14 +171,20 @@ class CUDAGraph(ConditionalNodes):
             )
         if self._stream is not None:
             raise RuntimeError("this CUDAGraph is already capturing; call capture_end() first")
-        if self._exec is not None:
-            raise RuntimeError("this CUDAGraph already holds a capture; call reset() before capturing again")
+        updating = update and self._exec is not None
+        if self._exec is not None and not updating:
+            raise RuntimeError(
+                "this CUDAGraph already holds a capture; call reset() before capturing again, "
+                "or capture with update=True to update it in place"
+            )
+        if updating and pool is not None and _pool_of(pool) != self._pool:
+            raise ValueError("a capture with update=True uses the graph's own pool; leave pool= out")
         s, restore = as_stream(stream), None
         if stream is not None:
             refuse_legacy_capture(s)
         elif s == default_stream():
             s, restore = capture_stream(), s
-        pool = _pool_of(pool)
+        pool = self._pool if updating else _pool_of(pool)
         dev = get_backend()
         run_capture_preparers()
         with capture_state.lock:  # not inside another thread's device-wide wait
@@ -180,9 +199,12 @@ class CUDAGraph(ConditionalNodes):
                 raise
             # Routing starts only once the capture is ours: a failed begin leaves
             # every other capture's routing as it was.
-            token = object()
+            token = self._token if updating else object()  # an update's blocks are the graph's too
             allocator.begin_capture(s, pool, token)
             capture_state.begin(s, capture_error_mode)
+            self._recording = capture_state.recorders[s.handle] = []
+        if updating:
+            self._updating, self._loops = self._loops, []
         self._stream, self._pool, self._token, self._mode = s, pool, token, capture_error_mode
         if restore is not None:
             self._restore = restore
@@ -208,6 +230,7 @@ class CUDAGraph(ConditionalNodes):
             )
         self._stream = None
         capture_state.end(s)
+        capture_state.recorders.pop(s.handle, None)
         self._end_side_stream()
         try:
             graph = get_backend().end_capture(s._h)
@@ -217,13 +240,33 @@ class CUDAGraph(ConditionalNodes):
         finally:
             release_deferred()  # graphs freed during the capture
         allocator.end_capture(s, self._pool, keep=True)
-        self._graph = graph
-        try:
-            self._exec = get_backend().graph_instantiate(graph)
-        except BaseException:
-            self.reset()
-            raise
+        if self._updating is not None:
+            self._end_update(graph)
+        else:
+            self._graph = graph
+            try:
+                self._exec = get_backend().graph_instantiate(graph)
+            except BaseException:
+                self.reset()
+                raise
+        self._forget_nodes()
+        self._launches = self._recording
         _last_capture[0] = weakref.ref(self)
+
+    def _end_update(self, graph) -> None:
+        """A capture with update=True ended: the executable takes ``graph``."""
+        allocator.release_pool(self._pool)  # the graph held its pool already
+        old_loops, self._updating = self._updating, None
+        try:
+            self.last_update, old_graph, old_exec = self._take_update(graph)
+        except BaseException:
+            get_backend().graph_destroy(graph)
+            self._loops = old_loops
+            raise
+        release_after_captures(partial(_free_graph, self._stager, old_exec, old_graph))
+        self._stager = None
+        for loop in old_loops:
+            loop.counter = None
 
     def _abort_capture(self) -> None:
         """End a capture whose body failed: discard the graph, keep the runtime usable."""
@@ -239,6 +282,7 @@ class CUDAGraph(ConditionalNodes):
                 pass  # the capture is being discarded anyway
         self._stream = None
         capture_state.end(s)
+        capture_state.recorders.pop(s.handle, None)
         self._end_side_stream()
         try:
             graph = get_backend().end_capture(s._h)
@@ -246,8 +290,8 @@ class CUDAGraph(ConditionalNodes):
         except Exception:
             pass  # an invalidated capture still ends; its partial graph is gone
         release_deferred()
-        self._discard_pool(s)
         self._loops = []
+        self._discard_pool(s)
 
     def _abandon_capture(self, s: Stream) -> None:
         """Leave unfinished a capture invalidated inside a conditional body: on the
@@ -258,6 +302,7 @@ class CUDAGraph(ConditionalNodes):
         self._open.clear()
         self._stream = None
         capture_state.end(s)
+        capture_state.recorders.pop(s.handle, None)
         self._end_side_stream()
         retire_capture_stream(s)
         _ABANDONED.append(s)  # destroying a stream the driver still captures on can crash it later
@@ -271,7 +316,13 @@ class CUDAGraph(ConditionalNodes):
         )
 
     def _discard_pool(self, s: Stream) -> None:
-        """The capture on ``s`` made no graph: its pool goes back unless shared."""
+        """The capture on ``s`` made no graph: its pool goes back unless shared
+        (or, for an update, stays the graph's)."""
+        if self._updating is not None:  # the graph held goes on as it was
+            allocator.end_capture(s, self._pool, keep=True)
+            allocator.release_pool(self._pool)
+            self._loops, self._updating = self._updating, None
+            return
         allocator.end_capture(s, self._pool, keep=False)
         self._pool = None
 
@@ -335,6 +386,7 @@ class CUDAGraph(ConditionalNodes):
         if self._stream is not None:
             raise RuntimeError("stage_and_launch() called while this CUDAGraph is capturing; call capture_end() first")
         if self._stager is None:
+            self._sync_template()  # the arguments set_args gave its nodes
             self._stager = Stager()
         self._stager.launch(static_inputs, inputs, stream, self._graph, self._exec, self.replay)
 
@@ -362,6 +414,7 @@ class CUDAGraph(ConditionalNodes):
             allocator.release_pool(self._pool)
             allocator.forget_capture(self._token)
         self._exec = self._graph = self._pool = self._token = None
+        self._forget_nodes()
         for loop in self._loops:
             loop.counter = None
         self._loops = []
@@ -403,6 +456,7 @@ class CUDAGraph(ConditionalNodes):
         """Write the graph as Graphviz DOT to ``path`` and return the path."""
         if self._graph is None:
             raise RuntimeError("debug_dump() needs a captured graph; capture one first")
+        self._sync_template()
         get_backend().graph_dot(self._graph, os.fspath(path))
         return os.fspath(path)
 
@@ -476,12 +530,35 @@ def export_dot(file_path: str) -> str:
 
 
 @contextmanager
-def graph(cuda_graph: CUDAGraph, pool=None, stream: Stream | None = None, capture_error_mode: str = "global"):
+def graph(
+    cuda_graph: CUDAGraph,
+    pool=None,
+    stream: Stream | None = None,
+    capture_error_mode: str = "global",
+    update: bool = False,
+):
     """Capture the body into ``cuda_graph`` on ``stream`` (the side capture stream
     if None), made current for the body. Work queued before is waited for first.
 
+    With ``update=True``, a graph that holds a capture is captured again and its
+    executable updated in place where the driver can (``cuGraphExecUpdate``;
+    ``cuda_graph.last_update`` says whether it did): cheaper than ``reset()``
+    and a new capture, whose instantiation is the expensive part of big graphs.
+
     If the body raises, the capture is ended and discarded, the exception
-    propagates, and the runtime stays usable.
+    propagates, and the runtime stays usable (an update's graph as it was).
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> x, g = tp.ones(4), tp.cuda.CUDAGraph()
+    >>> with tp.cuda.graph(g):
+    ...     y = x * 2
+    >>> z = tp.full((4,), 5.0)
+    >>> with tp.cuda.graph(g, update=True):  # the same kernels on other tensors
+    ...     y = z * 2
+    >>> g.replay(); print(g.last_update, y.tolist())
+    updated in place [10.0, 10.0, 10.0, 10.0]
     """
     if not isinstance(cuda_graph, CUDAGraph):
         raise TypeError(f"expected a CUDAGraph, got {type(cuda_graph).__name__}")
@@ -491,7 +568,7 @@ def graph(cuda_graph: CUDAGraph, pool=None, stream: Stream | None = None, captur
     s.wait_stream(prev)
     set_stream(s)
     try:
-        cuda_graph.capture_begin(pool=pool, capture_error_mode=capture_error_mode, stream=s)
+        cuda_graph.capture_begin(pool=pool, capture_error_mode=capture_error_mode, stream=s, update=update)
         try:
             yield cuda_graph
         except BaseException:

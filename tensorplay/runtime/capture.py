@@ -78,6 +78,9 @@ class _CaptureState:
         # What a capture's kernels may read that must be made eagerly first (the
         # random generator's state): run by capture_begin, before the capture.
         self.preparers: list[Callable[[], None]] = []
+        # The kernel launches of each capture, by capture stream handle (its own
+        # stream only, not its forks or conditional bodies): CUDAGraph.nodes().
+        self.recorders: dict[int, list] = {}
 
     def begin(self, s: StreamLike, mode: str) -> None:
         self.modes[s.handle] = (mode, threading.get_ident())

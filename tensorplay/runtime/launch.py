@@ -9,6 +9,7 @@ only pack values and call the driver.
 from __future__ import annotations
 
 import struct
+import sys
 
 import numpy as np
 
@@ -123,6 +124,8 @@ def launch_with(launcher, grid, block, args, stream=None, shared_bytes: int = 0)
     if fuser is not None:  # tp.compile notes what its function may have written
         fuser.note_written([a._karray[4] for a in args if isinstance(a, KernelArray)])
     launcher(grid, block, s._h, args, shared_bytes)
+    if capture_state.recorders:
+        _record(launcher, grid, block, s)
 
 
 def launch_packed(launcher, grid, block, params: bytes) -> None:
@@ -133,6 +136,24 @@ def launch_packed(launcher, grid, block, params: bytes) -> None:
         refuse_legacy_launch(launcher.name, s)
         flush_fused()
     launcher.launch_packed(grid, block, s._h, params)
+    if capture_state.recorders:
+        _record(launcher, grid, block, s)
+
+
+_PACKAGE = __file__.rsplit("/runtime/", 1)[0]  # tensorplay's folder: frames there are not the caller's
+
+
+def _record(launcher, grid, block, s) -> None:
+    """Note a kernel launched into a capture on its own stream: the node the
+    driver added, and the line outside tensorplay that launched it."""
+    record = capture_state.recorders.get(s.handle)
+    if record is None:
+        return
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+    where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+    record.append((get_backend().captured_node(s._h), launcher, grid, block, where))
 
 
 def launch_stream(kernel_name: str, stream=None):

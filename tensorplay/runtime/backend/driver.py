@@ -16,7 +16,7 @@ import numpy as np
 from cuda.bindings import driver as drv
 
 from .driver_calls import _SUCCESS, _done, _wait_until_done, check, fail
-from .driver_staging import StagedGraph
+from .driver_staging import NodeSetter, StagedGraph, update_refusal
 from .errors import CudaError
 from .params import PackedLaunch, param_formats
 from .protocol import conditional_missing
@@ -89,9 +89,10 @@ _STAGING_BYTES = 4096
 class Launcher:
     """Launches one compiled Numba kernel with pre-packed parameters."""
 
-    __slots__ = ("name", "_func", "_packers", "_nbytes", "_local")
+    __slots__ = ("name", "argtypes", "_func", "_packers", "_nbytes", "_local")
 
     def __init__(self, dispatcher, argtypes) -> None:
+        self.argtypes = tuple(argtypes)
         kernel = dispatcher.compile(tuple(argtypes))
         kernel.bind()
         cufunc = kernel._codelibrary.get_cufunc()
@@ -115,13 +116,11 @@ class Launcher:
         return bufs
 
     def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
-        self.launch_packed(
-            grid,
-            block,
-            stream,
-            b"".join([a._kbytes if pack is None else pack(a) for pack, a in zip(self._packers, args, strict=True)]),
-            shared_bytes,
-        )
+        self.launch_packed(grid, block, stream, self.pack(args), shared_bytes)
+
+    def pack(self, args) -> bytes:
+        """The parameter bytes of ``args`` (arrays as ``KernelArray``s)."""
+        return b"".join([a._kbytes if pack is None else pack(a) for pack, a in zip(self._packers, args, strict=True)])
 
     def launch_packed(self, grid, block, stream, packed: bytes, shared_bytes=0) -> None:
         """Launch with every parameter already packed (the ops' fast path)."""
@@ -478,6 +477,30 @@ class DriverBackend:
         parameters each launch sets, one per ``PackedLaunch`` of ``heads`` (its
         first parameters); see ``StagedGraph``."""
         return StagedGraph(graph, graph_exec, heads)
+
+    def graph_exec_update(self, graph_exec, graph) -> str | None:
+        """Apply ``graph``'s parameters to ``graph_exec`` (``cuGraphExecUpdate``);
+        None when done, else why the driver refused (then nothing changed)."""
+        with self._relaxed_capture_mode():
+            err, info = drv.cuGraphExecUpdate(graph_exec, graph)
+        if err == _SUCCESS:
+            return None
+        if err != drv.CUresult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE:
+            raise fail("cuGraphExecUpdate", err)
+        return update_refusal(info.result.name)
+
+    @staticmethod
+    def captured_node(stream):
+        """The node the last work captured on ``stream`` added."""
+        deps = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(stream))[3]
+        return deps[0] if deps else None
+
+    @staticmethod
+    def kernel_node_setter(graph_exec, graph, node, launcher, grid, block):
+        """A function of packed parameter bytes that sets them on ``node`` of
+        ``graph_exec`` (``cuGraphExecKernelNodeSetParams``) and, once asked,
+        of the template ``graph``; see ``NodeSetter``."""
+        return NodeSetter(graph_exec, node, launcher, grid, block)
 
     def graph_node_count(self, graph) -> int:
         return check("cuGraphGetNodes", drv.cuGraphGetNodes(graph, 0))[1]

@@ -1,5 +1,7 @@
-"""Staged graphs on the driver: a captured graph behind kernels whose
-parameters each launch sets (``CUDAGraph.stage_and_launch``'s copies)."""
+"""Kernel nodes whose parameters change after instantiation, on the driver:
+staged graphs (a captured graph behind kernels whose parameters each launch
+sets: ``CUDAGraph.stage_and_launch``'s copies), a captured node's new
+arguments (``KernelNode.set_args``), and why an update was refused."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from .params import PackedLaunch
 if TYPE_CHECKING:
     from .driver import Launcher
 
-__all__ = ["StagedGraph"]
+__all__ = ["NodeSetter", "StagedGraph", "update_refusal"]
 
 
 # Nodes that keep a graph from being cloned or nested (cuGraphClone returns
@@ -69,6 +71,44 @@ class _KernelNode:
         p.kernelParams = self._ptrs
         self.params = p
         self.node = None
+
+
+_REFUSALS = {  # CUgraphExecUpdateResult names -> why, in words
+    "CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED": "the graph's topology changed (nodes or edges)",
+    "CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED": "a node's type changed",
+    "CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED": "a kernel node's function changed",
+    "CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE": "a kernel node's function changed",
+    "CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED": "a node's parameters changed in a way the driver cannot update",
+    "CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED": "a node's attributes changed",
+    "CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED": "the graph holds a node the driver cannot update",
+}
+
+
+def update_refusal(result_name: str) -> str:
+    """Why ``cuGraphExecUpdate`` refused, from its result's name."""
+    return _REFUSALS.get(result_name, f"the driver refused the update ({result_name})")
+
+
+class NodeSetter:
+    """New parameters for one kernel node of an executable graph: the bytes go
+    into a buffer whose pointer table the driver reads at each call (it copies
+    them), so a change costs one packing and one ``cuGraphExecKernelNodeSetParams``."""
+
+    __slots__ = ("_exec", "_node", "_kn")
+
+    def __init__(self, graph_exec, node, launcher, grid, block) -> None:
+        self._exec, self._node = graph_exec, node
+        self._kn = _KernelNode(launcher, grid, block, b"")
+
+    def __call__(self, packed: bytes) -> None:
+        self._kn.data[: len(packed)] = packed
+        err = _set_kernel_node(self._exec, self._node, self._kn.params)[0]
+        if err:
+            raise fail("cuGraphExecKernelNodeSetParams", err)
+
+    def set_template(self) -> None:
+        """Give the captured graph the parameters last set (before it is cloned or updated from)."""
+        check("cuGraphKernelNodeSetParams", drv.cuGraphKernelNodeSetParams(self._node, self._kn.params))
 
 
 class StagedGraph:

@@ -21,7 +21,7 @@ import numpy as np
 from .errors import CaptureError, CudaError
 from .params import PackedLaunch, param_formats
 from .protocol import conditional_missing
-from .simgraph import Capture, SimCondition, SimGraph, SimGraphExec, SimStagedGraph
+from .simgraph import Capture, SimCondition, SimGraph, SimGraphExec, SimNodeSetter, SimStagedGraph
 from .simint import int_array_type
 
 # Conditional handles of the process: the simulator's twin of the driver's
@@ -90,7 +90,7 @@ class SimEvent:
 class SimLauncher:
     """Runs a kernel in Numba's simulator on views of simulated device memory."""
 
-    __slots__ = ("name", "_backend", "_dispatcher", "_arrays", "_formats")
+    __slots__ = ("name", "argtypes", "_backend", "_dispatcher", "_arrays", "_formats")
 
     def __init__(self, backend: SimBackend, dispatcher, argtypes) -> None:
         from numba.cuda import types
@@ -98,12 +98,20 @@ class SimLauncher:
 
         fn = getattr(dispatcher, "fn", dispatcher)
         self.name = getattr(fn, "__qualname__", None) or repr(dispatcher)
+        self.argtypes = tuple(argtypes)
         self._backend = backend
         self._dispatcher = dispatcher
         self._arrays = [(as_dtype(t.dtype), t.ndim) if isinstance(t, types.Array) else None for t in argtypes]
         self._formats = param_formats(argtypes)
 
     def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
+        self._backend.enqueue(stream, "kernel", self.run_for(grid, block, args, shared_bytes), self.label(grid, block))
+
+    def label(self, grid, block) -> str:
+        return f"{self.name}\\n<<<{grid}, {block}>>>"
+
+    def run_for(self, grid, block, args, shared_bytes=0):
+        """The launch as a function of no arguments (run now, or a graph node)."""
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
         view, int_array = self._backend.view, int_array_type()
@@ -126,16 +134,26 @@ class SimLauncher:
                 warnings.filterwarnings("ignore", category=RuntimeWarning)
                 dispatcher[grid, block, 0, shared_bytes](*fake)
 
-        self._backend.enqueue(stream, "kernel", run, f"{self.name}\\n<<<{grid}, {block}>>>")
+        return run
 
-    def launch_packed(self, grid, block, stream, data: bytes, shared_bytes=0) -> None:
-        """Launch with every parameter already packed (the ops' fast path)."""
+    def pack(self, args) -> bytes:
+        """The parameter bytes of ``args``, as the driver's launcher packs them."""
+        return b"".join(
+            packing.pack(*a._karray) if is_array else packing.pack(dtype.type(a))
+            for (is_array, packing, dtype), a in zip(self._formats, args, strict=True)
+        )
+
+    def unpack(self, data: bytes) -> list:
         args, offset = [], 0
         for is_array, packing, dtype in self._formats:
             values = packing.unpack_from(data, offset)
             args.append(_Packed(values) if is_array else dtype.type(values[0]))
             offset += packing.size
-        self(grid, block, stream, args, shared_bytes)
+        return args
+
+    def launch_packed(self, grid, block, stream, data: bytes, shared_bytes=0) -> None:
+        """Launch with every parameter already packed (the ops' fast path)."""
+        self(grid, block, stream, self.unpack(data), shared_bytes)
 
 
 class _Packed:
@@ -526,6 +544,20 @@ class SimBackend:
 
     def graph_instantiate(self, graph: SimGraph) -> SimGraphExec:
         return SimGraphExec(graph)
+
+    def graph_exec_update(self, graph_exec: SimGraphExec, graph: SimGraph) -> str | None:
+        """The driver's ``cuGraphExecUpdate``: None when done, else why not."""
+        return graph_exec.update(graph)
+
+    @staticmethod
+    def captured_node(stream) -> int | None:
+        return stream.frontier[-1] if stream.capture is not None and stream.frontier else None
+
+    @staticmethod
+    def kernel_node_setter(graph_exec: SimGraphExec, graph: SimGraph, node: int, launcher, grid, block):
+        """A function of packed parameter bytes that makes ``node`` of
+        ``graph_exec`` launch with them (and of ``graph``, once asked)."""
+        return SimNodeSetter(graph_exec, graph, node, launcher, grid, block)
 
     def graph_launch(self, graph_exec: SimGraphExec, stream) -> None:
         if stream.capture is not None:

@@ -84,10 +84,54 @@ class SimGraphExec:
 
     def __init__(self, graph: SimGraph) -> None:
         self._runs = [n.run for n in graph.nodes]
+        self._shape = _topology(graph)
 
     def run(self) -> None:
         for run in self._runs:
             run()
+
+    def update(self, graph: SimGraph) -> str | None:
+        """Take ``graph``'s nodes if it has this graph's topology, with the
+        driver's rules (``cuGraphExecUpdate``); else say why, changing nothing."""
+        shape = _topology(graph)
+        if len(shape) != len(self._shape) or [d for _, d, _ in shape] != [d for _, d, _ in self._shape]:
+            return "the graph's topology changed (nodes or edges)"
+        if [k for k, _, _ in shape] != [k for k, _, _ in self._shape]:
+            return "a node's type changed"
+        if any(k == "conditional" for k, _, _ in shape):  # measured on the H200 (driver 580)
+            return "a node's parameters changed in a way the driver cannot update"
+        self._runs = [n.run for n in graph.nodes]
+        return None
+
+    def set_run(self, node: int, run) -> None:
+        self._runs[node] = run  # node ids count the nodes in the order they were recorded
+
+
+def _topology(graph: SimGraph) -> list:
+    return [(n.kind, n.deps, _topology_of_bodies(n)) for n in graph.nodes]
+
+
+def _topology_of_bodies(node: SimNode) -> tuple:
+    return tuple(tuple((k, d) for k, d, _ in _topology(b)) for b in node.bodies)
+
+
+class SimNodeSetter:
+    """The driver's ``NodeSetter``: new parameter bytes for one kernel node."""
+
+    __slots__ = ("_exec", "_graph", "_node", "_launcher", "_grid", "_block", "_run")
+
+    def __init__(self, graph_exec: SimGraphExec, graph: SimGraph, node: int, launcher, grid, block) -> None:
+        self._exec, self._graph, self._node = graph_exec, graph, node
+        self._launcher, self._grid, self._block = launcher, grid, block
+        self._run = None
+
+    def __call__(self, packed: bytes) -> None:
+        self._run = self._launcher.run_for(self._grid, self._block, self._launcher.unpack(packed))
+        self._exec.set_run(self._node, self._run)
+
+    def set_template(self) -> None:
+        if self._run is not None:
+            self._graph.nodes[self._node].run = self._run
 
 
 @dataclass(eq=False)

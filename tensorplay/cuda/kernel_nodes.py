@@ -1,0 +1,157 @@
+"""Changing a captured graph without capturing from scratch: an update (capture
+again into the graph's executable) and a kernel node's new arguments.
+
+**Update.** ``with tp.cuda.graph(g, update=True):`` captures again, into ``g``'s
+pool, and hands the new graph to the executable ``g`` holds through
+``cuGraphExecUpdate``: when the topology matches (same nodes, same edges, no
+conditional node; kernels, their arguments and launch shapes may change), the
+executable takes the new parameters and nothing is instantiated; otherwise the
+new graph is instantiated instead. ``g.last_update`` says which happened and why.
+
+**A node's arguments.** ``g.nodes()`` lists the kernel nodes that the capture's
+stream launched (not those of forked streams or conditional bodies) with their
+Python kernel's name and the line that launched it; ``node.set_args(*args)``
+gives one new arguments of the captured types, through
+``cuGraphExecKernelNodeSetParams``, for every later replay. The graph keeps the
+tensors passed alive. A changed node also changes what ``stage_and_launch``
+replays (its staged copy is made again at its next call).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..runtime.backend import get as get_backend
+from ..runtime.launch import KernelArray
+
+__all__ = ["GraphUpdate", "KernelNode", "KernelNodes"]
+
+log = logging.getLogger("tensorplay")
+
+
+@dataclass(frozen=True)
+class GraphUpdate:
+    """What ``capture_end`` did with a capture made with ``update=True``:
+    ``updated`` when the executable took the new graph (``cuGraphExecUpdate``),
+    else the new graph was instantiated, for the ``reason`` given."""
+
+    updated: bool
+    reason: str | None = None
+
+    def __str__(self) -> str:
+        return "updated in place" if self.updated else f"instantiated again: {self.reason}"
+
+
+class KernelNode:
+    """A kernel node of a captured graph, from ``CUDAGraph.nodes()``.
+
+    ``kernel`` is the Python kernel's name, ``where`` the ``file:line`` that
+    launched it, ``grid`` and ``block`` its launch shape.
+    """
+
+    __slots__ = ("index", "kernel", "where", "grid", "block", "_graph", "_capture", "_node", "_launcher")
+
+    def __init__(self, graph, capture: int, index: int, record: tuple) -> None:
+        self._node, self._launcher, self.grid, self.block, self.where = record
+        self.kernel = self._launcher.name
+        self._graph, self._capture, self.index = graph, capture, index
+
+    def set_args(self, *args) -> None:
+        """Launch this node with ``args`` at every later replay: arrays of the
+        captured dtypes and dimensions (a contiguous tensor may stand for a
+        1-D array of its elements) and numbers, in the kernel's order."""
+        self._graph._set_node_args(self, args)
+
+    def __repr__(self) -> str:
+        return f"<kernel node {self.index}: {self.kernel}<<<{self.grid}, {self.block}>>> launched at {self.where}>"
+
+
+class KernelNodes:
+    """``CUDAGraph``'s update and node editing; the graph holds ``_launches``
+    (what its capture recorded), ``_setters`` and ``_held`` (edited nodes and
+    the arguments they keep alive) and ``_captures`` (a count of its captures)."""
+
+    def nodes(self) -> list[KernelNode]:
+        """The kernel nodes the capture's stream launched, in launch order."""
+        if self._exec is None:
+            raise RuntimeError("nodes() needs a captured graph; capture one first")
+        return [KernelNode(self, self._captures, i, r) for i, r in enumerate(self._launches)]
+
+    def _set_node_args(self, node: KernelNode, args: tuple) -> None:
+        if node._graph is not self or node._capture != self._captures or self._exec is None:
+            raise RuntimeError(
+                f"{node!r} belongs to an earlier capture of this graph (it was captured again, updated or "
+                "reset since); call g.nodes() again"
+            )
+        if self._stream is not None:
+            raise RuntimeError("set_args() while the graph is capturing; call capture_end() first")
+        launcher = node._launcher
+        args = _coerce(launcher.argtypes, args, node.kernel)
+        setter = self._setters.get(node.index)
+        if setter is None:
+            setter = get_backend().kernel_node_setter(
+                self._exec, self._graph, node._node, launcher, node.grid, node.block
+            )
+        setter(launcher.pack(args))
+        self._setters[node.index], self._held[node.index] = setter, args
+        if self._stager is not None:  # its staged copy launches the old arguments
+            self._stager.release()
+            self._stager = None
+
+    def _sync_template(self) -> None:
+        """Give the captured graph the arguments set on its nodes (before it is cloned or drawn)."""
+        for setter in self._setters.values():
+            setter.set_template()
+
+    def _forget_nodes(self) -> None:
+        self._launches, self._setters, self._held = [], {}, {}
+        self._captures += 1
+
+    def _take_update(self, graph) -> tuple:
+        """Give the executable held the new ``graph`` (or instantiate it);
+        returns what happened, and the old graph and executable to free (the
+        executable None when it took the new graph)."""
+        dev = get_backend()
+        reason = dev.graph_exec_update(self._exec, graph)
+        old_graph, old_exec = self._graph, None
+        if reason is not None:
+            old_exec, self._exec = self._exec, dev.graph_instantiate(graph)
+        self._graph = graph
+        result = GraphUpdate(reason is None, reason)
+        log.debug("graph update: %s", result)
+        return result, old_graph, old_exec
+
+
+def _coerce(argtypes, args: tuple, name: str) -> list:
+    """``args`` as the captured launch's parameters, or a TypeError that says which."""
+    from numba.cuda import types
+    from numba.cuda.np.numpy_support import as_dtype
+
+    if len(args) != len(argtypes):
+        raise TypeError(f"{name} takes {len(argtypes)} arguments as captured; set_args got {len(args)}")
+    out = []
+    for i, (ty, a) in enumerate(zip(argtypes, args, strict=True)):
+        if isinstance(ty, types.Array):
+            want = as_dtype(ty.dtype).name
+            if not isinstance(a, KernelArray):
+                raise TypeError(f"argument {i} of {name} was captured as an array of {want}; got {type(a).__name__}")
+            dtype, ndim, contig = a._kkey
+            if ndim != ty.ndim and ty.ndim == 1 and contig and hasattr(a, "_flat"):
+                a = a._flat()
+                dtype, ndim, contig = a._kkey
+            if dtype != want or ndim != ty.ndim or (ty.layout == "C" and not contig):
+                layout = ", C-contiguous" if ty.layout == "C" else ""
+                raise TypeError(
+                    f"argument {i} of {name} was captured as a {ty.ndim}-d array of {want}{layout}; "
+                    f"got a {ndim}-d array of {dtype}{'' if contig else ', not contiguous'}"
+                )
+            out.append(a)
+        else:
+            dtype = np.dtype(np.bool_) if ty == types.boolean else as_dtype(ty)
+            if isinstance(a, KernelArray) or not isinstance(a, (int, float, bool, np.generic)):
+                raise TypeError(f"argument {i} of {name} was captured as a number ({dtype}); got {type(a).__name__}")
+            out.append(dtype.type(a))
+    return out

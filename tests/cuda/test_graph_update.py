@@ -1,0 +1,213 @@
+"""Changing captured graphs: a capture with update=True applied to the graph's
+executable (or instantiated when the topology changed), and kernel nodes given
+new arguments; each checked against eager results or a fresh capture."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+
+
+@tp.jit
+def scale_into(out, x, factor):
+    i = tp.cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] * factor
+
+
+def _body(x):
+    return (x * 2.0 + 1.0).exp()
+
+
+def test_an_update_with_the_same_topology_is_applied_in_place():
+    a, b = tp.tensor([0.0, 1.0, 2.0]), tp.tensor([-1.0, 0.5, 3.0])
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y = _body(a)
+    pool = g.pool_id
+    with tp.cuda.graph(g, update=True):
+        y = _body(b)  # the same kernels on other memory
+    assert g.last_update.updated and g.last_update.reason is None and str(g.last_update) == "updated in place"
+    assert g.pool_id == pool
+    g.replay()
+    np.testing.assert_allclose(y.numpy(), np.exp(b.numpy().astype(np.float64) * 2 + 1), rtol=1e-6)
+    b.fill_(0.0)
+    g.replay()  # the updated graph reads b at every replay
+    np.testing.assert_allclose(y.numpy(), np.exp(1.0), rtol=1e-6)
+
+
+def test_an_update_may_change_kernels_and_launch_shapes():
+    x = tp.arange(8, dtype=tp.float32)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y = x * 3.0
+    big = tp.arange(5000, dtype=tp.float32)
+    with tp.cuda.graph(g, update=True):
+        y = big - 1.0  # another kernel, another grid
+    g.replay()
+    assert g.last_update.updated
+    np.testing.assert_array_equal(y.numpy(), np.arange(5000, dtype=np.float32) - 1)
+
+
+def test_a_changed_topology_is_instantiated_again():
+    x = tp.ones(4)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y = x + 1.0
+    with tp.cuda.graph(g, update=True):
+        y = (x + 1.0) * 4.0  # one node more
+    assert not g.last_update.updated
+    assert "topology changed" in g.last_update.reason and str(g.last_update).startswith("instantiated again: ")
+    g.replay()
+    assert y.tolist() == [8.0] * 4
+
+
+def test_a_graph_with_a_while_node_is_instantiated_again_and_right():
+    def countdown(g, n, acc, flag):
+        tp.gt(n, 0, out=flag)
+        with g.while_(flag):
+            acc.add_(1.0)
+            n.sub_(1)
+            tp.gt(n, 0, out=flag)
+
+    n1, n2 = tp.tensor([3], dtype=tp.int32), tp.tensor([5], dtype=tp.int32)
+    acc, flag = tp.zeros(1), tp.empty(1, dtype=tp.bool)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        countdown(g, n1, acc, flag)
+    with tp.cuda.graph(g, update=True):
+        countdown(g, n2, acc, flag)
+    g.replay()
+    assert (acc.item(), n1.item(), n2.item()) == (5.0, 3, 0)
+    assert g.last_update is not None  # (the driver updates no conditional node)
+    assert len(g.hit_limits()) == 0
+
+
+def test_update_on_an_empty_graph_is_a_capture():
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g, update=True):
+        y = tp.ones(2) * 5.0
+    g.replay()
+    assert y.tolist() == [5.0, 5.0] and g.last_update is None
+
+
+def test_a_failed_update_leaves_the_graph_as_it_was():
+    x = tp.ones(3)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y = x * 7.0
+    with pytest.raises(ZeroDivisionError):
+        with tp.cuda.graph(g, update=True):
+            _ = x * 2.0
+            raise ZeroDivisionError
+    assert not tp.cuda.graphs.is_current_stream_capturing()
+    g.replay()
+    assert y.tolist() == [7.0] * 3
+    with pytest.raises(ValueError, match="uses the graph's own pool"):
+        with tp.cuda.graph(g, update=True, pool=tp.cuda.graph_pool_handle()):
+            pass
+    with pytest.raises(RuntimeError, match="or capture with update=True"):
+        with tp.cuda.graph(g):
+            pass
+
+
+def test_reset_after_an_update_sees_the_tensors_of_both_captures():
+    x = tp.ones(3)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        first = x * 2.0
+    with tp.cuda.graph(g, update=True):
+        second = x * 3.0
+    del second
+    with pytest.raises(RuntimeError, match=r"reset\(\) while 1 tensor\(s\) allocated during the capture are alive"):
+        g.reset()
+    del first
+    g.reset()
+
+
+def test_stage_and_launch_replays_the_updated_graph():
+    x = tp.zeros(4)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y = x + 1.0
+    g.stage_and_launch([x], [tp.ones(4)])
+    assert y.tolist() == [2.0] * 4
+    with tp.cuda.graph(g, update=True):
+        y = x + 10.0
+    g.stage_and_launch([x], [tp.ones(4)])
+    assert y.tolist() == [11.0] * 4
+
+
+def test_nodes_name_their_kernel_and_the_line_that_launched_it():
+    x, out = tp.ones(16), tp.empty(16)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        scale_into[1, 16](out, x, 2.0)
+        z = out + 1.0  # an op's kernel
+    nodes = g.nodes()
+    assert [n.kernel.rsplit(".", 1)[-1] for n in nodes][0] == "scale_into"
+    assert len(nodes) == 2 and nodes[0].where.endswith(f"test_graph_update.py:{_line('scale_into[1, 16]')}")
+    assert nodes[1].where.endswith(f"test_graph_update.py:{_line('z = out + 1.0')}")
+    assert "launched at" in repr(nodes[0]) and nodes[0].grid == (1, 1, 1) and nodes[0].block == (16, 1, 1)
+    g.replay()
+    assert z.tolist() == [3.0] * 16
+
+
+def _line(text: str) -> int:
+    with open(__file__) as f:
+        return next(i for i, line in enumerate(f, 1) if text in line and "_line(" not in line)
+
+
+def test_set_args_changes_one_node_for_every_later_replay():
+    x, out = tp.ones(16), tp.empty(16)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        scale_into[1, 16](out, x, 2.0)
+    node = g.nodes()[0]
+    other = tp.arange(16, dtype=tp.float32)
+    node.set_args(out, other, 0.5)  # another tensor, another scalar
+    del other
+    gc.collect()  # the graph keeps what it was given alive
+    for _ in range(2):
+        out.fill_(-1.0)
+        g.replay()
+        np.testing.assert_array_equal(out.numpy(), np.arange(16) * 0.5)
+    g.stage_and_launch([out], [tp.zeros(16)])  # the staged copy launches the new arguments too
+    np.testing.assert_array_equal(out.numpy(), np.arange(16) * 0.5)
+
+
+def test_set_args_on_an_op_node_takes_tensors_of_any_shape():
+    a, b = tp.ones(2, 3), tp.full((2, 3), 4.0)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y = a * 2.0
+    (node,) = g.nodes()
+    node.set_args(y, b, 2.0)  # the flat kernel: out, operand, scalar; a contiguous tensor stands for its elements
+    g.replay()
+    assert y.tolist() == [[8.0] * 3] * 2
+
+
+def test_set_args_refuses_what_the_capture_cannot_take():
+    x, out = tp.ones(16), tp.empty(16)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        scale_into[1, 16](out, x, 2.0)
+    node = g.nodes()[0]
+    with pytest.raises(TypeError, match="scale_into takes 3 arguments as captured; set_args got 2"):
+        node.set_args(out, x)
+    with pytest.raises(TypeError, match="argument 1 of .*scale_into was captured as a 1-d array of float32"):
+        node.set_args(out, tp.ones(16, dtype=tp.int64), 2.0)
+    with pytest.raises(TypeError, match="argument 2 of .*scale_into was captured as a number"):
+        node.set_args(out, x, x)
+    g.replay()
+    assert out.tolist() == [2.0] * 16  # nothing changed
+    with tp.cuda.graph(g, update=True):
+        scale_into[1, 16](out, x, 3.0)
+    with pytest.raises(RuntimeError, match="belongs to an earlier capture of this graph"):
+        node.set_args(out, x, 2.0)
+    with pytest.raises(RuntimeError, match="nodes\\(\\) needs a captured graph"):
+        tp.cuda.CUDAGraph().nodes()
