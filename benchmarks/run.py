@@ -74,7 +74,8 @@ def main() -> None:
         try:
             fn(rows, progress)
         except Exception as e:  # one broken section must not hide the others' figures
-            rows.append({"name": f"{fn.__module__}.{fn.__name__} FAILED", "target": f"{type(e).__name__}: {e}"[:200]})
+            name = getattr(fn, "__name__", None) or getattr(fn, "func", fn).__name__  # a partial names its function
+            rows.append({"name": f"{fn.__module__}.{name} FAILED", "target": f"{type(e).__name__}: {e}"[:200]})
     meta = {
         "date": datetime.date.today().isoformat(),
         "device": tp.cuda.get_device_name(),

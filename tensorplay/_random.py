@@ -68,7 +68,7 @@ prepare_before_captures(generator.prepare)
 
 def _seed(state: Tensor, seed: int) -> None:
     bits = np.array(int(seed) & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64).view(np.int64)[()]
-    launch(rnd.seed_state, 1, 1, [state, bits])
+    launch(rnd.seed_state, (1, 1, 1), (1, 1, 1), [state, bits])
 
 
 def manual_seed(seed: int) -> None:

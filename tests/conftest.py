@@ -59,3 +59,13 @@ def launched(monkeypatch):
 
     monkeypatch.setattr(SimLauncher, "__call__", spy)
     return kernels
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _random_state_made():
+    """The random generator's device state, made once per process before any
+    test: the memory tests then see it as there from the start, whichever test
+    file a process runs first (tests/test_random.py checks its first making)."""
+    from tensorplay._random import generator
+
+    generator.prepare()

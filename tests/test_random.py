@@ -177,3 +177,24 @@ def test_manual_seed_inside_a_capture_is_refused_and_nothing_is_left_open():
     assert not tp.cuda.graphs.is_current_stream_capturing()
     tp.manual_seed(0)
     np.testing.assert_array_equal(tp.rand(3).numpy(), uniform_model(0, 0, 3))
+
+
+def test_a_first_draw_inside_a_capture_finds_the_state_made():
+    """In a fresh process, the generator's state is made before the first capture begins."""
+    import subprocess
+    import sys
+
+    code = (
+        "import tensorplay as tp\n"
+        "g = tp.cuda.CUDAGraph()\n"
+        "with tp.cuda.graph(g):\n"
+        "    u = tp.rand(6)\n"
+        "g.replay(); g.replay()\n"
+        "print(u.tolist())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    got = np.array(eval(done.stdout.strip().splitlines()[-1]), dtype=np.float32)
+    from tensorplay._random import DEFAULT_SEED
+
+    np.testing.assert_array_equal(got, uniform_model(DEFAULT_SEED, 6, 6))  # the second replay's numbers

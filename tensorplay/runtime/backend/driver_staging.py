@@ -98,7 +98,7 @@ class NodeSetter:
 
     def __init__(self, graph_exec, node, launcher, grid, block) -> None:
         self._exec, self._node = graph_exec, node
-        self._kn = _KernelNode(launcher, grid, block, b"")
+        self._kn = _KernelNode(launcher, grid, block, bytes(launcher._nbytes))  # set at each call
 
     def __call__(self, packed: bytes) -> None:
         self._kn.data[: len(packed)] = packed

@@ -114,6 +114,9 @@ class SimLauncher:
         """The launch as a function of no arguments (run now, or a graph node)."""
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
+        if type(grid) is not tuple or type(block) is not tuple:  # the driver's launcher reads 3 of each
+            raise TypeError(f"launching {self.name}: grid and block must be 3-tuples, got {grid!r} and {block!r}")
+
         view, int_array = self._backend.view, int_array_type()
         fake = []
         for spec, a in zip(self._arrays, args, strict=True):
