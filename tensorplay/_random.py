@@ -22,13 +22,14 @@ import numpy as np
 
 from . import _dtype as dt
 from ._factories import _leaf, empty
+from ._tape import record
 from ._tensor import Tensor
 from .kernels import random as rnd
 from .runtime.capture import CaptureError, capture_state, prepare_before_captures
 from .runtime.launch import grid_1d, launch
 from .runtime.streams import current_stream
 
-__all__ = ["get_rng_state", "manual_seed", "rand", "randn", "set_rng_state"]
+__all__ = ["dropout", "get_rng_state", "manual_seed", "rand", "randn", "set_rng_state"]
 
 DEFAULT_SEED = 0x2545F4914F6CDD1D
 
@@ -128,3 +129,16 @@ def rand(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
 def randn(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
     """Standard normal draws."""
     return _leaf(_draw(rnd.normal, shape, dtype), requires_grad)
+
+
+def dropout(x: Tensor, p: float) -> Tensor:
+    """``x`` with each element zeroed with probability ``p`` (0 < p < 1) and the
+    others scaled by ``1 / (1 - p)``: one kernel draws, masks and scales, and
+    keeps the mask for the gradient (``nn.functional.dropout`` checks ``x``, ``p``)."""
+    src = x if x._contig else x.contiguous()
+    out, keep = empty(*x.shape, dtype=x.dtype), empty(*x.shape, dtype=dt.bool)
+    n, scale = out.numel(), 1.0 / (1.0 - p)
+    if n:
+        args = [out._flat(), keep._flat(), src._flat(), generator.state(), float(p), scale]
+        launch(rnd.dropout, *grid_1d(n), args)
+    return record("DropoutBackward", out, (x,), lambda gs: (gs[0] * keep * scale,))

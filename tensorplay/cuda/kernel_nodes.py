@@ -3,10 +3,10 @@ again into the graph's executable) and a kernel node's new arguments.
 
 **Update.** ``with tp.cuda.graph(g, update=True):`` captures again, into ``g``'s
 pool, and hands the new graph to the executable ``g`` holds through
-``cuGraphExecUpdate``: when the topology matches (same nodes, same edges, no
-conditional node; kernels, their arguments and launch shapes may change), the
-executable takes the new parameters and nothing is instantiated; otherwise the
-new graph is instantiated instead. ``g.last_update`` says which happened and why.
+``cuGraphExecUpdate``: when the topology matches (same nodes, same edges, the
+same conditional nodes; kernels, their arguments and launch shapes may change),
+the executable takes the new parameters and nothing is instantiated; otherwise
+the new graph is instantiated instead. ``g.last_update`` says which happened and why.
 
 **A node's arguments.** ``g.nodes()`` lists the kernel nodes that the capture's
 stream launched (not those of forked streams or conditional bodies) with their
@@ -52,10 +52,11 @@ class KernelNode:
     launched it, ``grid`` and ``block`` its launch shape.
     """
 
-    __slots__ = ("index", "kernel", "where", "grid", "block", "_graph", "_capture", "_node", "_launcher")
+    __slots__ = ("index", "kernel", "where", "grid", "block", "_graph", "_capture", "_node", "_launcher", "_plan")
 
     def __init__(self, graph, capture: int, index: int, record: tuple) -> None:
         self._node, self._launcher, self.grid, self.block, self.where = record
+        self._plan = None  # what set_args takes, made at its first call
         self.kernel = self._launcher.name
         self._graph, self._capture, self.index = graph, capture, index
 
@@ -89,7 +90,9 @@ class KernelNodes:
         if self._stream is not None:
             raise RuntimeError("set_args() while the graph is capturing; call capture_end() first")
         launcher = node._launcher
-        args = _coerce(launcher.argtypes, args, node.kernel)
+        if node._plan is None:
+            node._plan = arg_plan(launcher.argtypes)
+        args = coerce(node._plan, args, node.kernel)
         setter = self._setters.get(node.index)
         if setter is None:
             setter = get_backend().kernel_node_setter(
@@ -115,7 +118,7 @@ class KernelNodes:
         returns what happened, and the old graph and executable to free (the
         executable None when it took the new graph)."""
         dev = get_backend()
-        reason = dev.graph_exec_update(self._exec, graph)
+        reason = dev.graph_exec_update(self._exec, graph, self._graph)
         old_graph, old_exec = self._graph, None
         if reason is not None:
             old_exec, self._exec = self._exec, dev.graph_instantiate(graph)
@@ -125,33 +128,44 @@ class KernelNodes:
         return result, old_graph, old_exec
 
 
-def _coerce(argtypes, args: tuple, name: str) -> list:
-    """``args`` as the captured launch's parameters, or a TypeError that says which."""
+def arg_plan(argtypes) -> list[tuple]:
+    """Per parameter of a captured launch: (dtype name, ndim, C-contiguous) of
+    an array, or (None, NumPy scalar type, type name) of a number."""
     from numba.cuda import types
     from numba.cuda.np.numpy_support import as_dtype
 
-    if len(args) != len(argtypes):
-        raise TypeError(f"{name} takes {len(argtypes)} arguments as captured; set_args got {len(args)}")
-    out = []
-    for i, (ty, a) in enumerate(zip(argtypes, args, strict=True)):
+    plan = []
+    for ty in argtypes:
         if isinstance(ty, types.Array):
-            want = as_dtype(ty.dtype).name
-            if not isinstance(a, KernelArray):
-                raise TypeError(f"argument {i} of {name} was captured as an array of {want}; got {type(a).__name__}")
-            dtype, ndim, contig = a._kkey
-            if ndim != ty.ndim and ty.ndim == 1 and contig and hasattr(a, "_flat"):
-                a = a._flat()
-                dtype, ndim, contig = a._kkey
-            if dtype != want or ndim != ty.ndim or (ty.layout == "C" and not contig):
-                layout = ", C-contiguous" if ty.layout == "C" else ""
-                raise TypeError(
-                    f"argument {i} of {name} was captured as a {ty.ndim}-d array of {want}{layout}; "
-                    f"got a {ndim}-d array of {dtype}{'' if contig else ', not contiguous'}"
-                )
-            out.append(a)
+            plan.append((as_dtype(ty.dtype).name, ty.ndim, ty.layout == "C"))
         else:
             dtype = np.dtype(np.bool_) if ty == types.boolean else as_dtype(ty)
+            plan.append((None, dtype.type, dtype.name))
+    return plan
+
+
+def coerce(plan: list, args: tuple, name: str) -> list:
+    """``args`` as the captured launch's parameters, or a TypeError that says which."""
+    if len(args) != len(plan):
+        raise TypeError(f"{name} takes {len(plan)} arguments as captured; set_args got {len(args)}")
+    out = []
+    for i, ((want, ndim, contig), a) in enumerate(zip(plan, args, strict=True)):
+        if want is None:  # a number: ndim is its NumPy type, contig its name
             if isinstance(a, KernelArray) or not isinstance(a, (int, float, bool, np.generic)):
-                raise TypeError(f"argument {i} of {name} was captured as a number ({dtype}); got {type(a).__name__}")
-            out.append(dtype.type(a))
+                raise TypeError(f"argument {i} of {name} was captured as a number ({contig}); got {type(a).__name__}")
+            out.append(ndim(a))
+            continue
+        key = getattr(a, "_kkey", None)
+        if key is None:
+            raise TypeError(f"argument {i} of {name} was captured as an array of {want}; got {type(a).__name__}")
+        if key[1] != ndim and ndim == 1 and key[2] and hasattr(a, "_flat"):
+            a = a._flat()  # a contiguous tensor stands for the 1-D array of its elements
+            key = a._kkey
+        if key[0] != want or key[1] != ndim or (contig and not key[2]):
+            layout = ", C-contiguous" if contig else ""
+            raise TypeError(
+                f"argument {i} of {name} was captured as a {ndim}-d array of {want}{layout}; "
+                f"got a {key[1]}-d array of {key[0]}{'' if key[2] else ', not contiguous'}"
+            )
+        out.append(a)
     return out

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numba import cuda
 
-__all__ = ["normal", "seed_state", "uniform"]
+__all__ = ["dropout", "normal", "seed_state", "uniform"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -37,8 +37,8 @@ def _hash(seed, counter):
 
 @cuda.jit(device=True, inline=True)
 def _unit(seed, counter):
-    """A float in [0, 1) with 24 random bits."""
-    return np.float64(_hash(seed, counter) >> _S40) * _INV24
+    """A float in [0, 1) with 24 random bits (exact in float32)."""
+    return np.float32(_hash(seed, counter) >> _S40) * np.float32(_INV24)
 
 
 @cuda.jit(device=True, inline=True)
@@ -71,8 +71,9 @@ def uniform(out, state, top):
     i = cuda.grid(1)
     step = cuda.gridsize(1)
     n = out.size
+    top32 = np.float32(top)  # exact for float16's; rounds to 1 for wider types, which 24 bits never reach
     while i < n:
-        out[i] = min(_unit(seed, np.uint64(base + i)), top)
+        out[i] = min(_unit(seed, np.uint64(base + i)), top32)
         i += step
     _advance(state, base, n)
 
@@ -85,8 +86,24 @@ def normal(out, state):
     n = out.size
     while i < n:
         c = np.uint64(2 * (base + i))
-        u1 = 1.0 - _unit(seed, c)  # in (0, 1], so the log is finite
-        u2 = _unit(seed, c + np.uint64(1))
+        u1 = 1.0 - np.float64(_unit(seed, c))  # in (0, 1], so the log is finite
+        u2 = np.float64(_unit(seed, c + np.uint64(1)))
         out[i] = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
         i += step
     _advance(state, base, 2 * n)
+
+
+@cuda.jit
+def dropout(out, keep, x, state, p, scale):
+    """``out = x * scale`` where a uniform draw is ``>= p`` (``keep``), else 0:
+    the draw, the mask and the scaling in one pass (``nn.functional.dropout``)."""
+    seed, base = np.uint64(state[0]), state[1]
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    n = out.size
+    while i < n:
+        k = _unit(seed, np.uint64(base + i)) >= p
+        keep[i] = k
+        out[i] = x[i] * scale if k else 0
+        i += step
+    _advance(state, base, n)

@@ -9,7 +9,7 @@ function and prints the shapes involved.
 from __future__ import annotations
 
 from .._factories import arange
-from .._random import rand
+from .._random import dropout as _dropout
 from .._tensor import Tensor
 
 __all__ = ["cross_entropy", "dropout", "linear", "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
@@ -91,6 +91,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
 
     The mask is a draw of the random generator (``tp.manual_seed``): a fresh
     one at every call, and at every replay of a graph that captured the call.
+    One kernel draws, masks and scales; the gradient is the mask, scaled.
 
     Examples
     --------
@@ -109,7 +110,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         return x
     if p == 1:
         return x * 0.0
-    return x * (rand(*x.shape, dtype=x.dtype) >= p) * (1.0 / (1.0 - p))
+    return _dropout(x, p)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -478,16 +478,20 @@ class DriverBackend:
         first parameters); see ``StagedGraph``."""
         return StagedGraph(graph, graph_exec, heads)
 
-    def graph_exec_update(self, graph_exec, graph) -> str | None:
-        """Apply ``graph``'s parameters to ``graph_exec`` (``cuGraphExecUpdate``);
-        None when done, else why the driver refused (then nothing changed)."""
+    def graph_exec_update(self, graph_exec, graph, instantiated) -> str | None:
+        """Apply ``graph``'s parameters to ``graph_exec``, made from the graph
+        ``instantiated`` (``cuGraphExecUpdate``); None when done, else why the
+        driver refused (then nothing changed)."""
         with self._relaxed_capture_mode():
             err, info = drv.cuGraphExecUpdate(graph_exec, graph)
         if err == _SUCCESS:
             return None
         if err != drv.CUresult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE:
             raise fail("cuGraphExecUpdate", err)
-        return update_refusal(info.result.name)
+        # cuda-bindings gives no result info with the failure (driver 580): say what can be seen
+        if info is None and self.graph_node_count(graph) != self.graph_node_count(instantiated):
+            return update_refusal("CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED")
+        return update_refusal(info.result.name if info is not None else "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE")
 
     @staticmethod
     def captured_node(stream):

@@ -548,7 +548,7 @@ class SimBackend:
     def graph_instantiate(self, graph: SimGraph) -> SimGraphExec:
         return SimGraphExec(graph)
 
-    def graph_exec_update(self, graph_exec: SimGraphExec, graph: SimGraph) -> str | None:
+    def graph_exec_update(self, graph_exec: SimGraphExec, graph: SimGraph, instantiated: SimGraph) -> str | None:
         """The driver's ``cuGraphExecUpdate``: None when done, else why not."""
         return graph_exec.update(graph)
 

@@ -92,14 +92,13 @@ class SimGraphExec:
 
     def update(self, graph: SimGraph) -> str | None:
         """Take ``graph``'s nodes if it has this graph's topology, with the
-        driver's rules (``cuGraphExecUpdate``); else say why, changing nothing."""
+        driver's rules (``cuGraphExecUpdate``; conditional nodes too, as the
+        H200's driver 580 does); else say why, changing nothing."""
         shape = _topology(graph)
         if len(shape) != len(self._shape) or [d for _, d, _ in shape] != [d for _, d, _ in self._shape]:
             return "the graph's topology changed (nodes or edges)"
         if [k for k, _, _ in shape] != [k for k, _, _ in self._shape]:
             return "a node's type changed"
-        if any(k == "conditional" for k, _, _ in shape):  # measured on the H200 (driver 580)
-            return "a node's parameters changed in a way the driver cannot update"
         self._runs = [n.run for n in graph.nodes]
         return None
 
