@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._tensor import TENSOR_TYPES
 from ..runtime.backend import get as get_backend
-from ..runtime.launch import KernelArray
 
 __all__ = ["GraphUpdate", "KernelNode", "KernelNodes"]
 
@@ -148,24 +148,32 @@ def coerce(plan: list, args: tuple, name: str) -> list:
     """``args`` as the captured launch's parameters, or a TypeError that says which."""
     if len(args) != len(plan):
         raise TypeError(f"{name} takes {len(plan)} arguments as captured; set_args got {len(args)}")
-    out = []
-    for i, ((want, ndim, contig), a) in enumerate(zip(plan, args, strict=True)):
+    out = list(args)
+    for i, (want, ndim, contig) in enumerate(plan):
+        a = args[i]
         if want is None:  # a number: ndim is its NumPy type, contig its name
-            if isinstance(a, KernelArray) or not isinstance(a, (int, float, bool, np.generic)):
+            if type(a) not in _NUMBERS and not isinstance(a, (int, float, np.generic)):
                 raise TypeError(f"argument {i} of {name} was captured as a number ({contig}); got {type(a).__name__}")
-            out.append(ndim(a))
-            continue
-        key = getattr(a, "_kkey", None)
-        if key is None:
-            raise TypeError(f"argument {i} of {name} was captured as an array of {want}; got {type(a).__name__}")
-        if key[1] != ndim and ndim == 1 and key[2] and hasattr(a, "_flat"):
-            a = a._flat()  # a contiguous tensor stands for the 1-D array of its elements
-            key = a._kkey
-        if key[0] != want or key[1] != ndim or (contig and not key[2]):
-            layout = ", C-contiguous" if contig else ""
-            raise TypeError(
-                f"argument {i} of {name} was captured as a {ndim}-d array of {want}{layout}; "
-                f"got a {key[1]}-d array of {key[0]}{'' if key[2] else ', not contiguous'}"
-            )
-        out.append(a)
+            out[i] = ndim(a)
+        elif type(a) not in TENSOR_TYPES or a.dtype.name != want or len(a.shape) != ndim or (contig and not a._contig):
+            out[i] = _array(a, i, want, ndim, contig, name)  # not a tensor as captured: a view of one, or an error
     return out
+
+
+_NUMBERS = (float, int, bool)
+
+
+def _array(a, i: int, want: str, ndim: int, contig: bool, name: str):
+    key = getattr(a, "_kkey", None)
+    if key is None:
+        raise TypeError(f"argument {i} of {name} was captured as an array of {want}; got {type(a).__name__}")
+    if key[1] != ndim and ndim == 1 and key[2] and hasattr(a, "_flat"):
+        a = a._flat()  # a contiguous tensor stands for the 1-D array of its elements
+        key = a._kkey
+    if key[0] != want or key[1] != ndim or (contig and not key[2]):
+        layout = ", C-contiguous" if contig else ""
+        raise TypeError(
+            f"argument {i} of {name} was captured as a {ndim}-d array of {want}{layout}; "
+            f"got a {key[1]}-d array of {key[0]}{'' if key[2] else ', not contiguous'}"
+        )
+    return a
