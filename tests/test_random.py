@@ -198,3 +198,20 @@ def test_a_first_draw_inside_a_capture_finds_the_state_made():
     from tensorplay._random import DEFAULT_SEED
 
     np.testing.assert_array_equal(got, uniform_model(DEFAULT_SEED, 6, 6))  # the second replay's numbers
+
+
+def test_a_graphed_module_with_dropout_draws_a_new_mask_each_call_and_its_gradient_follows():
+    tp.manual_seed(8)
+    model = tp.nn.Sequential(tp.nn.Linear(6, 32), tp.nn.Dropout(0.5))
+    graphed = tp.cuda.make_graphed_callables(model, (tp.zeros(4, 6),))
+    x = tp.ones(4, 6)
+    masks = []
+    for _ in range(2):
+        model.zero_grad()
+        y = graphed(x)
+        kept = y.numpy() != 0
+        (y * 1.0).sum().backward()
+        masks.append(kept)
+        # d sum(dropout(x W^T + b)) / d b = (kept / (1 - p)) summed over the batch
+        np.testing.assert_allclose(model[0].bias.grad.numpy(), 2.0 * kept.sum(axis=0), rtol=1e-5)
+    assert not np.array_equal(masks[0], masks[1])

@@ -8,6 +8,7 @@ only pack values and call the driver.
 
 from __future__ import annotations
 
+import os
 import struct
 import sys
 
@@ -140,7 +141,7 @@ def launch_packed(launcher, grid, block, params: bytes) -> None:
         _record(launcher, grid, block, s)
 
 
-_PACKAGE = __file__.rsplit("/runtime/", 1)[0]  # tensorplay's folder: frames there are not the caller's
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # frames there are not the caller's
 
 
 def _record(launcher, grid, block, s) -> None:
