@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 import tensorplay as tp
+import tensorplay.nn.functional as F
 from benchmarks.common import device_ms, host_us, on_gpu, peer, reps, torch_events, tp_events
 
 N_NODES = 100
@@ -112,24 +113,21 @@ def set_args_one(rows: list, progress) -> None:
 
 
 def dropout_replay(rows: list, progress) -> None:
-    """A layer's forward with dropout, graphed: GPU time per replay with fresh
-    numbers drawn in the graph, next to the same graph reading a fixed uniform
-    tensor instead (no generator), and torch's graph of the same ops."""
+    """A layer's forward with dropout, graphed: GPU time per replay with the
+    mask drawn in the graph (``F.dropout``: one kernel draws, masks and
+    scales), next to the same graph multiplying by a fixed scaled mask instead
+    (no generator: one kernel too), and torch's graph with its dropout."""
     b, d, p = (256, 1024, 0.1) if on_gpu() else (4, 8, 0.1)
     tp.manual_seed(0)
     x, w = tp.randn(b, d), tp.randn(d, d) * (1.0 / d**0.5)
-    fixed = tp.rand(b, d)
-
-    def step(draw):
-        h = (x @ w).relu()
-        return h * (draw() >= p) * (1.0 / (1.0 - p))
-
+    fixed = (tp.rand(b, d) >= p) * (1.0 / (1.0 - p))
+    ways = {"rng": lambda h: F.dropout(h, p), "fixed": lambda h: h * fixed}
     graphs = {}
-    for name, draw in (("rng", lambda: tp.rand(b, d)), ("fixed", lambda: fixed.clone())):
-        step(draw)
+    for name, drop in ways.items():
+        drop((x @ w).relu())
         g = tp.cuda.CUDAGraph()
         with tp.cuda.graph(g):
-            graphs[name] = (g, step(draw))
+            graphs[name] = (g, drop((x @ w).relu()))
     s = tp.cuda.Stream()
     times = {
         name: device_ms(lambda g=g: g.replay(s), *tp_events(s), s.synchronize, **reps()) * 1e3

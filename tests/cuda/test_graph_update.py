@@ -69,7 +69,7 @@ def test_a_changed_topology_is_instantiated_again():
 def test_a_graph_with_a_while_node_is_instantiated_again_and_right():
     def countdown(g, n, acc, flag):
         tp.gt(n, 0, out=flag)
-        with g.while_(flag):
+        with g.while_(flag, max_iters=50):  # a wrong update cannot run away
             acc.add_(1.0)
             n.sub_(1)
             tp.gt(n, 0, out=flag)
@@ -85,6 +85,9 @@ def test_a_graph_with_a_while_node_is_instantiated_again_and_right():
     assert (acc.item(), n1.item(), n2.item()) == (5.0, 3, 0)
     assert g.last_update.updated  # the driver updates conditional nodes too (driver 580)
     assert len(g.hit_limits()) == 0
+    n2.fill_(2)
+    g.replay()  # the flag and the counter of the updated loop, at a second replay
+    assert (acc.item(), n2.item()) == (7.0, 0)
 
 
 def test_update_on_an_empty_graph_is_a_capture():
