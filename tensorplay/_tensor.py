@@ -91,7 +91,7 @@ def _differentiable_view(kind: str):
 TENSOR_TYPES: set = set()  # Tensor and its subclasses: ``type(x) in TENSOR_TYPES`` is the fast paths' test
 
 
-class Tensor(KernelArray):
+class Tensor(KernelArray, *get_backend().tensor_bases()):
     """An n-dimensional array on the device.
 
     This file holds the object itself: its memory and layout, views (recorded

@@ -277,3 +277,56 @@ def test_a_kernel_storing_floats_into_ints_converts_as_the_gpu(source, dtype, ex
     out = tp.zeros(len(SPECIAL), dtype=dtype)
     store[1, 16](out, x)
     assert out.tolist() == expected
+
+
+# -- plain Numba kernels, launched Numba's way ----------------------------------------------
+
+
+@cuda.jit
+def plain_fill_index(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = i
+
+
+@cuda.jit
+def plain_add_one_2d(x):
+    i, j = cuda.grid(2)
+    if i < x.shape[0] and j < x.shape[1]:
+        x[i, j] += 1
+
+
+def test_a_plain_numba_launch_gets_arrays_over_the_tensors_memory():
+    x = tp.zeros(10)
+    plain_fill_index[1, 16](x)
+    np.testing.assert_array_equal(x.numpy(), np.arange(10))
+    column = tp.zeros(4, 3)[:, 1]  # a strided view: the kernel writes through its strides
+    plain_fill_index[1, 4](column)
+    assert column.tolist() == [0.0, 1.0, 2.0, 3.0]
+    y = tp.ones(2, 3, dtype=tp.int32)
+    plain_add_one_2d[(1, 1), (2, 3)](y)
+    plain_add_one_2d[(1, 1), (2, 3)](y)
+    assert y.tolist() == [[3, 3, 3], [3, 3, 3]]
+
+
+def test_the_same_plain_kernel_is_captured_through_tp_cuda_launch():
+    x, flag, n = tp.zeros(8), tp.ones(1, dtype=tp.bool), tp.zeros(1, dtype=tp.int32)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(flag):
+            tp.cuda.launch(plain_add_one_2d, (1, 1), (8, 1), x.view(8, 1))
+            n.add_(1)
+            tp.lt(n, 3, out=flag)
+    g.replay()
+    assert x.tolist() == [3.0] * 8
+
+
+def test_a_plain_numba_launch_inside_a_capture_is_refused_on_the_simulator():
+    if tp.cuda.backend() != "sim":
+        pytest.skip("on the GPU Numba launches on the legacy stream, which the driver refuses during a capture")
+    x, g = tp.zeros(4), tp.cuda.CUDAGraph()
+    with pytest.raises(tp.cuda.CaptureError, match=r"a plain Numba launch \(kernel\[grid, block\]\(\.\.\.\)\)"):
+        with tp.cuda.graph(g):
+            plain_fill_index[1, 4](x)
+    plain_fill_index[1, 4](x)  # and the runtime goes on
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0]

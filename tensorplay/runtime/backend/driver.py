@@ -326,6 +326,10 @@ class DriverBackend:
         return check("cuEventElapsedTime", drv.cuEventElapsedTime(start, end))
 
     # -- kernels -------------------------------------------------------------
+    @staticmethod
+    def tensor_bases() -> tuple:
+        return ()  # Numba takes a tensor by its __cuda_array_interface__
+
     def launcher(self, dispatcher, argtypes) -> Launcher:
         # Numba compiles in a thread of its own: the exceptions its typing keeps
         # for the life of the process hold tracebacks, and a traceback's frames

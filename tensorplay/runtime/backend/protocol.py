@@ -103,6 +103,11 @@ class Kernels(Protocol):
         """The device function ``(uint64 handle, uint32 value)`` setting a
         conditional node's condition."""
 
+    def tensor_bases(self) -> tuple:
+        """Classes a Tensor also derives from here, for plain Numba launches
+        (``kernel[grid, block](tensor)``): none on the driver, where Numba reads
+        ``__cuda_array_interface__``; on the simulator, one of Numba's argument hints."""
+
 
 @runtime_checkable
 class Graphs(Protocol):

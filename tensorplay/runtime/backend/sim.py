@@ -391,6 +391,39 @@ class SimBackend:
     def launcher(self, dispatcher, argtypes) -> SimLauncher:
         return SimLauncher(self, dispatcher, argtypes)
 
+    def tensor_bases(self) -> tuple:
+        """A Numba simulator argument hint: a plain kernel launched Numba's way
+        (``kernel[grid, block](tensor)``) gets an array over the tensor's memory,
+        as on the GPU, where Numba reads ``__cuda_array_interface__``."""
+        from numba.cuda.simulator.args import ArgHint
+
+        backend = self
+
+        class PlainKernelArgument(ArgHint):
+            __slots__ = ()
+
+            def to_device(self, retr, stream=0):
+                return backend.plain_kernel_array(self)
+
+        return (PlainKernelArgument,)
+
+    def plain_kernel_array(self, t):
+        """The array a plain Numba launch passes for tensor ``t``; refused while
+        this thread captures, since Numba launches on its own default stream,
+        outside the capture (the GPU refuses it there too)."""
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        me = threading.get_ident()
+        if any(c.state == "active" and c.thread == me and c.mode != "relaxed" for c in self._captures):
+            raise CaptureError(
+                "a plain Numba launch (kernel[grid, block](...)) runs on Numba's default stream, outside the "
+                "capture in progress; launch the kernel with tp.cuda.launch(kernel, blocks, threads, *args) or "
+                "decorate it with @tp.jit, and it is captured"
+            )
+        k, ndim = t._karray, t.ndim
+        array = int_array_type() if t.dtype.np.kind in "iu" else FakeCUDAArray
+        return array(self.view(k[4], k[5 : 5 + ndim], k[5 + ndim :], t.dtype.np))
+
     def enqueue(self, stream, kind: str, run, label: str) -> None:
         """Run ``run`` now, or record it as a node when ``stream`` is capturing."""
         capture = stream.capture
