@@ -26,6 +26,7 @@ import numpy as np
 
 from .._tensor import TENSOR_TYPES
 from ..runtime.backend import get as get_backend
+from ..runtime.capture import release_after_captures
 
 __all__ = ["GraphUpdate", "KernelNode", "KernelNodes"]
 
@@ -92,16 +93,16 @@ class KernelNodes:
         launcher = node._launcher
         if node._plan is None:
             node._plan = arg_plan(launcher.argtypes)
-        args = coerce(node._plan, args, node.kernel)
+        params = coerce(node._plan, args, node.kernel)
         setter = self._setters.get(node.index)
         if setter is None:
             setter = get_backend().kernel_node_setter(
                 self._exec, self._graph, node._node, launcher, node.grid, node.block
             )
-        setter(launcher.pack(args))
-        self._setters[node.index], self._held[node.index] = setter, args
+        setter(launcher.pack(params))
+        self._setters[node.index], self._held[node.index] = setter, args  # the tensors themselves, kept alive
         if self._stager is not None:  # its staged copy launches the old arguments
-            self._stager.release()
+            release_after_captures(self._stager.release)
             self._stager = None
 
     def _sync_template(self) -> None:

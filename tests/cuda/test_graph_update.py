@@ -184,12 +184,14 @@ def test_set_args_changes_one_node_for_every_later_replay():
 
 
 def test_set_args_on_an_op_node_takes_tensors_of_any_shape():
-    a, b = tp.ones(2, 3), tp.full((2, 3), 4.0)
+    a = tp.ones(2, 3)
     g = tp.cuda.CUDAGraph()
     with tp.cuda.graph(g):
         y = a * 2.0
     (node,) = g.nodes()
-    node.set_args(y, b, 2.0)  # the flat kernel: out, operand, scalar; a contiguous tensor stands for its elements
+    node.set_args(y, tp.full((2, 3), 4.0), 2.0)  # the flat kernel: out, operand, scalar; a contiguous tensor
+    gc.collect()  # stands for its elements, and the graph keeps the tensor given alive
+    tp.zeros(2, 3)  # (memory freed would be reused here)
     g.replay()
     assert y.tolist() == [[8.0] * 3] * 2
 
