@@ -101,7 +101,7 @@ def graph_pool_handle():
     return allocator.new_pool_id()
 
 
-def _free_graph(stager: Stager | None, graph_exec, graph) -> None:
+def _free_graph(stager: Stager | None, graph_exec, *graphs) -> None:
     """Destroy what a reset or collected CUDAGraph held on the device (through
     ``release_after_captures``: never in the middle of a capture)."""
     if stager is not None:
@@ -109,8 +109,9 @@ def _free_graph(stager: Stager | None, graph_exec, graph) -> None:
     dev = get_backend()
     if graph_exec is not None:
         dev.graph_exec_destroy(graph_exec)
-    if graph is not None:
-        dev.graph_destroy(graph)
+    for i, graph in enumerate(graphs):
+        if graph is not None and all(graph is not g for g in graphs[:i]):
+            dev.graph_destroy(graph)
 
 
 def _pool_of(pool):
@@ -150,6 +151,10 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
         self._held: dict = {}  # node index -> the arguments set_args gave it, kept alive
         self._captures = 0  # captures so far: nodes() of an earlier one are void
         self._updating: list | None = None  # during a capture with update=True: the loops of the graph held
+        # The graph the executable was instantiated from and its launches: the
+        # driver edits an executable's nodes through that graph's node handles.
+        self._origin = None
+        self._origin_launches: list = []
         self.last_update = None  # GraphUpdate: what the last capture with update=True did
 
     # -- capture ---------------------------------------------------------------
@@ -249,6 +254,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
             except BaseException:
                 self.reset()
                 raise
+            self._origin, self._origin_launches = graph, self._recording
         self._forget_nodes()
         self._launches = self._recording
         _last_capture[0] = weakref.ref(self)
@@ -258,12 +264,12 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
         allocator.release_pool(self._pool)  # the graph held its pool already
         old_loops, self._updating = self._updating, None
         try:
-            self.last_update, old_graph, old_exec = self._take_update(graph)
+            self.last_update, old_exec, old_graphs = self._take_update(graph)
         except BaseException:
             get_backend().graph_destroy(graph)
             self._loops = old_loops
             raise
-        release_after_captures(partial(_free_graph, self._stager, old_exec, old_graph))
+        release_after_captures(partial(_free_graph, self._stager, old_exec, *old_graphs))
         self._stager = None
         for loop in old_loops:
             loop.counter = None
@@ -332,6 +338,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
             raise RuntimeError("nothing to instantiate: capture a graph first")
         if self._exec is None:
             self._exec = get_backend().graph_instantiate(self._graph)
+            self._origin, self._origin_launches = self._graph, self._launches
 
     # -- replay ------------------------------------------------------------------
     def replay(self, stream: Stream | None = None) -> None:
@@ -408,12 +415,13 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
         self._destroy()
 
     def _destroy(self) -> None:
-        release_after_captures(partial(_free_graph, self._stager, self._exec, self._graph))
+        release_after_captures(partial(_free_graph, self._stager, self._exec, self._graph, self._origin))
         self._stager = None
         if self._pool is not None and self._token is not None:
             allocator.release_pool(self._pool)
             allocator.forget_capture(self._token)
-        self._exec = self._graph = self._pool = self._token = None
+        self._exec = self._graph = self._pool = self._token = self._origin = None
+        self._origin_launches = []
         self._forget_nodes()
         for loop in self._loops:
             loop.counter = None

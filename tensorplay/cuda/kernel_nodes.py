@@ -53,10 +53,13 @@ class KernelNode:
     launched it, ``grid`` and ``block`` its launch shape.
     """
 
-    __slots__ = ("index", "kernel", "where", "grid", "block", "_graph", "_capture", "_node", "_launcher", "_plan")
+    __slots__ = (
+        "index", "kernel", "where", "grid", "block", "_graph", "_capture", "_node", "_origin", "_launcher", "_plan",
+    )  # fmt: skip
 
-    def __init__(self, graph, capture: int, index: int, record: tuple) -> None:
+    def __init__(self, graph, capture: int, index: int, record: tuple, origin) -> None:
         self._node, self._launcher, self.grid, self.block, self.where = record
+        self._origin = origin  # the same node in the graph the executable was instantiated from
         self._plan = None  # what set_args takes, made at its first call
         self.kernel = self._launcher.name
         self._graph, self._capture, self.index = graph, capture, index
@@ -80,7 +83,11 @@ class KernelNodes:
         """The kernel nodes the capture's stream launched, in launch order."""
         if self._exec is None:
             raise RuntimeError("nodes() needs a captured graph; capture one first")
-        return [KernelNode(self, self._captures, i, r) for i, r in enumerate(self._launches)]
+        same = len(self._origin_launches) == len(self._launches)  # else the origin's nodes are not known
+        return [
+            KernelNode(self, self._captures, i, r, self._origin_launches[i][0] if same else None)
+            for i, r in enumerate(self._launches)
+        ]
 
     def _set_node_args(self, node: KernelNode, args: tuple) -> None:
         if node._graph is not self or node._capture != self._captures or self._exec is None:
@@ -90,6 +97,12 @@ class KernelNodes:
             )
         if self._stream is not None:
             raise RuntimeError("set_args() while the graph is capturing; call capture_end() first")
+        if node._origin is None:
+            raise RuntimeError(
+                "this graph was updated in place from a capture that launched other kernels on its stream than "
+                "the capture it was instantiated from, so its nodes cannot be told apart; reset() and capture "
+                "it anew to change a node's arguments"
+            )
         launcher = node._launcher
         if node._plan is None:
             node._plan = arg_plan(launcher.argtypes)
@@ -97,7 +110,7 @@ class KernelNodes:
         setter = self._setters.get(node.index)
         if setter is None:
             setter = get_backend().kernel_node_setter(
-                self._exec, self._graph, node._node, launcher, node.grid, node.block
+                self._exec, node._origin, self._graph, node._node, launcher, node.grid, node.block
             )
         setter(launcher.pack(params))
         self._setters[node.index], self._held[node.index] = setter, args  # the tensors themselves, kept alive
@@ -116,17 +129,20 @@ class KernelNodes:
 
     def _take_update(self, graph) -> tuple:
         """Give the executable held the new ``graph`` (or instantiate it);
-        returns what happened, and the old graph and executable to free (the
-        executable None when it took the new graph)."""
+        returns what happened, and the executable (None when it took the new
+        graph) and the graphs to free. An updated executable keeps the graph it
+        was instantiated from, whose node handles edit its nodes."""
         dev = get_backend()
         reason = dev.graph_exec_update(self._exec, graph, self._graph)
-        old_graph, old_exec = self._graph, None
+        old_exec, old_graphs = None, [self._graph if self._graph is not self._origin else None]
         if reason is not None:
             old_exec, self._exec = self._exec, dev.graph_instantiate(graph)
+            old_graphs.append(self._origin)
+            self._origin, self._origin_launches = graph, self._recording
         self._graph = graph
         result = GraphUpdate(reason is None, reason)
         log.debug("graph update: %s", result)
-        return result, old_graph, old_exec
+        return result, old_exec, old_graphs
 
 
 def arg_plan(argtypes) -> list[tuple]:

@@ -216,3 +216,26 @@ def test_set_args_refuses_what_the_capture_cannot_take():
         node.set_args(out, x, 2.0)
     with pytest.raises(RuntimeError, match="nodes\\(\\) needs a captured graph"):
         tp.cuda.CUDAGraph().nodes()
+
+
+def test_set_args_after_an_update_in_place_edits_the_updated_executable():
+    """The driver edits an executable's nodes through the nodes of the graph it
+    was instantiated from, also after cuGraphExecUpdate gave it a new graph."""
+    a, b, out = tp.ones(16), tp.full((16,), 3.0), tp.empty(16)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        scale_into[1, 16](out, a, 2.0)
+    with tp.cuda.graph(g, update=True):
+        scale_into[1, 16](out, b, 2.0)
+    assert g.last_update.updated
+    (node,) = g.nodes()
+    node.set_args(out, b, 10.0)
+    g.replay()
+    assert out.tolist() == [30.0] * 16
+    g.stage_and_launch([b], [tp.ones(16)])  # the staged copy is the updated graph, with the new arguments
+    assert out.tolist() == [10.0] * 16
+    with tp.cuda.graph(g, update=True):  # a second update, then its nodes
+        scale_into[1, 16](out, a, 1.0)
+    g.nodes()[0].set_args(out, b, 0.5)
+    g.replay()
+    assert out.tolist() == [0.5] * 16

@@ -504,11 +504,12 @@ class DriverBackend:
         return deps[0] if deps else None
 
     @staticmethod
-    def kernel_node_setter(graph_exec, graph, node, launcher, grid, block):
-        """A function of packed parameter bytes that sets them on ``node`` of
-        ``graph_exec`` (``cuGraphExecKernelNodeSetParams``) and, once asked,
-        of the template ``graph``; see ``NodeSetter``."""
-        return NodeSetter(graph_exec, node, launcher, grid, block)
+    def kernel_node_setter(graph_exec, exec_node, graph, node, launcher, grid, block):
+        """A function of packed parameter bytes that sets them on ``graph_exec``'s
+        node ``exec_node`` (of the graph it was instantiated from:
+        ``cuGraphExecKernelNodeSetParams`` takes no other) and, once asked, on
+        ``node`` of the captured ``graph``; see ``NodeSetter``."""
+        return NodeSetter(graph_exec, exec_node, node, launcher, grid, block)
 
     def graph_node_count(self, graph) -> int:
         return check("cuGraphGetNodes", drv.cuGraphGetNodes(graph, 0))[1]

@@ -94,15 +94,15 @@ class NodeSetter:
     into a buffer whose pointer table the driver reads at each call (it copies
     them), so a change costs one packing and one ``cuGraphExecKernelNodeSetParams``."""
 
-    __slots__ = ("_exec", "_node", "_kn")
+    __slots__ = ("_exec", "_exec_node", "_node", "_kn")
 
-    def __init__(self, graph_exec, node, launcher, grid, block) -> None:
-        self._exec, self._node = graph_exec, node
+    def __init__(self, graph_exec, exec_node, node, launcher, grid, block) -> None:
+        self._exec, self._exec_node, self._node = graph_exec, exec_node, node
         self._kn = _KernelNode(launcher, grid, block, bytes(launcher._nbytes))  # set at each call
 
     def __call__(self, packed: bytes) -> None:
         self._kn.data[: len(packed)] = packed
-        err = _set_kernel_node(self._exec, self._node, self._kn.params)[0]
+        err = _set_kernel_node(self._exec, self._exec_node, self._kn.params)[0]
         if err:
             raise fail("cuGraphExecKernelNodeSetParams", err)
 

@@ -586,14 +586,20 @@ class SimBackend:
         return graph_exec.update(graph)
 
     @staticmethod
-    def captured_node(stream) -> int | None:
-        return stream.frontier[-1] if stream.capture is not None and stream.frontier else None
+    def captured_node(stream) -> tuple | None:
+        """(graph, node id) of the last node captured on ``stream``."""
+        if stream.capture is None or not stream.frontier:
+            return None
+        return stream.capture.graph, stream.frontier[-1]
 
     @staticmethod
-    def kernel_node_setter(graph_exec: SimGraphExec, graph: SimGraph, node: int, launcher, grid, block):
-        """A function of packed parameter bytes that makes ``node`` of
-        ``graph_exec`` launch with them (and of ``graph``, once asked)."""
-        return SimNodeSetter(graph_exec, graph, node, launcher, grid, block)
+    def kernel_node_setter(graph_exec: SimGraphExec, exec_node: tuple, graph: SimGraph, node: tuple, *launch):
+        """A function of packed parameter bytes that makes ``graph_exec``'s node
+        ``exec_node`` launch with them (and ``node`` of ``graph``, once asked);
+        the driver's rule: ``exec_node`` is of the graph it was instantiated from."""
+        if exec_node[0] is not graph_exec.origin:
+            raise _fail("cuGraphExecKernelNodeSetParams", "CUDA_ERROR_INVALID_VALUE", CudaError)
+        return SimNodeSetter(graph_exec, graph, exec_node[1], node[1], *launch)  # launch: launcher, grid, block
 
     def graph_launch(self, graph_exec: SimGraphExec, stream) -> None:
         if stream.capture is not None:

@@ -83,6 +83,7 @@ class SimGraphExec:
     """
 
     def __init__(self, graph: SimGraph) -> None:
+        self.origin = graph  # the graph instantiated (an update leaves it)
         self._runs = [n.run for n in graph.nodes]
         self._shape = _topology(graph)
 
@@ -117,16 +118,16 @@ def _topology_of_bodies(node: SimNode) -> tuple:
 class SimNodeSetter:
     """The driver's ``NodeSetter``: new parameter bytes for one kernel node."""
 
-    __slots__ = ("_exec", "_graph", "_node", "_launcher", "_grid", "_block", "_run")
+    __slots__ = ("_exec", "_exec_node", "_graph", "_node", "_launcher", "_grid", "_block", "_run")
 
-    def __init__(self, graph_exec: SimGraphExec, graph: SimGraph, node: int, launcher, grid, block) -> None:
-        self._exec, self._graph, self._node = graph_exec, graph, node
+    def __init__(self, graph_exec: SimGraphExec, graph: SimGraph, exec_node: int, node: int, launcher, grid, block):
+        self._exec, self._exec_node, self._graph, self._node = graph_exec, exec_node, graph, node
         self._launcher, self._grid, self._block = launcher, grid, block
         self._run = None
 
     def __call__(self, packed: bytes) -> None:
         self._run = self._launcher.run_for(self._grid, self._block, self._launcher.unpack(packed))
-        self._exec.set_run(self._node, self._run)
+        self._exec.set_run(self._exec_node, self._run)
 
     def set_template(self) -> None:
         if self._run is not None:
