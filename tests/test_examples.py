@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 import tensorplay as tp
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +25,8 @@ def _run(script: str, *args: str) -> str:
 
 def test_heat_demo_converges_like_numpy(tmp_path):
     dot = tmp_path / "heat.dot"
-    text = _run("heat.py", "--n", "6", "--tol", "1e-2", "--max-iters", "50", "--dot", str(dot))
+    pictures = str(tmp_path / "heat")
+    text = _run("heat.py", "--n", "6", "--tol", "1e-2", "--max-iters", "50", "--dot", str(dot), "--pictures", pictures)
     assert "converged in" in text
     iters = int(text.split("converged in ")[1].split()[0])
     assert f"NumPy float64 reference: {iters} iterations" in text
@@ -31,6 +34,31 @@ def test_heat_demo_converges_like_numpy(tmp_path):
     assert "conditional" in dot.read_text()
     svg = (tmp_path / "heat.svg").read_text()  # drawn with or without Graphviz
     assert svg.lstrip().startswith(("<svg", "<?xml")) and "jacobi_sweep" in svg
+    rgb = _read_png(tmp_path / "heat_field.png")
+    assert rgb.shape[0] >= 256 and rgb.shape[0] == rgb.shape[1]  # 6 x 6 points, each a square of pixels
+    assert tuple(rgb[0, rgb.shape[1] // 2]) == (252, 255, 164)  # the top edge, held at 1: the brightest colour
+    assert tuple(rgb[-1, rgb.shape[1] // 2]) == (0, 0, 4)  # the bottom edge, at 0: the darkest
+    curve = (tmp_path / "heat_residual.svg").read_text()
+    assert "<polyline" in curve and f"iteration {iters}" in curve  # one point per iteration
+
+
+def _read_png(path) -> np.ndarray:
+    """The pixels of an 8-bit RGB PNG without filters (what examples/plots.py writes)."""
+    import struct
+    import zlib
+
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    w, h = struct.unpack(">II", data[16:24])
+    chunks, pos = b"", 8
+    while pos < len(data):
+        (n,), tag = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
+        if tag == b"IDAT":
+            chunks += data[pos + 8 : pos + 8 + n]
+        pos += 12 + n
+    rows = np.frombuffer(zlib.decompress(chunks), dtype=np.uint8).reshape(h, 1 + 3 * w)
+    assert not rows[:, 0].any()  # filter type 0 on every row
+    return rows[:, 1:].reshape(h, w, 3)
 
 
 def test_quickstart():
