@@ -1,0 +1,97 @@
+"""Kernels on the simulator: a compiled kernel's launcher runs it in Numba's
+CUDA simulator on views of simulated device memory (``SimBackend.view``)."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import TYPE_CHECKING
+
+from .params import param_formats
+from .simint import int_array_type
+
+if TYPE_CHECKING:
+    from .sim import SimBackend
+
+__all__ = ["SimLauncher"]
+
+_KERNEL_LOCK = threading.RLock()  # re-entrant: a while node's body runs inside its node
+
+
+class SimLauncher:
+    """Runs a kernel in Numba's simulator on views of simulated device memory."""
+
+    __slots__ = ("name", "argtypes", "_backend", "_dispatcher", "_arrays", "_formats")
+
+    def __init__(self, backend: SimBackend, dispatcher, argtypes) -> None:
+        from numba.cuda import types
+        from numba.np.numpy_support import as_dtype
+
+        fn = getattr(dispatcher, "fn", dispatcher)
+        self.name = getattr(fn, "__qualname__", None) or repr(dispatcher)
+        self.argtypes = tuple(argtypes)
+        self._backend = backend
+        self._dispatcher = dispatcher
+        self._arrays = [(as_dtype(t.dtype), t.ndim) if isinstance(t, types.Array) else None for t in argtypes]
+        self._formats = param_formats(argtypes)
+
+    def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
+        self._backend.enqueue(stream, "kernel", self.run_for(grid, block, args, shared_bytes), self.label(grid, block))
+
+    def label(self, grid, block) -> str:
+        return f"{self.name}\\n<<<{grid}, {block}>>>"
+
+    def run_for(self, grid, block, args, shared_bytes=0):
+        """The launch as a function of no arguments (run now, or a graph node)."""
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        if type(grid) is not tuple or type(block) is not tuple:  # the driver's launcher reads 3 of each
+            raise TypeError(f"launching {self.name}: grid and block must be 3-tuples, got {grid!r} and {block!r}")
+
+        view, int_array = self._backend.view, int_array_type()
+        fake = []
+        for spec, a in zip(self._arrays, args, strict=True):
+            if spec is None:
+                fake.append(a)
+            else:
+                dtype, ndim = spec
+                k = a._karray  # (meminfo, parent, nitems, itemsize, ptr, shape..., strides...)
+                array = int_array if dtype.kind in "iu" else FakeCUDAArray
+                fake.append(array(view(k[4], k[5 : 5 + ndim], k[5 + ndim :], dtype)))
+        dispatcher = self._dispatcher
+
+        def run() -> None:
+            # Numba's simulator runs one kernel at a time in a process; integer
+            # overflow wraps, and a division by zero gives inf or NaN, silently
+            # on the GPU, where NumPy scalars warn.
+            with _KERNEL_LOCK, warnings.catch_warnings():
+                warnings.filterwarnings("ignore", category=RuntimeWarning)
+                dispatcher[grid, block, 0, shared_bytes](*fake)
+
+        return run
+
+    def pack(self, args) -> bytes:
+        """The parameter bytes of ``args``, as the driver's launcher packs them."""
+        return b"".join(
+            packing.pack(*a._karray) if is_array else packing.pack(dtype.type(a))
+            for (is_array, packing, dtype), a in zip(self._formats, args, strict=True)
+        )
+
+    def unpack(self, data: bytes) -> list:
+        args, offset = [], 0
+        for is_array, packing, dtype in self._formats:
+            values = packing.unpack_from(data, offset)
+            args.append(_Packed(values) if is_array else dtype.type(values[0]))
+            offset += packing.size
+        return args
+
+    def launch_packed(self, grid, block, stream, data: bytes, shared_bytes=0) -> None:
+        """Launch with every parameter already packed (the ops' fast path)."""
+        self(grid, block, stream, self.unpack(data), shared_bytes)
+
+
+class _Packed:
+    __slots__ = ("_karray",)
+
+    def __init__(self, karray: tuple) -> None:
+        self._karray = karray
