@@ -204,8 +204,12 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
                 raise
             # Routing starts only once the capture is ours: a failed begin leaves
             # every other capture's routing as it was.
-            token = self._token if updating else object()  # an update's blocks are the graph's too
-            allocator.begin_capture(s, pool, token)
+            if updating:  # into the pool and under the token the graph holds: its use of them covers this
+                allocator.route_to_pool(s, pool, self._token)
+                token = self._token
+            else:
+                token = object()
+                allocator.begin_capture(s, pool, token)
             capture_state.begin(s, capture_error_mode)
             self._recording = capture_state.recorders[s.handle] = []
         if updating:
@@ -261,7 +265,6 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
 
     def _end_update(self, graph) -> None:
         """A capture with update=True ended: the executable takes ``graph``."""
-        allocator.release_pool(self._pool)  # the graph held its pool already
         old_loops, self._updating = self._updating, None
         try:
             self.last_update, old_exec, old_graphs = self._take_update(graph)
@@ -326,7 +329,6 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
         (or, for an update, stays the graph's)."""
         if self._updating is not None:  # the graph held goes on as it was
             allocator.end_capture(s, self._pool, keep=True)
-            allocator.release_pool(self._pool)
             self._loops, self._updating = self._updating, None
             return
         allocator.end_capture(s, self._pool, keep=False)

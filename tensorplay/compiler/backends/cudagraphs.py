@@ -116,6 +116,7 @@ class CompiledFunction:
             raise ValueError(f"expected warmup to be a number of calls (0 or more), got {warmup!r}")
         functools.update_wrapper(self, fn)
         self._fn = fn
+        self._name = getattr(fn, "__qualname__", repr(fn))  # in warnings and stale-output errors
         self._warmup = warmup
         self._fuse = fuse
         if fuse:
@@ -144,7 +145,7 @@ class CompiledFunction:
                 if len(self._entries) >= self._entries.cap:
                     self._warn_limit()
                     return self._fn(*args, **kwargs)
-                entry = self._entries[key] = _Entry(getattr(self._fn, "__qualname__", repr(self._fn)))
+                entry = self._entries[key] = _Entry(self._name)
             if entry.eager:
                 return self._fn(*args, **kwargs)
             if entry.graph is None and entry.calls < self._warmup:
@@ -190,9 +191,8 @@ class CompiledFunction:
     def _warn_unstaged(self) -> None:
         if not self._warned_unstaged:
             self._warned_unstaged = True
-            name = getattr(self._fn, "__qualname__", repr(self._fn))
             warnings.warn(
-                f"compiled {name} got tensor arguments of different dtypes over the same memory, which its graph "
+                f"compiled {self._name} got tensor arguments of different dtypes over the same memory, which its graph "
                 "cannot stage as they share it; calls with such arguments run eagerly (pass tensors that do not "
                 "share memory, or views of one dtype, to replay a graph)",
                 stacklevel=5,
@@ -201,9 +201,8 @@ class CompiledFunction:
     def _warn_limit(self) -> None:
         if not self._warned:
             self._warned = True
-            name = getattr(self._fn, "__qualname__", repr(self._fn))
             warnings.warn(
-                f"compiled {name} has seen {self._entries.cap} argument signatures (shapes, dtypes, strides, "
+                f"compiled {self._name} has seen {self._entries.cap} argument signatures (shapes, dtypes, strides, "
                 "values and grad mode), each with its own graph and memory; new ones now run eagerly. "
                 "Keep shapes fixed, or call reset() to start again",
                 stacklevel=4,
@@ -236,8 +235,7 @@ class CompiledFunction:
 
     def __repr__(self) -> str:
         graphs = sum(e.graph is not None for e in self._entries.values())
-        name = getattr(self._fn, "__qualname__", repr(self._fn))
-        return f"<tensorplay compiled {name} (cudagraphs, {graphs} graph(s))>"
+        return f"<tensorplay compiled {self._name} (cudagraphs, {graphs} graph(s))>"
 
 
 def _records_grad(tensors) -> bool:
