@@ -30,7 +30,10 @@ TOL = 0.0
 
 @functools.cache
 def _example():
-    """``examples/heat.py`` as a module (it is no package)."""
+    """``examples/heat.py`` as a module (it is no package; it imports ``plots`` from its own folder)."""
+    examples = str(ROOT / "examples")
+    if examples not in sys.path:
+        sys.path.insert(0, examples)
     spec = importlib.util.spec_from_file_location("tensorplay_example_heat", ROOT / "examples" / "heat.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
