@@ -5,7 +5,10 @@ PyTorch's, and the driver calls underneath them one by one: ``cuLaunchKernel``
 through ``cuda.bindings`` (with handle objects and with plain integers) and
 through ctypes straight into libcuda, ``cuStreamIsCapturing``,
 ``cuStreamSynchronize``, and a one-element device-to-host copy into pageable
-and into pinned memory.
+and into pinned memory; then ``node.set_args`` of a captured kernel node next to
+its parts (checking the arguments, packing them, the setter) and to
+``cuGraphExecKernelNodeSetParams`` called alone through ``cuda.bindings`` and
+through ctypes.
 
     python3 benchmarks/host_breakdown.py          (needs a GPU)
 """
@@ -51,6 +54,43 @@ def _no_param_launch(drv, stream):
     launcher((1, 1, 1), (32, 1, 1), stream, [])
     func = launcher._func
     return lambda: drv.cuLaunchKernel(func, 1, 1, 1, 32, 1, 1, 0, stream, 0, 0)
+
+
+@tp.jit
+def _scale_into(out, x, factor):
+    i = tp.cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] * factor
+
+
+def _set_args_rows(row, drv, sync) -> None:
+    """``node.set_args`` and what it is made of, down to the bare driver call."""
+    from tensorplay.cuda.kernel_nodes import coerce
+
+    n = 1 << 16
+    x, y, out = tp.ones(n), tp.zeros(n), tp.empty(n)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        _scale_into[(n // 256, 1, 1), 256](out, x, 2.0)
+    (node,) = g.nodes()
+    node.set_args(out, y, 2.0)
+    setter = g._setters[node.index]
+    row("tensorplay node.set_args (3 arguments)", host_us(lambda: node.set_args(out, y, 2.0), sync))
+    args = (out, y, 2.0)
+    row("  checking the arguments (coerce)", host_us(lambda: coerce(node._plan, args, "k"), sync))
+    params = coerce(node._plan, args, "k")
+    row("  packing them (launcher.pack)", host_us(lambda: node._launcher.pack(params), sync))
+    packed = node._launcher.pack(params)
+    row("  the setter with packed bytes", host_us(lambda: setter(packed), sync))
+    exec_, exec_node, kp = setter._exec, setter._exec_node, setter._kn.params
+    row("cuGraphExecKernelNodeSetParams, cuda.bindings",
+        host_us(lambda: drv.cuGraphExecKernelNodeSetParams(exec_, exec_node, kp), sync))  # fmt: skip
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    set_params = libcuda.cuGraphExecKernelNodeSetParams_v2
+    set_params.argtypes = [ctypes.c_void_p] * 3
+    set_params.restype = ctypes.c_int
+    iexec, inode, ikp = int(exec_), int(exec_node), int(kp.getPtr())
+    row("cuGraphExecKernelNodeSetParams, ctypes into libcuda", host_us(lambda: set_params(iexec, inode, ikp), sync))
 
 
 def main() -> None:
@@ -123,6 +163,10 @@ def main() -> None:
         ),  # fmt: skip
     )
     row("np.empty(1, bool)", host_us(lambda: np.empty(1, np.bool_), sync))
+    try:
+        _set_args_rows(row, drv, sync)
+    except Exception as e:  # report, go on with the other rows
+        print(f"set_args rows: {type(e).__name__}: {e}")
 
     torch = peer("torch")
     if torch is not None:

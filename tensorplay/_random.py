@@ -22,7 +22,8 @@ import numpy as np
 
 from . import _dtype as dt
 from ._factories import _leaf, empty
-from ._tape import record
+from ._grad_mode import is_grad_enabled
+from ._tape import needs_grad, record
 from ._tensor import Tensor
 from .kernels import random as rnd
 from .runtime.capture import CaptureError, capture_state, prepare_before_captures
@@ -35,7 +36,7 @@ DEFAULT_SEED = 0x2545F4914F6CDD1D
 
 
 class _Generator:
-    """The device state [seed, offset, blocks done], made on first use outside
+    """The device state [seed, offset, block counts...], made on first use outside
     any capture (before each capture begins, at the latest)."""
 
     def __init__(self) -> None:
@@ -57,7 +58,7 @@ class _Generator:
     def prepare(self) -> None:
         with self._lock:
             if self._state is None and not capture_state.active:
-                state = empty(3, dtype=dt.int64)
+                state = empty(rnd.STATE_SIZE, dtype=dt.int64)
                 _seed(state, DEFAULT_SEED)
                 current_stream().synchronize()  # seeded before any graph that draws replays, on any stream
                 self._state = state
@@ -86,15 +87,16 @@ def manual_seed(seed: int) -> None:
 
 
 def get_rng_state() -> Tensor:
-    """A copy of the generator's state (a device tensor), for ``set_rng_state``."""
-    return generator.state().clone()
+    """A copy of the generator's state (a device tensor of the seed and the
+    offset, 2 int64 values), for ``set_rng_state``."""
+    return generator.state()[:2].clone()
 
 
 def set_rng_state(state: Tensor) -> None:
     """Restore a state from ``get_rng_state``: the draws that followed it repeat."""
-    if not isinstance(state, Tensor) or state.dtype != dt.int64 or state.shape != (3,):
-        raise TypeError("set_rng_state expects a tensor from tp.get_rng_state() (3 int64 values)")
-    generator.state().copy_(state)
+    if not isinstance(state, Tensor) or state.dtype != dt.int64 or state.shape != (2,):
+        raise TypeError("set_rng_state expects a tensor from tp.get_rng_state() (2 int64 values)")
+    generator.state()[:2].copy_(state)
 
 
 def _draw(kernel, shape, dtype) -> Tensor:
@@ -134,11 +136,12 @@ def randn(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
 def dropout(x: Tensor, p: float) -> Tensor:
     """``x`` with each element zeroed with probability ``p`` (0 < p < 1) and the
     others scaled by ``1 / (1 - p)``: one kernel draws, masks and scales, and
-    keeps the mask for the gradient (``nn.functional.dropout`` checks ``x``, ``p``)."""
+    keeps the mask when the gradient needs it (``nn.functional.dropout`` checks ``x``, ``p``)."""
     src = x if x._contig else x.contiguous()
-    out, keep = empty(*x.shape, dtype=x.dtype), empty(*x.shape, dtype=dt.bool)
+    store_mask = is_grad_enabled() and needs_grad(x)
+    out, keep = empty(*x.shape, dtype=x.dtype), empty(*(x.shape if store_mask else (1,)), dtype=dt.bool)
     n, scale = out.numel(), 1.0 / (1.0 - p)
     if n:
-        args = [out._flat(), keep._flat(), src._flat(), generator.state(), float(p), scale]
+        args = [out._flat(), keep._flat(), src._flat(), generator.state(), float(p), scale, store_mask]
         launch(rnd.dropout, *grid_1d(n), args)
     return record("DropoutBackward", out, (x,), lambda gs: (gs[0] * keep * scale,))

@@ -37,6 +37,23 @@ def test_draws_follow_the_model_and_move_the_offset():
     np.testing.assert_array_equal(tp.rand(4).numpy(), uniform_model(1234, 3055, 4))
 
 
+def test_a_draw_of_many_blocks_counts_them_on_lanes_and_leaves_the_counts_at_zero():
+    """Blocks count themselves done on 32 lanes; 70 blocks fill every lane, some twice."""
+    from tensorplay._random import generator
+    from tensorplay.kernels import random as rnd
+
+    tp.manual_seed(99)
+    state = generator.state()
+    for blocks in (70, 3):
+        out = tp.empty(blocks)
+        offset = int(state[1].item())
+        tp.cuda.launch(rnd.uniform, blocks, 1, out, state, np.float64(np.nextafter(np.float32(1), np.float32(0))))
+        np.testing.assert_array_equal(out.numpy(), uniform_model(99, offset, blocks))
+        after = state.numpy()
+        assert after[1] == offset + blocks
+        assert not after[2:].any(), f"block counts left behind: {after[2:]}"
+
+
 def test_seeds_of_64_bits():
     tp.manual_seed(2**64 - 1)
     np.testing.assert_array_equal(tp.rand(8).numpy(), uniform_model(2**64 - 1, 0, 8))

@@ -54,13 +54,15 @@ class KernelNode:
     """
 
     __slots__ = (
-        "index", "kernel", "where", "grid", "block", "_graph", "_capture", "_node", "_origin", "_launcher", "_plan",
+        "index", "kernel", "where", "grid", "block",
+        "_graph", "_capture", "_node", "_origin", "_launcher", "_plan", "_setter",
     )  # fmt: skip
 
     def __init__(self, graph, capture: int, index: int, record: tuple, origin) -> None:
         self._node, self._launcher, self.grid, self.block, self.where = record
         self._origin = origin  # the same node in the graph the executable was instantiated from
         self._plan = None  # what set_args takes, made at its first call
+        self._setter = None  # the backend's setter of this node, from its first call
         self.kernel = self._launcher.name
         self._graph, self._capture, self.index = graph, capture, index
 
@@ -90,6 +92,18 @@ class KernelNodes:
         ]
 
     def _set_node_args(self, node: KernelNode, args: tuple) -> None:
+        setter = node._setter
+        if setter is None or node._capture != self._captures or self._stream is not None:
+            setter = node._setter = self._node_setter(node)  # checks the node first
+        setter(node._launcher.pack(coerce(node._plan, args, node.kernel)))
+        self._held[node.index] = args  # the tensors themselves, kept alive
+        if self._stager is not None:  # its staged copy launches the old arguments
+            release_after_captures(self._stager.release)
+            self._stager = None
+
+    def _node_setter(self, node: KernelNode):
+        """The function that sets ``node``'s packed parameters on the executable,
+        once the node is known to be of the graph's current capture."""
         if node._graph is not self or node._capture != self._captures or self._exec is None:
             raise RuntimeError(
                 f"{node!r} belongs to an earlier capture of this graph (it was captured again, updated or "
@@ -103,20 +117,14 @@ class KernelNodes:
                 "the capture it was instantiated from, so its nodes cannot be told apart; reset() and capture "
                 "it anew to change a node's arguments"
             )
-        launcher = node._launcher
         if node._plan is None:
-            node._plan = arg_plan(launcher.argtypes)
-        params = coerce(node._plan, args, node.kernel)
+            node._plan = arg_plan(node._launcher.argtypes)
         setter = self._setters.get(node.index)
         if setter is None:
-            setter = get_backend().kernel_node_setter(
-                self._exec, node._origin, self._graph, node._node, launcher, node.grid, node.block
+            setter = self._setters[node.index] = get_backend().kernel_node_setter(
+                self._exec, node._origin, self._graph, node._node, node._launcher, node.grid, node.block
             )
-        setter(launcher.pack(params))
-        self._setters[node.index], self._held[node.index] = setter, args  # the tensors themselves, kept alive
-        if self._stager is not None:  # its staged copy launches the old arguments
-            release_after_captures(self._stager.release)
-            self._stager = None
+        return setter
 
     def _sync_template(self) -> None:
         """Give the captured graph the arguments set on its nodes (before it is cloned or drawn)."""

@@ -3,12 +3,14 @@
 The hash is SplitMix64's finaliser, so the numbers need no per-thread state and
 are the same on the GPU and on the simulator, whatever the launch shape.
 
-The generator's state lives on the device, in a 3-element int64 array
-``state``: the seed, the offset of the next draw, and a count of the blocks of
-the current draw that are done. Each draw reads the seed and its offset there,
-and the last of its blocks to finish moves the offset past the numbers it used
-(``_advance``), so that a draw captured in a graph, or in a while node's body,
-takes fresh numbers at every replay and every pass without the host.
+The generator's state lives on the device, in an int64 array ``state``: the
+seed, the offset of the next draw, then counts of the blocks of the current
+draw that are done (``STATE_SIZE`` values in all; only the first two are the
+generator's state proper, the counts are back at 0 between draws). Each draw
+reads the seed and its offset there, and the last of its blocks to finish
+moves the offset past the numbers it used (``_advance``), so that a draw
+captured in a graph, or in a while node's body, takes fresh numbers at every
+replay and every pass without the host.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ import math
 import numpy as np
 from numba import cuda
 
-__all__ = ["dropout", "normal", "seed_state", "uniform"]
+__all__ = ["STATE_SIZE", "dropout", "normal", "seed_state", "uniform"]
+
+# Blocks count themselves done on one of _LANES counters (state[3:]), and the
+# last of each lane on state[2]: atomics on one address serialise, and 1024
+# blocks counting on one cost about 1 us on an H200.
+_LANES = 32
+STATE_SIZE = 3 + _LANES
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -44,23 +52,30 @@ def _unit(seed, counter):
 @cuda.jit(device=True, inline=True)
 def _advance(state, base, used):
     """Called by every thread once it has drawn: the last block to get here
-    moves the offset from ``base`` past the ``used`` numbers. Every block read
-    ``base`` before counting itself done, so none reads the new offset."""
+    moves the offset from ``base`` past the ``used`` numbers. A block counts
+    itself done on its lane's counter, and the last of a lane on ``state[2]``;
+    each last one sets its counter back to 0. No fence is needed before the
+    count: a thread that draws has used ``base`` before the barrier, and one
+    that does not never reads it again (but the writer itself, after its own
+    load of it)."""
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:
-        cuda.threadfence()
-        if cuda.atomic.add(state, 2, 1) == cuda.gridDim.x - 1:
-            state[1] = base + used
-            state[2] = 0
+        blocks, lane = cuda.gridDim.x, cuda.blockIdx.x % _LANES
+        in_lane = (blocks - lane + _LANES - 1) // _LANES
+        if cuda.atomic.add(state, 3 + lane, 1) == in_lane - 1:
+            state[3 + lane] = 0
+            if cuda.atomic.add(state, 2, 1) == min(blocks, _LANES) - 1:
+                state[1] = base + used
+                state[2] = 0
 
 
 @cuda.jit
 def seed_state(state, seed):
-    """``tp.manual_seed``: the seed (its 64 bits as an int64), offset 0."""
+    """``tp.manual_seed``: the seed (its 64 bits as an int64), offset 0, no block counted."""
     if cuda.grid(1) == 0:
         state[0] = seed
-        state[1] = 0
-        state[2] = 0
+        for i in range(1, state.size):
+            state[i] = 0
 
 
 @cuda.jit
@@ -94,16 +109,18 @@ def normal(out, state):
 
 
 @cuda.jit
-def dropout(out, keep, x, state, p, scale):
-    """``out = x * scale`` where a uniform draw is ``>= p`` (``keep``), else 0:
-    the draw, the mask and the scaling in one pass (``nn.functional.dropout``)."""
+def dropout(out, keep, x, state, p, scale, store_mask):
+    """``out = x * scale`` where a uniform draw is ``>= p`` (``keep``, stored
+    when ``store_mask``: for the gradient), else 0: the draw, the mask and the
+    scaling in one pass (``nn.functional.dropout``)."""
     seed, base = np.uint64(state[0]), state[1]
     i = cuda.grid(1)
     step = cuda.gridsize(1)
     n = out.size
     while i < n:
         k = _unit(seed, np.uint64(base + i)) >= p
-        keep[i] = k
+        if store_mask:
+            keep[i] = k
         out[i] = x[i] * scale if k else 0
         i += step
     _advance(state, base, n)
