@@ -3,6 +3,8 @@ kind repeated in one graph, replayed, time per node (or per pass)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 import tensorplay as tp
 from benchmarks.conditional import _per_iteration_us, _timed, count_down, count_down_and_set
 
@@ -18,6 +20,13 @@ def _graph(build, nodes: int):
         for _ in range(nodes):
             build(g)
     return g
+
+
+@tp.jit
+def _case_from(handle, index):
+    """The user's own kernel choosing a switch's case (here from a tensor, as the library's setter does)."""
+    if tp.cuda.grid(1) == 0:
+        tp.cuda.set_conditional(handle, np.uint32(index[0]))
 
 
 def branches(rows: list, progress) -> None:
@@ -48,11 +57,21 @@ def branches(rows: list, progress) -> None:
                     cases.next()
                 x.add_(float(case))
 
+    def user_switch(g):  # the node's handle set by a kernel of the user's, which does work of its own
+        handle = g.conditional_handle()
+        _case_from[1, 1](handle, index)
+        with g.switch_(handle, 4) as cases:
+            for case in range(4):
+                if case:
+                    cases.next()
+                x.add_(float(case))
+
     def single_if(g):
         with g.if_(flag):
             x.add_(2.0)
 
-    times = {name: _per_node_us(_graph(build, nodes), nodes) for name, build in [("switch", switch), ("if", single_if)]}
+    builds = [("switch", switch), ("user switch", user_switch), ("if", single_if)]
+    times = {name: _per_node_us(_graph(build, nodes), nodes) for name, build in builds}
     for taken in (True, False):
         flag.fill_(taken)
         times[f"if_else {taken}"] = _per_node_us(_graph(if_else, nodes), nodes)
@@ -78,6 +97,17 @@ def branches(rows: list, progress) -> None:
             "tensorplay": times["switch"],
             "driver": times["if"],
             "target": f"<= 1.1x an if node ({times['switch'] / times['if']:.2f}x here)",
+        }
+    )
+    rows.append(
+        {
+            "name": "switch node over 4 cases set by the user's kernel (g.conditional_handle), replay GPU us per "
+            "node and kernel (driver column: one if node and its flag kernel)",
+            "unit": "us",
+            "lower_is_better": True,
+            "tensorplay": times["user switch"],
+            "driver": times["if"],
+            "target": f"<= 1.1x an if node ({times['user switch'] / times['if']:.2f}x here)",
         }
     )
     progress.step("if/else and switch")

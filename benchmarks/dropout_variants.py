@@ -2,9 +2,9 @@
 graphed dropout's extra microseconds go.
 
 Each variant is launched 20 times inside one graph, and a replay's GPU time is
-divided by 20. The variants leave out one part of the library's kernel at a
-time (the fence before the block count, the mask store) or change its launch
-shape, so the differences place the cost.
+divided by 20. The variants change one part of the library's kernel at a time
+(the blocks counted on one address after a fence, as before; no generator
+state moved at all; the mask stored or not), so the differences place the cost.
 
     python3 benchmarks/dropout_variants.py        (needs a GPU)
 """
@@ -29,43 +29,33 @@ LAUNCHES = 20
 
 
 @cuda.jit(device=True, inline=True)
-def _advance_unfenced(state, base, used):
+def _advance_one_counter(state, base, used):
+    """The earlier design: a fence, then every block counting on one address."""
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:
+        cuda.threadfence()
         if cuda.atomic.add(state, 2, 1) == cuda.gridDim.x - 1:
             state[1] = base + used
             state[2] = 0
 
 
 @cuda.jit
-def dropout_unfenced(out, keep, x, state, p, scale):
+def dropout_one_counter(out, keep, x, state, p, scale, store_mask):
     seed, base = np.uint64(state[0]), state[1]
     i = cuda.grid(1)
     step = cuda.gridsize(1)
     n = out.size
     while i < n:
         k = rnd._unit(seed, np.uint64(base + i)) >= p
-        keep[i] = k
+        if store_mask:
+            keep[i] = k
         out[i] = x[i] * scale if k else 0
         i += step
-    _advance_unfenced(state, base, n)
+    _advance_one_counter(state, base, n)
 
 
 @cuda.jit
-def dropout_no_mask(out, keep, x, state, p, scale):
-    seed, base = np.uint64(state[0]), state[1]
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    n = out.size
-    while i < n:
-        k = rnd._unit(seed, np.uint64(base + i)) >= p
-        out[i] = x[i] * scale if k else 0
-        i += step
-    rnd._advance(state, base, n)
-
-
-@cuda.jit
-def dropout_no_state(out, keep, x, state, p, scale):
+def dropout_no_state(out, keep, x, state, p, scale, store_mask):
     """No generator state moved: what the hash and the stores cost alone."""
     seed, base = np.uint64(state[0]), state[1]
     i = cuda.grid(1)
@@ -73,7 +63,8 @@ def dropout_no_state(out, keep, x, state, p, scale):
     n = out.size
     while i < n:
         k = rnd._unit(seed, np.uint64(base + i)) >= p
-        keep[i] = k
+        if store_mask:
+            keep[i] = k
         out[i] = x[i] * scale if k else 0
         i += step
 
@@ -97,22 +88,29 @@ def _per_launch_us(launch_once) -> float:
     return device_ms(lambda: g.replay(s), *tp_events(s), s.synchronize, n=20, warmup=3, batch=5) * 1e3 / LAUNCHES
 
 
+def _table(n: int) -> dict:
+    x = tp.randn(n)
+    out, keep, mask = tp.empty(n), tp.empty(n, dtype=tp.bool), (tp.rand(n) >= 0.1) * (1 / 0.9)
+    state = generator.state()
+    rows = {
+        "F.dropout, no gradient (library)": _per_launch_us(lambda: tp.nn.functional.dropout(x, 0.1)),
+        "x * fixed mask (library op)": _per_launch_us(lambda: x * mask),
+        "scale_by kernel, default grid": _per_launch_us(lambda: tp.cuda.launch(scale_by, *grid_1d(n), out, x, mask)),
+    }
+    kernels = (("library", rnd.dropout), ("one counter, fenced", dropout_one_counter), ("no state", dropout_no_state))
+    for name, kernel in kernels:
+        for store in (True, False):
+            args = (out, keep, x, state, 0.1, 1 / 0.9, store)
+            label = f"{name}, {'mask stored' if store else 'no mask'}"
+            rows[label] = _per_launch_us(lambda k=kernel, a=args: tp.cuda.launch(k, *grid_1d(n), *a))
+    return rows
+
+
 def main() -> None:
     if tp.cuda.backend() != "cuda":
         sys.exit("dropout_variants.py times kernels: run it on a GPU (TENSORPLAY_BACKEND=cuda)")
     for n in (256 * 1024, 4 << 20):
-        x = tp.randn(n)
-        out, keep, mask = tp.empty(n), tp.empty(n, dtype=tp.bool), (tp.rand(n) >= 0.1) * (1 / 0.9)
-        state = generator.state()
-        args = [out, keep, x, state, 0.1, 1 / 0.9]
-        rows = {}
-        rows["F.dropout (library kernel)"] = _per_launch_us(lambda: tp.nn.functional.dropout(x, 0.1))
-        rows["x * fixed mask (library op)"] = _per_launch_us(lambda: x * mask)
-        rows["scale_by kernel, default grid"] = _per_launch_us(lambda: tp.cuda.launch(scale_by, *grid_1d(n), out, x, mask))
-        for name, kernel in (("library", rnd.dropout), ("unfenced", dropout_unfenced),
-                             ("no mask store", dropout_no_mask), ("no state", dropout_no_state)):  # fmt: skip
-            for label, (grid, block) in (("default grid", grid_1d(n)), ("1 elem/thread", grid_1d(n * 4))):
-                rows[f"{name}, {label}"] = _per_launch_us(lambda k=kernel, gr=grid, bl=block: tp.cuda.launch(k, gr, bl, *args))
+        rows = _table(n)
         print(f"-- {n} float32 elements, GPU us per launch (default grid {grid_1d(n)})")
         for name, us in rows.items():
             print(f"{name:40} {us:8.2f}")

@@ -41,17 +41,25 @@ _ONE = ((1, 1, 1), (1, 1, 1))  # the launch shape of the setter kernels
 
 class Handle:
     """A conditional node's handle, accepted as a kernel argument wherever one is
-    (``tp.cuda.set_conditional(handle, value)`` inside your kernel)."""
+    (``tp.cuda.set_conditional(handle, value)`` inside your kernel).
 
-    __slots__ = ("conditional_handle",)
+    ``CUDAGraph.conditional_handle()`` makes one before its node, for your
+    kernels to set; ``owner`` then says where it may open a node (the graph,
+    its capture and the stream of the level it was made at) until one does."""
 
-    def __init__(self, handle: int) -> None:
+    __slots__ = ("conditional_handle", "owner")
+
+    def __init__(self, handle: int, owner: tuple | None = None) -> None:
         self.conditional_handle = np.uint64(handle)
+        self.owner = owner
 
     def __int__(self) -> int:
         return int(self.conditional_handle)
 
     __index__ = __int__
+
+    def __repr__(self) -> str:
+        return f"<tensorplay.cuda.{type(self).__name__} handle={int(self):#x}>"
 
 
 class Loop(Handle):
@@ -117,7 +125,8 @@ class OpenNode:
 
     kind: str  # "if", "if_else", "switch" or "while"
     handle: int
-    pred: Tensor | None  # the flag (if, if/else, while), the index (switch), None (a do-while)
+    pred: Tensor | Handle | None  # the flag (if, if/else, while), the index (switch), None (a do-while),
+    # or a Handle your kernels set (if, if/else, switch)
     bodies: tuple  # the backend's body graphs
     body: Stream  # the stream capturing the current body
     previous: Stream  # the stream current before the node opened
@@ -136,6 +145,10 @@ def check_flag(pred) -> None:
 
 
 def check_switch(index, n) -> None:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"expected the number of switch cases as an int of at least 1, got {n!r}")
+    if isinstance(index, Handle):
+        return
     if not isinstance(index, Tensor):
         raise TypeError(
             f"expected a one-element int32 or int64 device tensor as switch index, got {type(index).__name__}"
@@ -144,8 +157,27 @@ def check_switch(index, n) -> None:
         raise TypeError(f"expected an int32 or int64 tensor as switch index, got {index.dtype}; convert with .long()")
     if index.numel() != 1:
         raise ValueError(f"expected a one-element switch index, got shape {index.shape}")
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"expected the number of switch cases as an int of at least 1, got {n!r}")
+
+
+def check_handle(handle: Handle, kind: str, owner: tuple) -> None:
+    """A handle from ``conditional_handle()`` may open one if, if/else or switch
+    node, at the level of the capture it was made at."""
+    if kind == "while":
+        raise TypeError(
+            "a while node takes a flag, or nothing for a do-while whose kernels set the loop's own handle "
+            "(with g.while_() as loop: ... tp.cuda.set_conditional(loop, 1)); not a handle made before it"
+        )
+    if handle.owner is None:
+        raise ValueError(
+            f"{handle!r} already belongs to a node; a handle drives one node: make another with g.conditional_handle()"
+        )
+    if handle.owner[:2] != owner[:2]:
+        raise ValueError(f"{handle!r} was made by another graph or an earlier capture; make it in this capture")
+    if handle.owner[2] is not owner[2]:
+        raise ValueError(
+            f"{handle!r} was made at another level of the capture (inside or outside a conditional body) than "
+            "this node; make it with g.conditional_handle() in the body where the node opens"
+        )
 
 
 def check_loop(pred, max_iters, unroll) -> None:
@@ -176,10 +208,13 @@ def open_node(
     pool. A loop with ``unroll`` k gets k - 1 more handles, for the if nodes
     around the copies of its body that ``close`` adds."""
     dev = get_backend()
-    handle = dev.conditional_handle(outer._h)
+    if isinstance(pred, Handle):  # made before the node, set by the user's kernels
+        handle, pred.owner = int(pred), None
+    else:
+        handle = dev.conditional_handle(outer._h)
+        _start(kind, handle, pred, size, loop, outer)
     if loop is not None:
         loop.conditional_handle = np.uint64(handle)
-    _start(kind, handle, pred, size, loop, outer)
     bodies = dev.conditional_add(outer._h, handle, kind, size)
     # An unrolled body is captured into a graph of its own, which close() copies
     # into the while body k times (the driver copies a plain graph, not a body).

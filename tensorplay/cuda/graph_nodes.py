@@ -15,7 +15,7 @@ from ..runtime.backend import get as get_backend
 from ..runtime.memory import allocator
 from ..runtime.streams import Stream
 from . import conditional
-from .conditional import Branch, Cases, Loop
+from .conditional import Branch, Cases, Handle, Loop
 
 __all__ = ["ConditionalNodes"]
 
@@ -25,9 +25,47 @@ class ConditionalNodes:
     ``capture_begin`` sets the state read here and whose ``_abort_capture``
     discards it)."""
 
+    def conditional_handle(self, default: int = 0) -> Handle:
+        """A handle for an if, if/else or switch node opened later at this point
+        of the capture (``begin_capture_to_switch_node(handle, n)``,
+        ``g.switch_(handle, n)``, ``g.if_(handle)``...), set by your own kernels
+        launched before it: ``tp.cuda.set_conditional(handle, value)``. Each
+        replay starts it at ``default`` (an if runs iff it is not 0; a switch
+        runs case ``value``, none when it is ``n`` or more). No kernel of
+        tensorplay's sets it, so the node costs no setter kernel.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import tensorplay as tp
+        >>> @tp.jit
+        ... def choose(handle, x):
+        ...     if tp.cuda.grid(1) == 0:
+        ...         tp.cuda.set_conditional(handle, np.uint32(1 if x[0] > 0 else 0))
+        >>> x = tp.tensor([5.0])
+        >>> g = tp.cuda.CUDAGraph()
+        >>> with tp.cuda.graph(g):
+        ...     case = g.conditional_handle()
+        ...     choose[1, 1](case, x)
+        ...     with g.switch_(case, 2) as cases:
+        ...         _ = x.mul_(-1.0)  # case 0: x <= 0
+        ...         cases.next()
+        ...         _ = x.sub_(1.0)  # case 1: x > 0
+        >>> g.replay()
+        >>> x.item()
+        4.0
+        """
+        if self._stream is None:
+            raise RuntimeError("conditional_handle() needs a capture in progress")
+        if isinstance(default, bool) or not isinstance(default, (int, np.integer)) or not 0 <= default < 1 << 32:
+            self._refuse(ValueError, f"expected the default as an int from 0 to 2**32 - 1, got {default!r}")
+        outer = self._level()
+        return Handle(get_backend().conditional_handle(outer._h, int(default)), self._owner(outer))
+
     def begin_capture_to_if_node(self, pred) -> None:
         """Capture what follows into the body of an if node, run at replay iff
-        ``pred`` (a one-element bool device tensor) is true at that point."""
+        ``pred`` (a one-element bool device tensor, or a handle from
+        ``conditional_handle()`` that your kernel set) is true at that point."""
         self._open_node("if", pred)
 
     def begin_capture_to_if_else_node(self, pred) -> None:
@@ -40,7 +78,8 @@ class ConditionalNodes:
         """Capture what follows into case 0 of a switch node of ``n`` cases (CUDA
         12.8 or newer): at replay it runs case ``index[0]`` (``index``: a
         one-element int32 or int64 device tensor), or none when it is outside
-        ``[0, n)``. Open the next case with ``begin_capture_to_next_conditional_body()``."""
+        ``[0, n)``; ``index`` may instead be a handle from ``conditional_handle()``
+        that your kernel set. Open the next case with ``begin_capture_to_next_conditional_body()``."""
         self._open_node("switch", index, n)
 
     def begin_capture_to_while_node(self, pred, max_iters: int | None = None, unroll: int = 1) -> Loop:
@@ -202,9 +241,12 @@ class ConditionalNodes:
                 f"a {kind.replace('_', '/')} node inside a while loop with unroll > 1: the driver does not copy "
                 "conditional nodes, so an unrolled body holds none; use unroll=1 for this loop",
             )
+        outer = self._level()
+        if isinstance(pred, Handle):
+            self._checked(conditional.check_handle, pred, kind, self._owner(outer))
         if kind == "switch":
             self._checked(conditional.check_switch, pred, n)
-        elif pred is not None or kind != "while":
+        elif (pred is not None or kind != "while") and not isinstance(pred, Handle):
             self._checked(conditional.check_flag, pred)
         loop = None
         if kind == "while":
@@ -214,12 +256,18 @@ class ConditionalNodes:
         missing = get_backend().conditional_support(kind)
         if missing:
             self._refuse(RuntimeError, missing)
-        outer = self._open[-1].body if self._open else self._stream
         size = conditional.body_count(kind, n)
         self._open.append(conditional.open_node(outer, kind, pred, size, self._mode, self._route, loop, unroll))
         if loop is not None:
             self._loops.append(loop)
         return loop
+
+    def _level(self) -> Stream:
+        """The stream capturing at this point: the innermost open body's, or the capture's."""
+        return self._open[-1].body if self._open else self._stream
+
+    def _owner(self, level: Stream) -> tuple:
+        return (id(self), self._captures, level)
 
     def _route(self, body: Stream) -> None:
         """Send the allocations of a conditional body's stream to this capture's pool."""

@@ -98,6 +98,118 @@ def test_switch_of_one_case_and_a_user_kernel_reading_the_handle():
     assert x.item() == 1.0
 
 
+@tp.jit
+def _pick_case(handle, x, n):
+    """Sets the switch's value from x[0] on the device: case x[0] mod n."""
+    if tp.cuda.grid(1) == 0:
+        tp.cuda.set_conditional(handle, np.uint32(int(x[0]) % n))
+
+
+def test_a_switch_set_by_your_own_kernel_runs_the_case_it_chose():
+    x, out = tp.tensor([0.0]), tp.zeros(3)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        case = g.conditional_handle()
+        _pick_case[1, 1](case, x, 3)
+        with g.switch_(case, 3) as cases:
+            for i in range(3):
+                out[i : i + 1].add_(1.0)
+                if i < 2:
+                    cases.next()
+        x.add_(1.0)
+    expect = np.zeros(3)
+    for step in range(7):  # the host's model: case step % 3 runs
+        g.replay()
+        expect[step % 3] += 1
+    np.testing.assert_array_equal(out.numpy(), expect)
+    assert repr(case).startswith("<tensorplay.cuda.Handle handle=0x")
+
+
+@tp.jit
+def _set_if_positive(handle, x):
+    if tp.cuda.grid(1) == 0 and x[0] > 0:
+        tp.cuda.set_conditional(handle, np.uint32(1))
+
+
+@pytest.mark.parametrize("default", [0, 1])
+def test_a_handle_starts_each_replay_at_its_default(default):
+    """The kernel sets the handle only when x > 0; otherwise the node sees the default, at every replay."""
+    x, hits = tp.tensor([1.0]), tp.zeros(1)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        flag = g.conditional_handle(default=default)
+        _set_if_positive[1, 1](flag, x)
+        with g.if_else(flag) as branch:
+            hits.add_(1.0)
+            branch.else_()
+            hits.add_(100.0)
+    g.replay()  # x > 0: then-body
+    x.fill_(-1.0)
+    g.replay()  # the kernel sets nothing: the default decides, not the last replay's 1
+    assert hits.item() == (2.0 if default else 101.0)
+
+
+def test_a_handle_inside_a_while_body_picks_a_case_per_pass():
+    x, total, go = tp.tensor([0.0]), tp.zeros(1), tp.tensor([True])
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(go, max_iters=5) as loop:
+            case = g.conditional_handle()
+            _pick_case[1, 1](case, x, 2)
+            with g.switch_(case, 2) as cases:
+                total.add_(1.0)
+                cases.next()
+                total.add_(10.0)
+            x.add_(1.0)
+    g.replay()
+    assert loop.iterations.item() == 5 and loop.hit_limit
+    assert total.item() == 1 + 10 + 1 + 10 + 1
+
+
+@pytest.mark.parametrize(
+    "misuse, err, msg",
+    [
+        ("twice", ValueError, "already belongs to a node"),
+        ("level", ValueError, "another level of the capture"),
+        ("while", TypeError, "while node takes a flag"),
+        ("default", ValueError, "default as an int"),
+    ],
+)
+def test_misused_handles_are_refused_and_no_capture_is_left(misuse, err, msg):
+    x, flag = tp.zeros(1), tp.tensor([True])
+    g = tp.cuda.CUDAGraph()
+    g.capture_begin()
+    with pytest.raises(err, match=msg + ".*the capture was discarded"):
+        if misuse == "default":
+            g.conditional_handle(default=-1)
+        handle = g.conditional_handle()
+        if misuse == "twice":
+            g.begin_capture_to_if_node(handle)
+            x.add_(1.0)
+            g.end_capture_to_conditional_node()
+            g.begin_capture_to_if_node(handle)
+        elif misuse == "level":
+            g.begin_capture_to_if_node(flag)
+            g.begin_capture_to_switch_node(handle, 2)
+        else:
+            g.begin_capture_to_while_node(handle)
+    _no_capture_left()
+    _still_usable()
+
+
+def test_a_handle_of_an_earlier_capture_is_refused():
+    g, x = tp.cuda.CUDAGraph(), tp.zeros(1)
+    with tp.cuda.graph(g):
+        old = g.conditional_handle()
+    g.reset()
+    with pytest.raises(ValueError, match="earlier capture"):
+        with tp.cuda.graph(g):
+            with g.if_(old):
+                x.add_(1.0)
+    _no_capture_left()
+    _still_usable()
+
+
 # -- while: cap and counter ----------------------------------------------------------------------
 
 

@@ -386,9 +386,9 @@ class DriverBackend:
             self._setter = cuda.declare_device("tp_set_conditional", "int32(uint64, uint32)", link=links, abi="c")
         return self._setter
 
-    def conditional_handle(self, stream) -> int:
+    def conditional_handle(self, stream, default: int = 0) -> int:
         _, _, graph, *_ = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(stream))
-        return self.conditional_handle_in(graph)
+        return self.conditional_handle_in(graph, default)
 
     def conditional_add(self, stream, handle: int, kind: str, size: int) -> tuple:
         """Add a conditional node of ``kind`` with ``size`` bodies after the
@@ -425,9 +425,9 @@ class DriverBackend:
             raise
         return body_stream
 
-    def conditional_handle_in(self, graph) -> int:
-        """A conditional handle created in ``graph`` (a body graph, not being captured)."""
-        created = drv.cuGraphConditionalHandleCreate(graph, self.ctx, 0, drv.CU_GRAPH_COND_ASSIGN_DEFAULT)
+    def conditional_handle_in(self, graph, default: int = 0) -> int:
+        """A conditional handle created in ``graph``, set to ``default`` at each launch of it."""
+        created = drv.cuGraphConditionalHandleCreate(graph, self.ctx, default, drv.CU_GRAPH_COND_ASSIGN_DEFAULT)
         return int(check("cuGraphConditionalHandleCreate", created))
 
     def graph_create(self):

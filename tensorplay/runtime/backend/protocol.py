@@ -125,14 +125,16 @@ class Graphs(Protocol):
     def conditional_support(self, kind: str = "if") -> str | None:
         """None when conditional nodes of ``kind`` (see ``CONDITIONAL_DRIVER``) work here, else why not."""
 
-    def conditional_handle(self, stream: Any) -> int: ...
+    def conditional_handle(self, stream: Any, default: int = 0) -> int:
+        """A conditional handle in the graph ``stream`` captures into, set to ``default`` at each of its launches."""
+
     def conditional_add(self, stream: Any, handle: int, kind: str, size: int) -> tuple:
         """Add a conditional node with ``size`` bodies after the stream's work; its body graphs."""
 
     def conditional_body_capture(self, body: Any, mode: str) -> Any:
         """A new stream capturing into a conditional node's body graph."""
 
-    def conditional_handle_in(self, graph: Any) -> int:
+    def conditional_handle_in(self, graph: Any, default: int = 0) -> int:
         """A conditional handle created in a body graph that is not being captured."""
 
     def graph_create(self) -> Any: ...

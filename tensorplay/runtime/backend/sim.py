@@ -445,10 +445,10 @@ class SimBackend:
             self._setter = self._numba_cuda.jit(device=True)(set_conditional)
         return self._setter
 
-    def conditional_handle(self, stream) -> int:
+    def conditional_handle(self, stream, default: int = 0) -> int:
         if stream.capture is None:
             raise _fail("cuGraphConditionalHandleCreate", "CUDA_ERROR_ILLEGAL_STATE", CudaError)
-        return self.conditional_handle_in(stream.capture.graph)
+        return self.conditional_handle_in(stream.capture.graph, default)
 
     def conditional_add(self, stream, handle: int, kind: str, size: int) -> tuple:
         """Add a conditional node with ``size`` bodies after the stream's work; return its body graphs."""
@@ -470,10 +470,11 @@ class SimBackend:
         self._captures.append(capture)
         return body_stream
 
-    def conditional_handle_in(self, graph: SimGraph) -> int:
+    def conditional_handle_in(self, graph: SimGraph, default: int = 0) -> int:
         handle = next(_HANDLES)
-        _CONDITIONS[handle] = SimCondition("if", ())
+        _CONDITIONS[handle] = cond = SimCondition("if", (), value=default, default=default)
         graph.handles.append(handle)  # freed with the graph, as the driver's
+        graph.conditions.append(cond)  # set to their defaults at each launch of the graph
         return handle
 
     def graph_create(self) -> SimGraph:
@@ -493,6 +494,7 @@ class SimBackend:
             cond.bodies[0].add("graph", SimGraphExec(copy).run, "a copy of the loop body", ())
             last = (target.add("conditional", cond.run, f"if (handle {handle:#x})", last, cond.bodies),)
         target.handles.extend(copy.handles)
+        target.conditions.extend(copy.conditions)
 
     def conditional_end(self, body_stream) -> None:
         """End the capture into a conditional body."""

@@ -31,6 +31,7 @@ class SimGraph:
 
     nodes: list[SimNode] = field(default_factory=list)
     handles: list[int] = field(default_factory=list)  # conditional handles created in it
+    conditions: list = field(default_factory=list, repr=False)  # their SimConditions
     capture: Capture | None = field(default=None, repr=False, compare=False)  # a body's: the capture holding its node
     _ids: itertools.count = field(default_factory=lambda: itertools.count(0), repr=False)
 
@@ -85,9 +86,12 @@ class SimGraphExec:
     def __init__(self, graph: SimGraph) -> None:
         self.origin = graph  # the graph instantiated (an update leaves it)
         self._runs = [n.run for n in graph.nodes]
+        self._conditions = list(graph.conditions)
         self._shape = _topology(graph)
 
     def run(self) -> None:
+        for cond in self._conditions:  # the driver's CU_GRAPH_COND_ASSIGN_DEFAULT, at each launch
+            cond.value = cond.default
         for run in self._runs:
             run()
 
@@ -101,6 +105,7 @@ class SimGraphExec:
         if [k for k, _, _ in shape] != [k for k, _, _ in self._shape]:
             return "a node's type changed"
         self._runs = [n.run for n in graph.nodes]
+        self._conditions = list(graph.conditions)
         return None
 
     def set_run(self, node: int, run) -> None:
@@ -142,6 +147,7 @@ class SimCondition:
     kind: str  # "if", "if_else", "switch" or "while"
     bodies: tuple[SimGraph, ...]
     value: int = 0
+    default: int = 0  # the value at each launch of the graph the handle was made in
     _execs: list | None = None
 
     def run(self) -> None:
