@@ -65,7 +65,7 @@ def _scale_into(out, x, factor):
 
 def _set_args_rows(row, drv, sync) -> None:
     """``node.set_args`` and what it is made of, down to the bare driver call."""
-    from tensorplay.cuda.kernel_nodes import coerce
+    from tensorplay.cuda.kernel_nodes import pack_args
 
     n = 1 << 16
     x, y, out = tp.ones(n), tp.zeros(n), tp.empty(n)
@@ -77,10 +77,8 @@ def _set_args_rows(row, drv, sync) -> None:
     setter = g._setters[node.index]
     row("tensorplay node.set_args (3 arguments)", host_us(lambda: node.set_args(out, y, 2.0), sync))
     args = (out, y, 2.0)
-    row("  checking the arguments (coerce)", host_us(lambda: coerce(node._plan, args, "k"), sync))
-    params = coerce(node._plan, args, "k")
-    row("  packing them (launcher.pack)", host_us(lambda: node._launcher.pack(params), sync))
-    packed = node._launcher.pack(params)
+    row("  checking and packing the arguments", host_us(lambda: pack_args(node._plan, args, "k"), sync))
+    packed = pack_args(node._plan, args, "k")
     row("  the setter with packed bytes", host_us(lambda: setter(packed), sync))
     exec_, exec_node, kp = setter._exec, setter._exec_node, setter._kn.params
     row("cuGraphExecKernelNodeSetParams, cuda.bindings",

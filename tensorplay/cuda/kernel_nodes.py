@@ -26,6 +26,7 @@ import numpy as np
 
 from .._tensor import TENSOR_TYPES
 from ..runtime.backend import get as get_backend
+from ..runtime.backend.params import scalar_struct
 from ..runtime.capture import release_after_captures
 
 __all__ = ["GraphUpdate", "KernelNode", "KernelNodes"]
@@ -95,7 +96,7 @@ class KernelNodes:
         setter = node._setter
         if setter is None or node._capture != self._captures or self._stream is not None:
             setter = node._setter = self._node_setter(node)  # checks the node first
-        setter(node._launcher.pack(coerce(node._plan, args, node.kernel)))
+        setter(pack_args(node._plan, args, node.kernel))
         self._held[node.index] = args  # the tensors themselves, kept alive
         if self._stager is not None:  # its staged copy launches the old arguments
             release_after_captures(self._stager.release)
@@ -154,35 +155,39 @@ class KernelNodes:
 
 
 def arg_plan(argtypes) -> list[tuple]:
-    """Per parameter of a captured launch: (dtype name, ndim, C-contiguous) of
-    an array, or (None, NumPy scalar type, type name) of a number."""
+    """Per parameter of a captured launch: (dtype name, ndim, C-contiguous,
+    None) of an array, or (None, NumPy scalar type, type name, packing) of a
+    number (Numba's parameter layout: ``runtime/backend/params.py``)."""
     from numba.cuda import types
     from numba.cuda.np.numpy_support import as_dtype
 
     plan = []
     for ty in argtypes:
         if isinstance(ty, types.Array):
-            plan.append((as_dtype(ty.dtype).name, ty.ndim, ty.layout == "C"))
+            plan.append((as_dtype(ty.dtype).name, ty.ndim, ty.layout == "C", None))
         else:
             dtype = np.dtype(np.bool_) if ty == types.boolean else as_dtype(ty)
-            plan.append((None, dtype.type, dtype.name))
+            plan.append((None, dtype.type, dtype.name, scalar_struct(dtype).pack))
     return plan
 
 
-def coerce(plan: list, args: tuple, name: str) -> list:
-    """``args`` as the captured launch's parameters, or a TypeError that says which."""
+def pack_args(plan: list, args: tuple, name: str) -> bytes:
+    """``args`` packed as the captured launch's parameters, or a TypeError that
+    says which argument does not fit (one pass: this is ``set_args``'s host time)."""
     if len(args) != len(plan):
         raise TypeError(f"{name} takes {len(plan)} arguments as captured; set_args got {len(args)}")
-    out = list(args)
-    for i, (want, ndim, contig) in enumerate(plan):
+    parts = []
+    for i, (want, ndim, contig, pack) in enumerate(plan):
         a = args[i]
         if want is None:  # a number: ndim is its NumPy type, contig its name
             if type(a) not in _NUMBERS and not isinstance(a, (int, float, np.generic)):
                 raise TypeError(f"argument {i} of {name} was captured as a number ({contig}); got {type(a).__name__}")
-            out[i] = ndim(a)
-        elif type(a) not in TENSOR_TYPES or a.dtype.name != want or len(a.shape) != ndim or (contig and not a._contig):
-            out[i] = _array(a, i, want, ndim, contig, name)  # not a tensor as captured: a view of one, or an error
-    return out
+            parts.append(pack(ndim(a)))
+        elif type(a) in TENSOR_TYPES and a.dtype.name == want and len(a.shape) == ndim and (a._contig or not contig):
+            parts.append(a._kbytes)
+        else:  # not a tensor as captured: a view of one, or an error
+            parts.append(_array(a, i, want, ndim, contig, name)._kbytes)
+    return b"".join(parts)
 
 
 _NUMBERS = (float, int, bool)
