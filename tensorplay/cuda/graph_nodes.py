@@ -60,7 +60,9 @@ class ConditionalNodes:
         if isinstance(default, bool) or not isinstance(default, (int, np.integer)) or not 0 <= default < 1 << 32:
             self._refuse(ValueError, f"expected the default as an int from 0 to 2**32 - 1, got {default!r}")
         outer = self._level()
-        return Handle(get_backend().conditional_handle(outer._h, int(default)), self._owner(outer))
+        handle = Handle(get_backend().conditional_handle(outer._h, int(default)), self._owner(outer))
+        self._handles.append(handle)
+        return handle
 
     def begin_capture_to_if_node(self, pred) -> None:
         """Capture what follows into the body of an if node, run at replay iff

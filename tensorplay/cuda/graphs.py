@@ -150,6 +150,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
         self._setters: dict = {}  # node index -> what set_args changed it with
         self._held: dict = {}  # node index -> the arguments set_args gave it, kept alive
         self._captures = 0  # captures so far: nodes() of an earlier one are void
+        self._handles: list = []  # the handles conditional_handle() made in the capture in progress
         self._updating: list | None = None  # during a capture with update=True: the loops of the graph held
         # The graph the executable was instantiated from and its launches: the
         # driver edits an executable's nodes through that graph's node handles.
@@ -215,6 +216,8 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
         if updating:
             self._updating, self._loops = self._loops, []
         self._stream, self._pool, self._token, self._mode = s, pool, token, capture_error_mode
+        self._handles = []
+        self._captures += 1  # handles of an earlier capture, even one discarded, are refused
         if restore is not None:
             self._restore = restore
             set_stream(s)
@@ -236,6 +239,14 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
             raise RuntimeError(
                 f"capture_end() with {n} conditional node(s) still open; call "
                 "end_capture_to_conditional_node() for each begin_capture_to_*_node() (the capture was discarded)"
+            )
+        unused = [h for h in self._handles if h.owner is not None]
+        if unused:
+            self._abort_capture()
+            raise ValueError(
+                f"capture_end() with {len(unused)} handle(s) from conditional_handle() that no node took "
+                f"({', '.join(map(repr, unused))}); the driver cannot instantiate a graph holding an unused "
+                "handle: give each to an if, if/else or switch node, or do not make it (the capture was discarded)"
             )
         self._stream = None
         capture_state.end(s)

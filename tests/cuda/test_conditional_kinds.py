@@ -199,14 +199,29 @@ def test_misused_handles_are_refused_and_no_capture_is_left(misuse, err, msg):
 
 def test_a_handle_of_an_earlier_capture_is_refused():
     g, x = tp.cuda.CUDAGraph(), tp.zeros(1)
-    with tp.cuda.graph(g):
-        old = g.conditional_handle()
-    g.reset()
+    with pytest.raises(ZeroDivisionError):
+        with tp.cuda.graph(g):
+            old = g.conditional_handle()
+            1 / 0
     with pytest.raises(ValueError, match="earlier capture"):
         with tp.cuda.graph(g):
             with g.if_(old):
                 x.add_(1.0)
     _no_capture_left()
+    _still_usable()
+
+
+def test_a_handle_no_node_took_is_refused_at_capture_end():
+    g, x = tp.cuda.CUDAGraph(), tp.zeros(1)
+    with pytest.raises(ValueError, match="1 handle.*that no node took"):
+        with tp.cuda.graph(g):
+            g.conditional_handle()
+            x.add_(1.0)
+    _no_capture_left()
+    with tp.cuda.graph(g):  # the graph was left empty: it captures again
+        x.add_(1.0)
+    g.replay()
+    assert x.item() == 1.0
     _still_usable()
 
 
