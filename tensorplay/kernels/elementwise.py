@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda
 
-from ._target import IEEE_MATH
+from ._target import IEEE_MATH, INTRINSICS
+from ._vector import address, load4, store4
 
 __all__ = ["MAXDIM", "OPS", "Op", "kernel"]
 
@@ -232,7 +233,7 @@ _FLAT = """
 def {name}(out, {params}):
     i = u64(cuda.grid(1))
     step = u64(cuda.gridsize(1))
-    n = u64(out.size)
+    n = u64(out.size){vector}
     j1 = i + step
     j2 = j1 + step
     j3 = j2 + step
@@ -253,6 +254,19 @@ def {name}(out, {params}):
         out[i] = f({loads_i})
         i += step
 """
+
+# On the GPU, where every array is 16-byte aligned (a fresh allocation is; a
+# view at an offset may not be), four elements a thread first go through one
+# vector load per array and one vector store (kernels/_vector.py); the loop
+# above then takes the last n % 4 elements (or all of them, unaligned).
+_FLAT_VECTOR = """
+    if ({addresses}) & u64(15) == u64(0):
+        nv = n // u64(4)
+        while i < nv:
+{loads}
+            store4(out, i, {results})
+            i += step
+        i = nv * u64(4) + u64(cuda.grid(1))"""
 
 # One row per block row (threadIdx.y), shared by gridDim.y blocks when rows are
 # few and long: outer indices found once per row, then four elements per pass
@@ -343,11 +357,25 @@ def _split(var: str, dims: range, indent: str) -> str:
     return "\n".join([*lines, f"{indent}k{dims[0]} = r"])
 
 
-def _source(name: str, layout: str, params: list[str], loads) -> str:
+def _flat_vector(params: list[str], pattern: str) -> str:
+    """The flat kernel's vector loop: per array operand ``x``, ``x_0 .. x_3``."""
+    arrays = [p for p, kind in zip(params, pattern, strict=True) if kind == "a"]
+    loads = "\n".join(f"            {', '.join(f'{p}_{k}' for k in range(4))} = load4({p}, i)" for p in arrays)
+
+    def element(k: int) -> str:
+        args = (f"c({p}_{k})" if kind == "a" else p for p, kind in zip(params, pattern, strict=True))
+        return f"f({', '.join(args)})"
+
+    addresses = " | ".join(f"address({p})" for p in ["out", *arrays])
+    return _FLAT_VECTOR.format(addresses=addresses, loads=loads, results=", ".join(element(k) for k in range(4)))
+
+
+def _source(name: str, layout: str, params: list[str], pattern: str, loads) -> str:
     """The kernel's Python source for ``layout``; ``loads(index)`` gives the op's arguments."""
     if layout == "flat":
         indices = {f"loads_{j}": loads(j) for j in ("i", "j1", "j2", "j3")}
-        return _FLAT.format(name=name, params=", ".join(params), **indices)
+        vector = _flat_vector(params, pattern) if INTRINSICS else ""
+        return _FLAT.format(name=name, params=", ".join(params), vector=vector, **indices)
     if layout.startswith("transpose"):
         return _TRANSPOSE.format(name=name)
     ndim = int(layout[-1])
@@ -394,8 +422,9 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
         return ", ".join(f"c({p}[{index}])" if kind == "a" else p for p, kind in zip(params, pattern, strict=True))
 
     name = f"{op}_{pattern}_{layout}"
-    source = _source(name, layout, params, loads)
+    source = _source(name, layout, params, pattern, loads)
     namespace = {"cuda": cuda, "f": _op(op), "c": CASTS[cast], "u64": np.uint64}
+    namespace.update(address=address, load4=load4, store4=store4)
     if layout.startswith("transpose"):
         from numba.cuda.np.numpy_support import from_dtype
 

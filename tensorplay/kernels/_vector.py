@@ -1,0 +1,80 @@
+"""Four elements of an array in one memory instruction, for the flat kernels.
+
+``load4(a, i)`` reads elements ``4i .. 4i + 3`` of a contiguous 1-D array as one
+vector load (``ld.global.v4.f32`` for float32: one instruction where four
+scalar loads take four) and returns them as a tuple; ``store4(a, i, v0, v1,
+v2, v3)`` writes them back in one store, each value converted to the array's
+dtype as ``a[k] = v`` converts it. The vector must be aligned to its size
+(up to 16 bytes): ``address(a)`` gives the data pointer so that a kernel can
+check it first. The GPU only: on the simulator (no ``@intrinsic`` lowering)
+the flat kernels do not use them.
+
+This module must not import the rest of tensorplay (the GPU compile check
+loads the kernel modules on their own).
+"""
+
+from __future__ import annotations
+
+from ._target import INTRINSICS
+
+__all__ = ["address", "load4", "store4"]
+
+address = load4 = store4 = None  # the simulator's flat kernels do without
+
+if INTRINSICS:
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def _vector_pointer(context, builder, aryty, ary, index, index_type):
+        """A pointer to the ``index``-th group of four elements, and its alignment."""
+        data = context.make_array(aryty)(context, builder, value=ary).data
+        vty = ir.VectorType(context.get_data_type(aryty.dtype), 4)
+        at = context.cast(builder, index, index_type, types.intp)
+        align = min(16, 4 * context.get_abi_sizeof(context.get_data_type(aryty.dtype)))
+        return builder.gep(builder.bitcast(data, vty.as_pointer()), [at]), align
+
+    @intrinsic
+    def address(typingctx, ary):
+        """The address of the array's first element, as a uint64."""
+        if not isinstance(ary, types.Array):
+            return None
+
+        def codegen(context, builder, sig, args):
+            data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
+            return builder.ptrtoint(data, ir.IntType(64))
+
+        return types.uint64(ary), codegen
+
+    @intrinsic
+    def load4(typingctx, ary, index):
+        if not isinstance(ary, types.Array) or not isinstance(index, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            aryty = sig.args[0]
+            ptr, align = _vector_pointer(context, builder, aryty, args[0], args[1], sig.args[1])
+            vec = builder.load(ptr, align=align)
+            model = context.data_model_manager[aryty.dtype]
+            values = [model.from_data(builder, builder.extract_element(vec, ir.IntType(32)(k))) for k in range(4)]
+            return context.make_tuple(builder, sig.return_type, values)
+
+        return types.UniTuple(ary.dtype, 4)(ary, index), codegen
+
+    @intrinsic
+    def store4(typingctx, ary, index, v0, v1, v2, v3):
+        if not isinstance(ary, types.Array) or not isinstance(index, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            aryty = sig.args[0]
+            ptr, align = _vector_pointer(context, builder, aryty, args[0], args[1], sig.args[1])
+            model = context.data_model_manager[aryty.dtype]
+            vec = ir.Constant(ir.VectorType(context.get_data_type(aryty.dtype), 4), None)
+            for k in range(4):
+                value = context.cast(builder, args[2 + k], sig.args[2 + k], aryty.dtype)
+                vec = builder.insert_element(vec, model.as_data(builder, value), ir.IntType(32)(k))
+            builder.store(vec, ptr, align=align)
+            return context.get_dummy_value()
+
+        return types.void(ary, index, v0, v1, v2, v3), codegen
