@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 import numpy as np
 from cuda.bindings import driver as drv
+from numba.cuda.cudadrv.driver import Stream as NumbaStream
 
 from .driver_calls import _SUCCESS, _done, _wait_until_done, check, fail
 from .driver_staging import NodeSetter, StagedGraph, update_refusal
@@ -328,7 +329,14 @@ class DriverBackend:
     # -- kernels -------------------------------------------------------------
     @staticmethod
     def tensor_bases() -> tuple:
-        return ()  # Numba takes a tensor by its __cuda_array_interface__
+        return ()  # Numba takes a tensor through DLPack (its __dlpack__, with the launch's stream)
+
+    @staticmethod
+    def stream_bases() -> tuple:
+        """Numba's stream class: a plain launch on a tensorplay Stream
+        (``kernel[grid, block, stream]``) converts it by its ``handle``, the
+        CUstream, and launches there, so a capturing stream captures it."""
+        return (NumbaStream,)
 
     def launcher(self, dispatcher, argtypes) -> Launcher:
         # Numba compiles in a thread of its own: the exceptions its typing keeps
