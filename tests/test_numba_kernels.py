@@ -3,7 +3,9 @@
 Each kernel is launched both ways: Numba's, ``kernel[grid, block, stream](...)``
 with a tensorplay Stream, and tensorplay's, ``tp.cuda.launch(kernel, grid,
 block, ...)``; eagerly, in graphs replayed with new inputs, and in conditional
-bodies, against NumPy in float64.
+bodies, against NumPy in float64. Every kernel is launched once before a capture
+takes it: on a GPU, Numba's first launch of a kernel compiles and loads it,
+which a capture does not allow.
 """
 
 import gc
@@ -159,6 +161,7 @@ def test_a_graph_replays_plain_kernels_on_fresh_inputs(launch):
 
 def test_plain_launches_are_graph_nodes_but_not_in_nodes():
     x, y = tp.zeros(N), tp.zeros(N)
+    axpy[1, N, tp.cuda.current_stream()](1.0, x, y)
     g = tp.cuda.CUDAGraph()
     with tp.cuda.graph(g):
         axpy[1, N, tp.cuda.current_stream()](1.0, x, y)
@@ -169,6 +172,9 @@ def test_plain_launches_are_graph_nodes_but_not_in_nodes():
 def test_a_while_body_runs_plain_kernels_until_they_stop_it(launch):
     x, n, flag = tp.zeros(N), tp.zeros(1, dtype=tp.int32), tp.zeros(1, dtype=tp.bool)
     tol = 0.01
+    launch(any_above, 1, 1, x, flag, tol)
+    launch(halve, 1, N, x)
+    launch(count_and_test, 1, 1, x, n, flag, tol)
     g = tp.cuda.CUDAGraph()
     with tp.cuda.graph(g):
         n.zero_()
@@ -193,6 +199,7 @@ def test_a_while_body_runs_plain_kernels_until_they_stop_it(launch):
 
 def test_an_if_body_runs_a_plain_kernel_when_its_flag_holds(launch):
     pred, y, x = tp.zeros(1, dtype=tp.bool), tp.zeros(N), tp.ones(N)
+    launch(axpy, 1, N, 0.0, x, y)
     g = tp.cuda.CUDAGraph()
     with tp.cuda.graph(g):
         with g.if_(pred):
@@ -225,6 +232,8 @@ def test_a_plain_launch_sees_what_a_compiled_function_held_back():
 
 def test_the_graph_keeps_the_tensors_it_was_given_alive(launch):
     dst, src = tp.zeros(N), tp.tensor(np.arange(N, dtype=np.float32))
+    launch(copy, 1, N, dst, src)
+    dst.zero_()
     g = tp.cuda.CUDAGraph()
     with tp.cuda.graph(g):
         launch(copy, 1, N, dst, src)
@@ -242,6 +251,7 @@ def test_the_graph_keeps_the_tensors_it_was_given_alive(launch):
 
 def test_tensors_the_capture_allocated_are_the_graphs_pool_not_held(launch):
     x = tp.ones(N)
+    launch(axpy, 1, N, 0.0, x, tp.zeros(N))
     g = tp.cuda.CUDAGraph()
     with tp.cuda.graph(g):
         y = x * 2.0

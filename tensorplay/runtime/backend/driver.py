@@ -14,7 +14,6 @@ from contextlib import contextmanager
 
 import numpy as np
 from cuda.bindings import driver as drv
-from numba.cuda.cudadrv.driver import Stream as NumbaStream
 
 from .driver_calls import _SUCCESS, _done, _wait_until_done, check, fail
 from .driver_staging import NodeSetter, StagedGraph, update_refusal
@@ -336,6 +335,10 @@ class DriverBackend:
         """Numba's stream class: a plain launch on a tensorplay Stream
         (``kernel[grid, block, stream]``) converts it by its ``handle``, the
         CUstream, and launches there, so a capturing stream captures it."""
+        # Imported here, as numba.cuda in __init__: the docstring tests import this
+        # module on the simulator too, where numba.cuda is the simulator's.
+        from numba.cuda.cudadrv.driver import Stream as NumbaStream
+
         return (NumbaStream,)
 
     def launcher(self, dispatcher, argtypes) -> Launcher:
