@@ -26,7 +26,10 @@ import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numba.cuda.errors import normalize_kernel_dimensions
 from numba.cuda.simulator.args import ArgHint
+from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+from numba.cuda.simulator.kernel import FakeCUDAKernel
 
 from .errors import CaptureError
 from .simint import int_array_type
@@ -37,17 +40,14 @@ if TYPE_CHECKING:
 __all__ = ["StreamBase", "TensorArgument", "install", "run_kernel"]
 
 _KERNEL_LOCK = threading.RLock()  # re-entrant: a while node's body runs inside its node
-_installed: list = []  # [(the simulator's own __getitem__, the backend)] once installed
+_numba_configure = FakeCUDAKernel.__getitem__  # the simulator's own, which ignores the stream
+_sim: SimBackend | None = None  # the backend, once installed
 
 
 class StreamBase:
     """A base of tensorplay's Stream on the simulator: a plain launch takes an
     instance as its stream (``kernel[grid, block, stream]``) and reads the
     backend's stream from its ``_h``."""
-
-
-def _backend() -> SimBackend:
-    return _installed[0][1]
 
 
 class TensorArgument(ArgHint):
@@ -63,11 +63,9 @@ class TensorArgument(ArgHint):
 
 def tensor_array(t):
     """A simulator array over the memory of tensor ``t``."""
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
     k, ndim = t._karray, t.ndim  # (meminfo, parent, nitems, itemsize, ptr, shape..., strides...)
     array = int_array_type() if t.dtype.np.kind in "iu" else FakeCUDAArray
-    return array(_backend().view(k[4], k[5 : 5 + ndim], k[5 + ndim :], t.dtype.np))
+    return array(_sim.view(k[4], k[5 : 5 + ndim], k[5 + ndim :], t.dtype.np))
 
 
 def run_kernel(dispatcher, grid, block, shared_bytes, args) -> None:
@@ -76,22 +74,17 @@ def run_kernel(dispatcher, grid, block, shared_bytes, args) -> None:
     silently on the GPU, where NumPy scalars warn."""
     with _KERNEL_LOCK, warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=RuntimeWarning)
-        _installed[0][0](dispatcher, (grid, block, 0, shared_bytes))(*args)
+        _numba_configure(dispatcher, (grid, block, 0, shared_bytes))(*args)
 
 
 def install(backend: SimBackend) -> None:
-    """Take over the simulator's kernel configuration (once per process)."""
-    if _installed:
-        return
-    from numba.cuda.simulator.kernel import FakeCUDAKernel
-
-    _installed.append((FakeCUDAKernel.__getitem__, backend))
+    """Take over the simulator's kernel configuration for ``backend`` (the process's)."""
+    global _sim
+    _sim = backend
     FakeCUDAKernel.__getitem__ = _configure
 
 
 def _configure(kernel, configuration) -> PlainLaunch:
-    from numba.cuda.errors import normalize_kernel_dimensions
-
     if not isinstance(configuration, tuple) or not 2 <= len(configuration) <= 4:
         raise ValueError("launch a kernel as kernel[grid, block], kernel[grid, block, stream] or with shared memory")
     grid, block = normalize_kernel_dimensions(*configuration[:2])
@@ -140,13 +133,13 @@ class PlainLaunch:
         def run() -> None:
             run_kernel(kernel, grid, block, shared, arrays)
 
-        _backend().enqueue(s, "kernel", run, f"{self.name}\\n<<<{grid}, {block}>>>")
+        _sim.enqueue(s, "kernel", run, f"{self.name}\\n<<<{grid}, {block}>>>")
 
 
 def _refuse_outside_capture(name: str, stream) -> None:
     """A launch on a stream tensorplay does not know, while this thread captures
     in a mode other than relaxed: the graph would not hold it."""
-    capture = _backend().strict_capture_of_thread()
+    capture = _sim.strict_capture_of_thread()
     if capture is None:
         return
     where = "Numba's default stream"
