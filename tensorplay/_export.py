@@ -6,9 +6,34 @@ from __future__ import annotations
 
 from . import _dlpack
 from .runtime.backend import get as get_backend
-from .runtime.streams import Event, current_stream
+from .runtime.capture import capture_state, current_fuser, flush_fused
+from .runtime.memory import allocator
+from .runtime.streams import Event, Stream, current_stream
 
-__all__ = ["cuda_array_interface", "dlpack_device", "to_dlpack"]
+__all__ = ["cuda_array_interface", "dlpack_device", "hold_for_graph", "to_dlpack"]
+
+
+def hold_for_graph(stream: Stream, tensors) -> None:
+    """Tensors that a kernel captured on ``stream`` reads or writes stay alive as
+    long as the graph does (``allocator.hold``), so that no replay reaches memory
+    handed to someone else. Only while a capture is in progress; tensors the
+    capture allocated live in the graph's pool and are not held."""
+    if capture_state.active:
+        allocator.hold(stream, [t._storage for t in tensors])
+
+
+def lend(t, handle: int) -> None:
+    """``t``'s memory goes to work on the stream of ``handle`` (a kernel argument:
+    a plain Numba launch takes tensors through DLPack, with its stream). During
+    a capture the ops tp.compile holds back are launched first, and it notes the
+    write, as for a tensorplay launch; the graph keeps ``t`` alive."""
+    if not capture_state.active:
+        return
+    flush_fused()
+    fuser = current_fuser()
+    if fuser is not None:
+        fuser.note_written([t._ptr])
+    hold_for_graph(Stream._wrap(get_backend().stream_from_int(handle)), [t])
 
 
 def cuda_array_interface(t) -> dict:
@@ -32,16 +57,20 @@ def dlpack_device() -> tuple[int, int]:
 
 def to_dlpack(t, stream=None, max_version=None, dl_device=None, copy=None):
     """A DLPack capsule for ``t`` (versioned and writable when the consumer's
-    ``max_version`` allows DLPack 1); the consumer's ``stream`` waits for our work."""
+    ``max_version`` allows DLPack 1); the consumer's ``stream`` waits for our work
+    and, while it captures a graph, has ``t`` held for it (``lend``)."""
     if copy:
         raise BufferError("tensorplay shares a tensor's memory through DLPack and makes no copy; pass copy=None")
     if dl_device is not None and tuple(dl_device) != tuple(dlpack_device()):
         raise BufferError(f"tensorplay's memory is on DLPack device {dlpack_device()}, not {tuple(dl_device)}")
-    if stream is not None and not get_backend().host_addressable and stream != -1:
-        consumer = get_backend().stream_from_int({1: 0}.get(stream, stream))
-        event = Event()
-        event.record(current_stream())
-        get_backend().stream_wait_event(consumer, event._h)
+    if stream is not None and stream != -1:
+        handle = {1: 0}.get(stream, stream)  # DLPack's 1 is the legacy default stream
+        lend(t, handle)
+        producer = current_stream()
+        if not get_backend().host_addressable and handle != producer.handle:  # a stream is ordered with itself
+            event = Event()
+            event.record(producer)
+            get_backend().stream_wait_event(get_backend().stream_from_int(handle), event._h)
     device_type, device_id = dlpack_device()
     versioned = max_version is not None and max_version[0] >= _dlpack.DLPACK_VERSION[0]
     return _dlpack.to_capsule(

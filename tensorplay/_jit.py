@@ -2,7 +2,8 @@
 
 A kernel is compiled by Numba once per argument signature and launched through
 the same fast path as the built-in ops, on the current stream, so a launch
-inside a graph capture is captured. Tensors go in as Numba arrays.
+inside a graph capture is captured (and the graph keeps its tensors alive).
+Tensors go in as Numba arrays.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ import functools
 
 import numpy as np
 
+from ._export import hold_for_graph
 from ._interop import as_tensor
+from ._tensor import Tensor
 from .runtime.backend import get as get_backend
+from .runtime.capture import capture_state
 from .runtime.launch import KernelArray, launch
-from .runtime.streams import Stream
+from .runtime.streams import Stream, as_stream
 
 __all__ = ["Kernel", "jit", "launch_kernel"]
 
@@ -90,6 +94,8 @@ def launch_kernel(kernel, blocks, threads, args, stream: Stream | None = None, s
     _check_launch(grid, block, shared_bytes)
     converted = [_kernel_arg(a, i) for i, a in enumerate(args)]
     launch(kernel, grid, block, converted, stream, shared_bytes)
+    if capture_state.active:
+        hold_for_graph(as_stream(stream), [a for a in converted if isinstance(a, Tensor)])
 
 
 class _Configured:

@@ -109,6 +109,7 @@ class CachingAllocator:
         self._capture_ids: dict[int, int] = {}  # stream key -> the driver's id of its capture
         self._routes: dict[int, tuple] = {}  # capture id -> (pool, token), for streams that join it
         self._live_by_capture: dict[object, set] = {}  # capture token -> live blocks
+        self._held: dict[object, dict] = {}  # capture token -> what its kernels' arguments need alive, by id
         self._pool_users: dict[object, int] = defaultdict(int)  # pool -> captures and graphs
         self._dead_pools: set = set()  # pools no graph uses, whose memory goes back to the device
         self._pools_lock = threading.RLock()  # pool bookkeeping, from any thread (not the allocation path)
@@ -194,9 +195,29 @@ class CachingAllocator:
                 self._reserved.pop(pool, None)
 
     def forget_capture(self, token) -> None:
-        """Stop tracking the blocks of a capture whose graph is gone."""
+        """Stop tracking the blocks of a capture whose graph is gone, and let go
+        of what ``hold`` kept for it."""
         for block in self._live_by_capture.pop(token, ()):
             block.capture = None
+        self._held.pop(token, None)
+
+    def hold(self, stream, owners) -> None:
+        """Keep ``owners`` (memory a kernel captured on ``stream`` uses: objects
+        with a ``block``, an allocator Block or None for foreign memory) alive as
+        long as the graph of that capture; nothing when ``stream`` captures none.
+        Memory the capture allocated itself is the graph's already (its pool),
+        and is not held, so that ``reset()`` can tell when it is free."""
+        if not self._capture_tokens:
+            return
+        token = self._capture_tokens.get(stream._key)
+        if token is None and stream._key:  # a stream forked from a capture
+            token = self._routes.get(get_backend().capture_id(stream._h), (None, None))[1]
+        if token is None:
+            return
+        held = self._held.setdefault(token, {})
+        for owner in owners:
+            if owner.block is None or owner.block.capture is not token:
+                held[id(owner)] = owner
 
     def live_blocks(self, token) -> list[Block]:
         """Blocks allocated during the capture ``token`` that are still in use."""

@@ -37,8 +37,14 @@ def as_stream(s, what: str = "stream") -> Stream:
 _singletons: dict[str, Stream] = {}
 
 
-class Stream:
+class Stream(*_device().stream_bases()):
     """A non-blocking CUDA stream (on the simulator, an ordered queue).
+
+    A Stream is also a stream for plain Numba kernels: ``kernel[grid, block,
+    stream](...)`` launches a ``numba.cuda.jit`` kernel on it, and on a
+    capturing stream (``tp.cuda.current_stream()`` inside ``tp.cuda.graph(g)``
+    or a conditional body) the launch is captured. On the GPU it is one of
+    Numba's streams over the same CUstream; the simulator's launches take it too.
 
     Examples
     --------
@@ -49,9 +55,28 @@ class Stream:
     >>> s.synchronize()
     >>> y.tolist()
     [2.0, 2.0, 2.0, 2.0]
+
+    A plain Numba kernel, launched on the current stream, eagerly and in a graph:
+
+    >>> from numba import cuda
+    >>> @cuda.jit
+    ... def add_one(x):
+    ...     i = cuda.grid(1)
+    ...     if i < x.size:
+    ...         x[i] += 1
+    >>> x = tp.zeros(4)
+    >>> add_one[1, 4, tp.cuda.current_stream()](x)
+    >>> g = tp.cuda.CUDAGraph()
+    >>> with tp.cuda.graph(g):
+    ...     add_one[1, 4, tp.cuda.current_stream()](x)
+    >>> g.replay(); g.replay()
+    >>> x.tolist()
+    [3.0, 3.0, 3.0, 3.0]
     """
 
-    __slots__ = ("_h", "_key", "_owned", "__weakref__")
+    # The backend's bases are ordinary classes: they give Stream its __weakref__
+    # (and a __dict__, which Numba's stream class has).
+    __slots__ = ("_h", "_key", "_owned")
 
     def __init__(self) -> None:
         dev = _device()

@@ -328,7 +328,18 @@ class DriverBackend:
     # -- kernels -------------------------------------------------------------
     @staticmethod
     def tensor_bases() -> tuple:
-        return ()  # Numba takes a tensor by its __cuda_array_interface__
+        return ()  # Numba takes a tensor through DLPack (its __dlpack__, with the launch's stream)
+
+    @staticmethod
+    def stream_bases() -> tuple:
+        """Numba's stream class: a plain launch on a tensorplay Stream
+        (``kernel[grid, block, stream]``) converts it by its ``handle``, the
+        CUstream, and launches there, so a capturing stream captures it."""
+        # Imported here, as numba.cuda in __init__: the docstring tests import this
+        # module on the simulator too, where numba.cuda is the simulator's.
+        from numba.cuda.cudadrv.driver import Stream as NumbaStream
+
+        return (NumbaStream,)
 
     def launcher(self, dispatcher, argtypes) -> Launcher:
         # Numba compiles in a thread of its own: the exceptions its typing keeps

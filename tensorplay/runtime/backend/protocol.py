@@ -105,8 +105,16 @@ class Kernels(Protocol):
 
     def tensor_bases(self) -> tuple:
         """Classes a Tensor also derives from here, for plain Numba launches
-        (``kernel[grid, block](tensor)``): none on the driver, where Numba reads
-        ``__cuda_array_interface__``; on the simulator, one of Numba's argument hints."""
+        (``kernel[grid, block](tensor)``): none on the driver, where Numba takes a
+        tensor through DLPack; on the simulator, one of Numba's argument hints."""
+
+    def stream_bases(self) -> tuple:
+        """Classes tensorplay's Stream also derives from here, so that a plain Numba
+        launch takes it as its stream (``kernel[grid, block, stream]``): Numba's
+        stream class on the driver (a launch reads its ``handle``, the CUstream);
+        on the simulator, the class its launch hook knows (``simplain``), which
+        reads the backend's stream from the Stream's ``_h``. Not slotted: they
+        give Stream its ``__weakref__``."""
 
 
 @runtime_checkable

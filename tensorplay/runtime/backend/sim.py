@@ -14,6 +14,7 @@ import ctypes
 import itertools
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -21,8 +22,8 @@ from .errors import CaptureError, CudaError
 from .params import PackedLaunch
 from .protocol import conditional_missing
 from .simgraph import Capture, SimCondition, SimGraph, SimGraphExec, SimNodeSetter, SimStagedGraph
-from .simint import int_array_type
 from .simlaunch import SimLauncher
+from .simplain import StreamBase, TensorArgument, install
 
 # Conditional handles of the process: the simulator's twin of the driver's
 # handle table, written by ``set_conditional`` from inside kernels.
@@ -117,6 +118,8 @@ class SimBackend:
         self.legacy_stream = SimStream(0)
         self._captures: list[Capture] = []
         self._setter = None
+        self._streams: weakref.WeakValueDictionary[int, SimStream] = weakref.WeakValueDictionary()  # by handle
+        install(self)  # plain Numba launches: simplain
 
     # -- device ------------------------------------------------------------
     def ensure_thread(self) -> None:
@@ -236,7 +239,9 @@ class SimBackend:
 
     # -- streams and events --------------------------------------------------
     def stream_create(self) -> SimStream:
-        return SimStream(0x5000 + next(self._ids))
+        stream = SimStream(0x5000 + next(self._ids))
+        self._streams[stream.handle] = stream
+        return stream
 
     def stream_destroy(self, stream) -> None:
         if stream.capture is not None:
@@ -247,7 +252,11 @@ class SimBackend:
         return handle.handle
 
     def stream_from_int(self, handle: int) -> SimStream:
-        return self.legacy_stream if handle == 0 else SimStream(handle)
+        """The stream of ``handle``: one made here (as the driver's handles name
+        streams), or a stream that takes part in no capture."""
+        if handle == 0:
+            return self.legacy_stream
+        return self._streams.get(handle) or SimStream(handle)
 
     def stream_synchronize(self, stream) -> None:
         if stream.capture is not None:
@@ -311,38 +320,17 @@ class SimBackend:
     def launcher(self, dispatcher, argtypes) -> SimLauncher:
         return SimLauncher(self, dispatcher, argtypes)
 
-    def tensor_bases(self) -> tuple:
-        """A Numba simulator argument hint: a plain kernel launched Numba's way
+    @staticmethod
+    def tensor_bases() -> tuple:
+        """One of Numba's argument hints: a plain launch on Numba's default stream
         (``kernel[grid, block](tensor)``) gets an array over the tensor's memory,
-        as on the GPU, where Numba reads ``__cuda_array_interface__``."""
-        from numba.cuda.simulator.args import ArgHint
+        as on the GPU, where Numba takes the tensor through DLPack."""
+        return (TensorArgument,)
 
-        backend = self
-
-        class PlainKernelArgument(ArgHint):
-            __slots__ = ()
-
-            def to_device(self, retr, stream=0):
-                return backend.plain_kernel_array(self)
-
-        return (PlainKernelArgument,)
-
-    def plain_kernel_array(self, t):
-        """The array a plain Numba launch passes for tensor ``t``; refused while
-        this thread captures, since Numba launches on its own default stream,
-        outside the capture (the GPU refuses it there too)."""
-        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
-        me = threading.get_ident()
-        if any(c.state == "active" and c.thread == me and c.mode != "relaxed" for c in self._captures):
-            raise CaptureError(
-                "a plain Numba launch (kernel[grid, block](...)) runs on Numba's default stream, outside the "
-                "capture in progress; launch the kernel with tp.cuda.launch(kernel, blocks, threads, *args) or "
-                "decorate it with @tp.jit, and it is captured"
-            )
-        k, ndim = t._karray, t.ndim
-        array = int_array_type() if t.dtype.np.kind in "iu" else FakeCUDAArray
-        return array(self.view(k[4], k[5 : 5 + ndim], k[5 + ndim :], t.dtype.np))
+    @staticmethod
+    def stream_bases() -> tuple:
+        """The class a plain launch here takes as its stream (see ``simplain``)."""
+        return (StreamBase,)
 
     def enqueue(self, stream, kind: str, run, label: str) -> None:
         """Run ``run`` now, or record it as a node when ``stream`` is capturing."""
@@ -373,14 +361,19 @@ class SimBackend:
         if prohibiting:
             raise _fail(function, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
 
+    def strict_capture_of_thread(self) -> Capture | None:
+        """An active capture this thread began in a mode other than relaxed, or None:
+        work this thread issues outside it (on the legacy stream) is not in its graph."""
+        me = threading.get_ident()
+        return next((c for c in self._captures if c.state == "active" and c.thread == me and c.mode != "relaxed"), None)
+
     def _check_legacy(self, kind: str) -> None:
         # Capture streams are non-blocking: other threads' legacy-stream work
         # leaves a capture alone; the capturing thread's own is refused.
-        me = threading.get_ident()
-        for capture in self._captures:
-            if capture.state == "active" and capture.thread == me and capture.mode != "relaxed":
-                self._invalidate(capture)
-                raise _fail(f"{kind} launch on the legacy default stream", "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT")
+        capture = self.strict_capture_of_thread()
+        if capture is not None:
+            self._invalidate(capture)
+            raise _fail(f"{kind} launch on the legacy default stream", "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT")
 
     def _refuse_host_copy(self, function: str, stream) -> None:
         if stream.capture is not None:

@@ -3,19 +3,16 @@ CUDA simulator on views of simulated device memory (``SimBackend.view``)."""
 
 from __future__ import annotations
 
-import threading
-import warnings
 from typing import TYPE_CHECKING
 
 from .params import param_formats
 from .simint import int_array_type
+from .simplain import run_kernel
 
 if TYPE_CHECKING:
     from .sim import SimBackend
 
 __all__ = ["SimLauncher"]
-
-_KERNEL_LOCK = threading.RLock()  # re-entrant: a while node's body runs inside its node
 
 
 class SimLauncher:
@@ -61,12 +58,7 @@ class SimLauncher:
         dispatcher = self._dispatcher
 
         def run() -> None:
-            # Numba's simulator runs one kernel at a time in a process; integer
-            # overflow wraps, and a division by zero gives inf or NaN, silently
-            # on the GPU, where NumPy scalars warn.
-            with _KERNEL_LOCK, warnings.catch_warnings():
-                warnings.filterwarnings("ignore", category=RuntimeWarning)
-                dispatcher[grid, block, 0, shared_bytes](*fake)
+            run_kernel(dispatcher, grid, block, shared_bytes, fake)
 
         return run
 

@@ -1,0 +1,152 @@
+"""Plain Numba kernels on the simulator: ``kernel[grid, block, stream](...)``.
+
+Numba's simulator runs a configured kernel at once and ignores its stream. On
+the GPU, Numba launches on the stream it is given, and tensorplay's Stream is
+one of Numba's streams there, so a launch on a capturing Stream is captured by
+the driver. This module does the same on the simulator: it takes over
+``FakeCUDAKernel.__getitem__``, and a launch whose stream is a tensorplay Stream
+goes onto that stream like any kernel of tensorplay's: run now, or, while the
+stream captures, recorded as a kernel node that each replay runs again. Its
+arrays alias the tensors' memory, so a replay reads what the memory holds then,
+and its numbers are taken at the launch, as the driver copies kernel parameters.
+
+Each tensor argument is asked for its memory through ``__dlpack__`` with the
+launch's stream as consumer, as Numba does on the GPU: that is where tensorplay
+orders the launch after its own work and, during a capture, lets the graph keep
+the tensor alive. A launch on any other stream (none given: Numba's default
+stream; a Numba stream) runs at once, as the simulator runs it, and is refused
+while this thread captures in a mode other than relaxed: it would not be in the
+graph (the GPU refuses a legacy-stream launch during such a capture too).
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numba.cuda.errors import normalize_kernel_dimensions
+from numba.cuda.simulator.args import ArgHint
+from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+from .errors import CaptureError
+from .simint import int_array_type
+
+if TYPE_CHECKING:
+    from .sim import SimBackend
+
+__all__ = ["StreamBase", "TensorArgument", "install", "run_kernel"]
+
+_KERNEL_LOCK = threading.RLock()  # re-entrant: a while node's body runs inside its node
+_numba_configure = FakeCUDAKernel.__getitem__  # the simulator's own, which ignores the stream
+_sim: SimBackend | None = None  # the backend, once installed
+
+
+class StreamBase:
+    """A base of tensorplay's Stream on the simulator: a plain launch takes an
+    instance as its stream (``kernel[grid, block, stream]``) and reads the
+    backend's stream from its ``_h``."""
+
+
+class TensorArgument(ArgHint):
+    """A base of Tensor on the simulator, one of Numba's argument hints: a plain
+    launch on Numba's default stream passes an array over the tensor's memory,
+    as on the GPU, where Numba takes a tensor through DLPack."""
+
+    __slots__ = ()
+
+    def to_device(self, retr, stream=0):
+        return tensor_array(self)
+
+
+def tensor_array(t):
+    """A simulator array over the memory of tensor ``t``."""
+    k, ndim = t._karray, t.ndim  # (meminfo, parent, nitems, itemsize, ptr, shape..., strides...)
+    array = int_array_type() if t.dtype.np.kind in "iu" else FakeCUDAArray
+    return array(_sim.view(k[4], k[5 : 5 + ndim], k[5 + ndim :], t.dtype.np))
+
+
+def run_kernel(dispatcher, grid, block, shared_bytes, args) -> None:
+    """Run a simulator kernel now (the simulator runs one kernel at a time in a
+    process). Integer overflow wraps, and a division by zero gives inf or NaN,
+    silently on the GPU, where NumPy scalars warn."""
+    with _KERNEL_LOCK, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=RuntimeWarning)
+        _numba_configure(dispatcher, (grid, block, 0, shared_bytes))(*args)
+
+
+def install(backend: SimBackend) -> None:
+    """Take over the simulator's kernel configuration for ``backend`` (the process's)."""
+    global _sim
+    _sim = backend
+    FakeCUDAKernel.__getitem__ = _configure
+
+
+def _configure(kernel, configuration) -> PlainLaunch:
+    if not isinstance(configuration, tuple) or not 2 <= len(configuration) <= 4:
+        raise ValueError("launch a kernel as kernel[grid, block], kernel[grid, block, stream] or with shared memory")
+    grid, block = normalize_kernel_dimensions(*configuration[:2])
+    stream = configuration[2] if len(configuration) > 2 else 0
+    shared = configuration[3] if len(configuration) > 3 else 0
+    return PlainLaunch(kernel, grid, block, stream, shared)
+
+
+class PlainLaunch:
+    """A configured plain launch (what ``kernel[grid, block, ...]`` gives)."""
+
+    __slots__ = ("kernel", "grid", "block", "stream", "shared_bytes")
+
+    def __init__(self, kernel, grid, block, stream, shared_bytes) -> None:
+        self.kernel, self.grid, self.block = kernel, grid, block
+        self.stream, self.shared_bytes = stream, shared_bytes
+
+    @property
+    def name(self) -> str:
+        fn = getattr(self.kernel, "fn", self.kernel)
+        return getattr(fn, "__qualname__", None) or repr(fn)
+
+    def __call__(self, *args) -> None:
+        if isinstance(self.stream, StreamBase):
+            self._on_stream(self.stream, args)
+            return
+        _refuse_outside_capture(self.name, self.stream)
+        run_kernel(self.kernel, self.grid, self.block, self.shared_bytes, args)
+
+    def _on_stream(self, stream: StreamBase, args) -> None:
+        s = stream._h
+        arrays = []
+        for i, a in enumerate(args):
+            if isinstance(a, TensorArgument):
+                a.__dlpack__(stream=stream.handle)  # what Numba does on the GPU (see the module's notes)
+                a = tensor_array(a)
+            elif isinstance(a, np.ndarray) and s.capture is not None:
+                raise CaptureError(
+                    f"argument {i} of {self.name} is a NumPy array, which lives on the host: Numba copies it to "
+                    f"the device and back around the launch, and stream {stream.handle:#x} is capturing a graph, "
+                    "which cannot hold that; pass a tensor made before the capture (tp.tensor(array))"
+                )
+            arrays.append(a)
+        kernel, grid, block, shared = self.kernel, self.grid, self.block, self.shared_bytes
+
+        def run() -> None:
+            run_kernel(kernel, grid, block, shared, arrays)
+
+        _sim.enqueue(s, "kernel", run, f"{self.name}\\n<<<{grid}, {block}>>>")
+
+
+def _refuse_outside_capture(name: str, stream) -> None:
+    """A launch on a stream tensorplay does not know, while this thread captures
+    in a mode other than relaxed: the graph would not hold it."""
+    capture = _sim.strict_capture_of_thread()
+    if capture is None:
+        return
+    where = "Numba's default stream"
+    if stream:
+        where = f"a stream that is not a tensorplay Stream ({type(stream).__name__})"
+    raise CaptureError(
+        f"a plain Numba launch (kernel[grid, block](...)) of {name} on {where} would run outside the graph that "
+        f"stream {capture.origin.handle:#x} is capturing; pass the capturing stream as the launch's stream, "
+        "kernel[grid, block, tp.cuda.current_stream()](...), and the launch is captured"
+    )
