@@ -4,9 +4,9 @@
 vector load (``ld.global.v4.f32`` for float32: one instruction where four
 scalar loads take four) and returns them as a tuple; ``store4(a, i, v0, v1,
 v2, v3)`` writes them back in one store, each value converted to the array's
-dtype as ``a[k] = v`` converts it. The vector must be aligned to its size
-(up to 16 bytes): ``address(a)`` gives the data pointer so that a kernel can
-check it first. The GPU only: on the simulator (no ``@intrinsic`` lowering)
+dtype as ``a[k] = v`` converts it. The array must be C-contiguous and the
+vector aligned to its size (up to 16 bytes): a kernel checks both first, as
+``vector_base(a) % 16 == 0``. The GPU only: on the simulator (no ``@intrinsic`` lowering)
 the flat kernels do not use them.
 
 This module must not import the rest of tensorplay (the GPU compile check
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from ._target import INTRINSICS
 
-__all__ = ["address", "load4", "store4"]
+__all__ = ["load4", "store4", "vector_base"]
 
-address = load4 = store4 = None  # the simulator's flat kernels do without
+load4 = store4 = vector_base = None  # the simulator's flat kernels do without
 
 if INTRINSICS:
     from llvmlite import ir
@@ -35,12 +35,16 @@ if INTRINSICS:
         return builder.gep(builder.bitcast(data, vty.as_pointer()), [at]), align
 
     @intrinsic
-    def address(typingctx, ary):
-        """The address of the array's first element, as a uint64."""
+    def vector_base(typingctx, ary):
+        """The address of a C-contiguous array's first element, as a uint64; 1
+        (never aligned) for an array of another layout, whose elements are not
+        side by side (the flat kernels take strided 1-D arrays too)."""
         if not isinstance(ary, types.Array):
             return None
 
         def codegen(context, builder, sig, args):
+            if sig.args[0].layout != "C":
+                return ir.Constant(ir.IntType(64), 1)
             data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
             return builder.ptrtoint(data, ir.IntType(64))
 

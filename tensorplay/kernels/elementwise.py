@@ -28,7 +28,7 @@ import numpy as np
 from numba import cuda
 
 from ._target import IEEE_MATH, INTRINSICS
-from ._vector import address, load4, store4
+from ._vector import load4, store4, vector_base
 
 __all__ = ["MAXDIM", "OPS", "Op", "kernel"]
 
@@ -255,8 +255,8 @@ def {name}(out, {params}):
         i += step
 """
 
-# On the GPU, where every array is 16-byte aligned (a fresh allocation is; a
-# view at an offset may not be), four elements a thread first go through one
+# On the GPU, where every array is C-contiguous and 16-byte aligned (a fresh
+# allocation is; a view at an offset may not be), four elements a thread first go through one
 # vector load per array and one vector store (kernels/_vector.py); the loop
 # above then takes the last n % 4 elements (or all of them, unaligned).
 _FLAT_VECTOR = """
@@ -366,7 +366,7 @@ def _flat_vector(params: list[str], pattern: str) -> str:
         args = (f"c({p}_{k})" if kind == "a" else p for p, kind in zip(params, pattern, strict=True))
         return f"f({', '.join(args)})"
 
-    addresses = " | ".join(f"address({p})" for p in ["out", *arrays])
+    addresses = " | ".join(f"vector_base({p})" for p in ["out", *arrays])
     return _FLAT_VECTOR.format(addresses=addresses, loads=loads, results=", ".join(element(k) for k in range(4)))
 
 
@@ -424,7 +424,7 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
     name = f"{op}_{pattern}_{layout}"
     source = _source(name, layout, params, pattern, loads)
     namespace = {"cuda": cuda, "f": _op(op), "c": CASTS[cast], "u64": np.uint64}
-    namespace.update(address=address, load4=load4, store4=store4)
+    namespace.update(load4=load4, store4=store4, vector_base=vector_base)
     if layout.startswith("transpose"):
         from numba.cuda.np.numpy_support import from_dtype
 
