@@ -61,17 +61,20 @@ _CONDITIONAL_TYPES = {  # if/else is an if node with two bodies
 
 
 def _cudadevrt() -> list[str]:
-    """Paths of CUDA's device runtime library, where one is installed."""
+    """CUDA's device runtime library (``libcudadevrt.a``), where one is installed:
+    as ``cuda.pathfinder`` finds it (the CUDA wheels, a conda environment,
+    ``CUDA_HOME`` or ``CUDA_PATH``), else in ``/usr/local/cuda*``."""
     import glob
     import os
-    import sys
 
-    roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda", *glob.glob("/usr/local/cuda-*")]
-    found = [p for r in roots if r for p in glob.glob(os.path.join(r, "lib*", "libcudadevrt.a"))]
-    for site in sys.path:
-        found += glob.glob(os.path.join(site, "nvidia", "*", "lib", "libcudadevrt.a"))
-        found += glob.glob(os.path.join(site, "nvidia", "cuda_runtime", "lib", "libcudadevrt.a"))
-    return found
+    try:
+        from cuda.pathfinder import find_static_lib
+
+        return [find_static_lib("cudadevrt")]
+    except Exception:  # none found that way, or a cuda-pathfinder without static libraries
+        pass
+    roots = ["/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    return [p for r in roots for p in glob.glob(os.path.join(r, "lib*", "libcudadevrt.a"))]
 
 
 KERNEL_NAMES: dict[str, str] = {}  # mangled name -> Python qualified name, for DOT
