@@ -108,13 +108,26 @@ def device_ms(fn, record_start, record_end, elapsed, sync, n: int = 20, warmup: 
 
 
 class Progress:
-    """A one-line progress bar on stderr."""
+    """A one-line progress bar on stderr: tqdm's where it is installed (the
+    ``bench`` extra), else a plain one (the GPU machine reaches no registry)."""
 
     def __init__(self, total: int, label: str = "bench") -> None:
         self.total, self.done, self.label = total, 0, label
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            self._bar = None
+        else:
+            self._bar = tqdm(total=total, desc=label, file=sys.stderr, leave=True)
 
     def step(self, what: str) -> None:
         self.done += 1
+        if self._bar is not None:
+            self._bar.set_postfix_str(what[:40], refresh=False)
+            self._bar.update(1)
+            if self.done == self.total:
+                self._bar.close()
+            return
         width = 30
         filled = int(width * self.done / max(self.total, 1))
         bar = "#" * filled + "-" * (width - filled)
