@@ -1,0 +1,149 @@
+"""Elementwise kernel variants beside torch's, on the GPU: where the graph of
+100 ops loses time against torch's.
+
+Each variant computes ``out = x + y`` on float32 and is launched 100 times
+inside one graph; a replay's GPU time is divided by 100. The variants change
+one thing at a time: the launch shape (threads per block), the loop (a
+grid-stride loop with a scalar tail, or one group of four a thread and no
+loop), and how arrays are passed (Numba's array structs, 56 bytes each, or
+bare addresses, 8 bytes each).
+
+    python3 benchmarks/elementwise_variants.py        (needs a GPU)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+from llvmlite import ir  # noqa: E402
+from numba import cuda  # noqa: E402
+from numba.cuda import types  # noqa: E402
+from numba.cuda.extending import intrinsic  # noqa: E402
+
+import tensorplay as tp  # noqa: E402
+from benchmarks.common import device_ms, peer, torch_events, tp_events  # noqa: E402
+from tensorplay.kernels import elementwise as ew  # noqa: E402
+from tensorplay.kernels._vector import load4, store4  # noqa: E402
+from tensorplay.runtime.launch import grid_1d  # noqa: E402
+
+LAUNCHES = 100
+
+
+@intrinsic
+def _load4_at(typingctx, addr, index):
+    def codegen(context, builder, sig, args):
+        vty = ir.VectorType(ir.FloatType(), 4)
+        ptr = builder.gep(builder.inttoptr(args[0], vty.as_pointer()), [args[1]])
+        vec = builder.load(ptr, align=16)
+        return context.make_tuple(
+            builder, sig.return_type, [builder.extract_element(vec, ir.IntType(32)(k)) for k in range(4)]
+        )
+
+    return types.UniTuple(types.float32, 4)(types.uint64, types.uint64), codegen
+
+
+@intrinsic
+def _store4_at(typingctx, addr, index, v0, v1, v2, v3):
+    def codegen(context, builder, sig, args):
+        vty = ir.VectorType(ir.FloatType(), 4)
+        vec = ir.Constant(vty, None)
+        for k in range(4):
+            vec = builder.insert_element(vec, args[2 + k], ir.IntType(32)(k))
+        builder.store(vec, builder.gep(builder.inttoptr(args[0], vty.as_pointer()), [args[1]]), align=16)
+        return context.get_dummy_value()
+
+    sig = types.void(types.uint64, types.uint64, types.float32, types.float32, types.float32, types.float32)
+    return sig, codegen
+
+
+@cuda.jit
+def add_groups(out, x, y):
+    """One group of four a thread, no loop (n a multiple of 4, aligned)."""
+    i = np.uint64(cuda.grid(1))
+    if i < np.uint64(out.size) // np.uint64(4):
+        a0, a1, a2, a3 = load4(x, i)
+        b0, b1, b2, b3 = load4(y, i)
+        store4(out, i, a0 + b0, a1 + b1, a2 + b2, a3 + b3)
+
+
+@cuda.jit
+def add_groups_at(out, x, y, groups):
+    """The same on bare addresses: 32 bytes of parameters instead of 168."""
+    i = np.uint64(cuda.grid(1))
+    if i < groups:
+        a0, a1, a2, a3 = _load4_at(x, i)
+        b0, b1, b2, b3 = _load4_at(y, i)
+        _store4_at(out, i, a0 + b0, a1 + b1, a2 + b2, a3 + b3)
+
+
+def _per_launch_us(launch_once) -> float:
+    launch_once()
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        for _ in range(LAUNCHES):
+            launch_once()
+    s = tp.cuda.Stream()
+    return device_ms(lambda: g.replay(s), *tp_events(s), s.synchronize, n=20, warmup=3, batch=5) * 1e3 / LAUNCHES
+
+
+def _torch_us(n: int) -> float | None:
+    torch = peer("torch")
+    if torch is None:
+        return None
+    x, y = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+    out = torch.empty_like(x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.add(x, y, out=out)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(LAUNCHES):
+            torch.add(x, y, out=out)
+    return device_ms(g.replay, *torch_events(torch), torch.cuda.synchronize, n=20, warmup=3, batch=5) * 1e3 / LAUNCHES
+
+
+def _table(n: int) -> dict:
+    x, y, out = tp.rand(n), tp.rand(n), tp.empty(n)
+    library = ew.kernel("add", "aa", "flat")
+    groups = n // 4
+    rows = {"torch.add(x, y, out=out)": _torch_us(n), "tp.add(x, y, out=out) (library)": None}
+    rows["tp.add(x, y, out=out) (library)"] = _per_launch_us(lambda: tp.add(x, y, out=out))
+    for block in (128, 256, 512):
+        (blocks, _, _), _ = grid_1d(n, block)
+        rows[f"library kernel, {block} threads a block"] = _per_launch_us(
+            lambda b=block, g=blocks: tp.cuda.launch(library, (g, 1, 1), (b, 1, 1), out, x, y)
+        )
+    for block in (128, 256):
+        blocks = -(-groups // block)
+        rows[f"one group a thread, arrays, {block}"] = _per_launch_us(
+            lambda b=block, g=blocks: tp.cuda.launch(add_groups, (g, 1, 1), (b, 1, 1), out, x, y)
+        )
+        ptrs = (np.uint64(out.data_ptr()), np.uint64(x.data_ptr()), np.uint64(y.data_ptr()), np.uint64(groups))
+        rows[f"one group a thread, addresses, {block}"] = _per_launch_us(
+            lambda b=block, g=blocks, p=ptrs: tp.cuda.launch(add_groups_at, (g, 1, 1), (b, 1, 1), *p)
+        )
+    expected = x.numpy() + y.numpy()
+    tp.cuda.launch(add_groups_at, (-(-groups // 128), 1, 1), (128, 1, 1), *ptrs)
+    if not np.array_equal(out.numpy(), expected):
+        raise AssertionError("the address variant computed a different sum")
+    return rows
+
+
+def main() -> None:
+    if tp.cuda.backend() != "cuda":
+        sys.exit("elementwise_variants.py times kernels: run it on a GPU (TENSORPLAY_BACKEND=cuda)")
+    for n in (1 << 20, 16 << 20):
+        rows = _table(n)
+        print(f"-- x + y on {n} float32, GPU us per launch in a graph of {LAUNCHES} (default grid {grid_1d(n)})")
+        for name, us in rows.items():
+            print(f"{name:45} {'-' if us is None else f'{us:8.2f}'}")
+
+
+if __name__ == "__main__":
+    main()
