@@ -12,16 +12,19 @@ memory: the next call overwrites them (``.clone()`` keeps one).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
 from .. import autograd
 from .._factories import empty_like, ones_like
+from .._grad_mode import is_grad_enabled
 from .._stale import Handout, config
 from .._tensor import Tensor
 from ..autograd import Function
 from .graphs import CUDAGraph, graph, graph_pool_handle
 
-__all__ = ["make_graphed_callables"]
+__all__ = ["Captured", "autograd_function", "hides_leaves", "make_graphed_callables"]
 
 
 def _tensors(args, what: str) -> tuple:
@@ -81,31 +84,40 @@ def _parameters(fn) -> tuple:
     return tuple(p for p in params() if p.requires_grad) if callable(params) else ()
 
 
-class _Captured:
-    """The two graphs of one callable and the tensors they read and write."""
+class Captured:
+    """The two graphs of one callable and the tensors they read and write.
 
-    def __init__(self, fn, args: tuple, pool, warmup: int, allow_unused: bool, mode: str) -> None:
+    ``trace`` is entered inside each capture (``tp.compile`` fuses the ops of
+    both passes with it); ``label`` names the callable in errors ("graphed f").
+    The forward is captured here; ``capture_backward()`` captures the backward.
+    """
+
+    def __init__(
+        self, fn, args: tuple, pool, warmup: int, allow_unused: bool, mode: str, label: str | None = None,
+        trace=nullcontext,
+    ) -> None:  # fmt: skip
         self.name = getattr(fn, "__qualname__", type(fn).__name__)
+        self.label = label or f"graphed {self.name}"
         self.fn, self.static_args, self.n_args = fn, args, len(args)
         self.static_inputs = args + _parameters(fn)
         self.differentiable = [i for i, t in enumerate(self.static_inputs) if t.requires_grad]
         self.allow_unused = allow_unused
+        self.trace = trace
         for _ in range(warmup):  # compiles every kernel before the capture
             outs, _single = _outputs(fn(*args), self.name)
             self._grads(outs, [ones_like(o) for o in outs if o.requires_grad], autograd)
         self.forward = CUDAGraph()
-        with graph(self.forward, pool=pool, capture_error_mode=mode):
+        with graph(self.forward, pool=pool, capture_error_mode=mode), trace():
             outs, self.single = _outputs(fn(*args), self.name)
         self.outputs = outs  # kept with their recorded nodes: the memory they save stays the graphs'
-        _refuse_hidden_leaves(outs, self.static_inputs, self.name)
         self.grad_outputs = tuple(empty_like(o) if o.requires_grad else None for o in outs)
         self.mode, self.pool = mode, pool
         self.calls = 0  # forwards so far: a backward must belong to the latest one
-        self.handout = Handout(f"graphed {self.name}")  # each forward's outputs, stale at the next forward
+        self.handout = Handout(self.label)  # each forward's outputs, stale at the next forward
 
     def capture_backward(self) -> None:
         self.backward = CUDAGraph()
-        with graph(self.backward, pool=self.pool, capture_error_mode=self.mode):
+        with graph(self.backward, pool=self.pool, capture_error_mode=self.mode), self.trace():
             self.grad_inputs = self._grads(self.outputs, [g for g in self.grad_outputs if g is not None], autograd)
 
     def _grads(self, outs, grad_outs, autograd) -> list:
@@ -123,9 +135,10 @@ class _Captured:
         return grads
 
 
-def _refuse_hidden_leaves(outs, inputs, name: str) -> None:
-    """A tensor that requires grad reached through a closure would silently get
-    no gradient from the graphed backward: say so at capture time."""
+def hides_leaves(outs, inputs) -> bool:
+    """True when ``outs`` were computed from a tensor that requires grad which
+    is none of ``inputs`` (one reached through a closure): a graphed backward
+    would give it no gradient."""
     known = {id(t._ag) for t in inputs if t.requires_grad}
     stack = [o.grad_fn for o in outs if o.grad_fn is not None]
     seen = set()
@@ -140,14 +153,23 @@ def _refuse_hidden_leaves(outs, inputs, name: str) -> None:
             if meta.node is not None:
                 stack.append(meta.node)
             elif meta.requires_grad and id(meta) not in known:
-                raise ValueError(
-                    f"{name} uses a tensor that requires grad but is neither one of its arguments nor a parameter "
-                    "of the module; its gradient would be lost in the graphed backward: pass it as an argument"
-                )
+                return True
+    return False
 
 
-def _function(c: _Captured):
-    """The ``autograd.Function`` that replays ``c``'s graphs."""
+def _refuse_hidden_leaves(c: Captured) -> None:
+    """A tensor that requires grad reached through a closure would silently get
+    no gradient from the graphed backward: say so at capture time."""
+    if hides_leaves(c.outputs, c.static_inputs):
+        raise ValueError(
+            f"{c.name} uses a tensor that requires grad but is neither one of its arguments nor a parameter "
+            "of the module; its gradient would be lost in the graphed backward: pass it as an argument"
+        )
+
+
+def autograd_function(c: Captured):
+    """The ``autograd.Function`` that replays ``c``'s graphs (its ``apply``
+    takes the staged arguments, then the parameters, as ``c.static_inputs``)."""
 
     class Graphed(Function):
         @staticmethod
@@ -157,16 +179,24 @@ def _function(c: _Captured):
             c.calls += 1
             ctx.call = c.calls
             if config.check_stale_outputs:  # the previous call's outputs are stale from now on
-                return tuple(c.handout.give(c.outputs))
-            c.handout.expire()
-            return tuple(o.detach() for o in c.outputs)
+                outs = tuple(c.handout.give(c.outputs))
+            else:
+                c.handout.expire()
+                outs = tuple(o.detach() for o in c.outputs)
+            ctx.mark_non_differentiable(*[o for o, g in zip(outs, c.grad_outputs, strict=True) if g is None])
+            return outs
 
         @staticmethod
         def backward(ctx, *grads):
             if ctx.call != c.calls:
                 raise RuntimeError(
-                    f"graphed {c.name} was called again before the backward of an earlier call; its graphs keep "
+                    f"{c.label} was called again before the backward of an earlier call; its graphs keep "
                     "one call's activations, so run each call's backward before the next call"
+                )
+            if is_grad_enabled():  # create_graph=True: the replay would record nothing to differentiate
+                raise RuntimeError(
+                    f"{c.label} replays its backward as a graph, which autograd cannot differentiate again; "
+                    "compute gradients of gradients (create_graph=True) with the function run eagerly"
                 )
             for static, g in zip(c.grad_outputs, grads, strict=True):
                 if static is not None:
@@ -178,8 +208,8 @@ def _function(c: _Captured):
     return Graphed
 
 
-def _graphed(c: _Captured):
-    fn, n_args = _function(c), c.n_args
+def _graphed(c: Captured):
+    fn, n_args = autograd_function(c), c.n_args
 
     def graphed(*args, **kwargs):
         if kwargs:
@@ -268,17 +298,17 @@ def make_graphed_callables(
         _refuse_hooks_and_trainable_buffers(fn)
     args = [_tensors(a, "make_graphed_callables") for a in sample_args]
     pool = pool if pool is not None else graph_pool_handle()
-    captured = [
-        _Captured(fn, a, pool, num_warmup_iters, allow_unused_input, capture_error_mode)
-        for fn, a in zip(callables, args, strict=True)
-    ]
+    captured = []
+    for fn, a in zip(callables, args, strict=True):
+        captured.append(Captured(fn, a, pool, num_warmup_iters, allow_unused_input, capture_error_mode))
+        _refuse_hidden_leaves(captured[-1])
     for c in reversed(captured):  # backward graphs in the order a backward pass runs them
         c.capture_backward()
     results = tuple(_as_callable(c) for c in captured)
     return results[0] if just_one else results
 
 
-def _as_callable(c: _Captured):
+def _as_callable(c: Captured):
     graphed = _graphed(c)
     module = c.fn
     if not all(hasattr(module, a) for a in ("parameters", "training", "forward")):
