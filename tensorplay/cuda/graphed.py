@@ -24,7 +24,7 @@ from .._tensor import Tensor
 from ..autograd import Function
 from .graphs import CUDAGraph, graph, graph_pool_handle
 
-__all__ = ["Captured", "autograd_function", "hides_leaves", "make_graphed_callables"]
+__all__ = ["Captured", "hides_leaves", "make_graphed_callables", "trainable_parameters"]
 
 
 def _tensors(args, what: str) -> tuple:
@@ -79,27 +79,71 @@ def _refuse_hooks_and_trainable_buffers(fn) -> None:
                 )
 
 
-def _parameters(fn) -> tuple:
+def trainable_parameters(fn) -> tuple:
+    """The parameters of ``fn`` (a module) that require grad; none for a function."""
     params = getattr(fn, "parameters", None)
     return tuple(p for p in params() if p.requires_grad) if callable(params) else ()
+
+
+class _Replay(Function):
+    """The autograd node of a graphed call: ``apply(c, *inputs)`` replays the
+    forward graph of ``c`` (a ``Captured``) and its backward the backward graph.
+    One class for every callable (a subclass per callable only names it), so
+    that no class, which Python frees only by its cycle collector, holds a
+    callable's graphs: they go with the last call that needs them."""
+
+    @staticmethod
+    def forward(ctx, c, *inputs):
+        # the parameters are their own static inputs: only the arguments are staged
+        c.forward.stage_and_launch(c.static_args, inputs[: c.n_args])
+        c.calls += 1
+        ctx.c, ctx.call = c, c.calls
+        if config.check_stale_outputs:  # the previous call's outputs are stale from now on
+            outs = tuple(c.handout.give(c.outputs))
+        else:
+            c.handout.expire()
+            outs = tuple(o.detach() for o in c.outputs)
+        ctx.mark_non_differentiable(*[o for o, g in zip(outs, c.grad_outputs, strict=True) if g is None])
+        return outs
+
+    @staticmethod
+    def backward(ctx, *grads):
+        c = ctx.c
+        if ctx.call != c.calls:
+            raise RuntimeError(
+                f"{c.label} was called again before the backward of an earlier call; its graphs keep "
+                "one call's activations, so run each call's backward before the next call"
+            )
+        if is_grad_enabled():  # create_graph=True: the replay would record nothing to differentiate
+            raise RuntimeError(
+                f"{c.label} replays its backward as a graph, which autograd cannot differentiate again; "
+                "compute gradients of gradients (create_graph=True) with the function run eagerly"
+            )
+        for static, g in zip(c.grad_outputs, grads, strict=True):
+            if static is not None:
+                static.copy_(g)
+        c.backward.replay()
+        return (None, *[None if g is None else g.clone() for g in c.grad_inputs])  # the next replay rewrites them
 
 
 class Captured:
     """The two graphs of one callable and the tensors they read and write.
 
     ``trace`` is entered inside each capture (``tp.compile`` fuses the ops of
-    both passes with it); ``label`` names the callable in errors ("graphed f").
-    The forward is captured here; ``capture_backward()`` captures the backward.
+    both passes with it); ``label`` names the callable in errors ("graphed f");
+    ``parameters`` are the tensors besides ``args`` that get gradients (by
+    default those of ``fn`` as a module). The forward is captured here,
+    the backward by ``capture_backward()``; ``apply`` replays them.
     """
 
     def __init__(
         self, fn, args: tuple, pool, warmup: int, allow_unused: bool, mode: str, label: str | None = None,
-        trace=nullcontext,
+        trace=nullcontext, parameters: tuple | None = None,
     ) -> None:  # fmt: skip
         self.name = getattr(fn, "__qualname__", type(fn).__name__)
         self.label = label or f"graphed {self.name}"
         self.fn, self.static_args, self.n_args = fn, args, len(args)
-        self.static_inputs = args + _parameters(fn)
+        self.static_inputs = args + (trainable_parameters(fn) if parameters is None else parameters)
         self.differentiable = [i for i, t in enumerate(self.static_inputs) if t.requires_grad]
         self.allow_unused = allow_unused
         self.trace = trace
@@ -114,6 +158,13 @@ class Captured:
         self.mode, self.pool = mode, pool
         self.calls = 0  # forwards so far: a backward must belong to the latest one
         self.handout = Handout(self.label)  # each forward's outputs, stale at the next forward
+        self._function = type(f"Graphed_{self.name}", (_Replay,), {"__slots__": ()})
+
+    def apply(self, *inputs) -> tuple:
+        """Replay the forward on ``inputs`` (the arguments, then the other
+        static inputs), recorded by autograd as one node whose backward replays
+        the backward graph; returns the outputs."""
+        return self._function.apply(self, *inputs)
 
     def capture_backward(self) -> None:
         self.backward = CUDAGraph()
@@ -167,49 +218,8 @@ def _refuse_hidden_leaves(c: Captured) -> None:
         )
 
 
-def autograd_function(c: Captured):
-    """The ``autograd.Function`` that replays ``c``'s graphs (its ``apply``
-    takes the staged arguments, then the parameters, as ``c.static_inputs``)."""
-
-    class Graphed(Function):
-        @staticmethod
-        def forward(ctx, *inputs):
-            # the parameters are their own static inputs: only the arguments are staged
-            c.forward.stage_and_launch(c.static_args, inputs[: c.n_args])
-            c.calls += 1
-            ctx.call = c.calls
-            if config.check_stale_outputs:  # the previous call's outputs are stale from now on
-                outs = tuple(c.handout.give(c.outputs))
-            else:
-                c.handout.expire()
-                outs = tuple(o.detach() for o in c.outputs)
-            ctx.mark_non_differentiable(*[o for o, g in zip(outs, c.grad_outputs, strict=True) if g is None])
-            return outs
-
-        @staticmethod
-        def backward(ctx, *grads):
-            if ctx.call != c.calls:
-                raise RuntimeError(
-                    f"{c.label} was called again before the backward of an earlier call; its graphs keep "
-                    "one call's activations, so run each call's backward before the next call"
-                )
-            if is_grad_enabled():  # create_graph=True: the replay would record nothing to differentiate
-                raise RuntimeError(
-                    f"{c.label} replays its backward as a graph, which autograd cannot differentiate again; "
-                    "compute gradients of gradients (create_graph=True) with the function run eagerly"
-                )
-            for static, g in zip(c.grad_outputs, grads, strict=True):
-                if static is not None:
-                    static.copy_(g)
-            c.backward.replay()
-            return tuple(None if g is None else g.clone() for g in c.grad_inputs)  # the next replay rewrites them
-
-    Graphed.__name__ = Graphed.__qualname__ = f"Graphed_{c.name}"
-    return Graphed
-
-
 def _graphed(c: Captured):
-    fn, n_args = autograd_function(c), c.n_args
+    n_args = c.n_args
 
     def graphed(*args, **kwargs):
         if kwargs:
@@ -236,7 +246,7 @@ def _graphed(c: Captured):
                     f"argument {i} of graphed {c.name} requires grad but its sample did not, so the captured "
                     "backward computes no gradient for it; capture with a sample that requires grad"
                 )
-        outs = fn.apply(*args, *c.static_inputs[n_args:])
+        outs = c.apply(*args, *c.static_inputs[n_args:])
         return outs[0] if c.single else outs
 
     return graphed
