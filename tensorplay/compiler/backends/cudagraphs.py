@@ -102,9 +102,8 @@ class _Entry:
         """Stage this call's ``tensors``, replay, and return the static outputs."""
         if self.captured is not None:  # recorded by autograd as one node, which replays the backward
             outs = self.captured.apply(*tensors, *self.parameters)
-            with no_grad():
-                for k in self.written:
-                    tensors[k].copy_(self.statics[k])
+            if self.written:
+                self._copy_back(tensors)
             return _unflatten(self.out_spec, outs)
         if self.sources is not None:
             tensors = [
@@ -112,12 +111,18 @@ class _Entry:
                 for src in self.sources
             ]
         self.graph.stage_and_launch(self.statics, tensors)
-        for k in self.written:  # in-place changes reach the caller's tensors
-            tensors[k].copy_(self.statics[k])
+        if self.written:
+            self._copy_back(tensors)
         if config.check_stale_outputs:
             return _unflatten(self.out_spec, self.handout.give(self.out_leaves))
         self.handout.expire()
         return _unflatten(self.out_spec, self.out_leaves)
+
+    def _copy_back(self, tensors: list) -> None:
+        """In-place changes reach the caller's tensors (not recorded by autograd, as eagerly)."""
+        with no_grad():
+            for k in self.written:
+                tensors[k].copy_(self.statics[k])
 
 
 class CompiledFunction:
@@ -140,7 +145,7 @@ class CompiledFunction:
             raise ValueError(f"expected warmup to be a number of calls (0 or more), got {warmup!r}")
         functools.update_wrapper(self, fn)
         self._fn = fn
-        self._name = getattr(fn, "__qualname__", repr(fn))  # in warnings and stale-output errors
+        self._name = getattr(fn, "__qualname__", type(fn).__name__)  # in warnings and errors (a module: its class)
         self._warmup = warmup
         self._fuse = fuse
         if fuse:
