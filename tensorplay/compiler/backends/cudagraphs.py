@@ -350,11 +350,10 @@ _NAN = float("nan")  # NaN != NaN, but a key holding this one object matches its
 
 
 def _signature(args: tuple, kwargs: dict):
-    """``(key, tensors)`` of a call: for positional tensors only, their shapes,
-    dtypes and strides; else ``("tree", args' specs, kwargs' specs)``; either
-    way followed by which tensors share memory (``_aliases``). Grad mode is
-    part of the key: a graph captured under ``no_grad`` records nothing for
-    autograd, so a call with grad on must not replay it."""
+    """``(key, tensors)`` of a call: for positional tensors only, ``_grad_key``
+    and their shapes, dtypes and strides; else ``("tree", _grad_key, args'
+    specs, kwargs' specs)``; either way followed by which tensors share memory
+    (``_aliases``)."""
     if not kwargs and all(isinstance(a, Tensor) for a in args):
         return (_grad_key(args), *[(a.shape, a.dtype, a.stride()) for a in args], _aliases(args)), args
     tensors: list[Tensor] = []
