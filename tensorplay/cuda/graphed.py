@@ -158,7 +158,7 @@ class Captured:
         self.mode, self.pool = mode, pool
         self.calls = 0  # forwards so far: a backward must belong to the latest one
         self.handout = Handout(self.label)  # each forward's outputs, stale at the next forward
-        self._function = type(f"Graphed_{self.name}", (_Replay,), {"__slots__": ()})
+        self._function = type(f"Graphed_{self.name}", (_Replay,), {})  # named for grad_fn
 
     def apply(self, *inputs) -> tuple:
         """Replay the forward on ``inputs`` (the arguments, then the other

@@ -51,7 +51,7 @@ def test_a_chain_and_its_backward_are_one_kernel_each_with_the_eager_gradients()
     rng = np.random.default_rng(0)
     values = [rng.standard_normal(256).astype(np.float32) for _ in range(2)]
 
-    def f(x, y):  # six elementwise ops and a sum
+    def f(x, y):  # seven elementwise ops and a sum
         return ((x * y + 1).tanh() * x - y).abs().relu().sum()
 
     compiled = tp.compile(f)
