@@ -108,7 +108,8 @@ def test_a_compiled_module_fuses_its_parameters_backward():
             F.mse_loss(call(x), target).backward()
         for a, b in zip(model.parameters(), eager_model.parameters(), strict=True):
             _assert_as_eager(a.grad.numpy(), b.grad.numpy())
-    assert _kernels(compiled.graph(x)) == ["matmul_tiled", "fused_add_tanh", "matmul_tiled", "fused_add"]
+    fused = [name for name in _kernels(compiled.graph(x)) if name.startswith("fused_")]
+    assert fused == ["fused_add_tanh", "fused_add"]  # the matmuls (a GPU may split K) stay as they are
     assert "fused_mul_sub" in _kernels(compiled.graph(x, backward=True))  # tanh's backward: g * (1 - y * y)
     assert repr(compiled).startswith("<tensorplay compiled Sequential (cudagraphs")
 
