@@ -17,9 +17,15 @@ class FunctionCtx:
     def __init__(self, needs_input_grad: tuple) -> None:
         self.needs_input_grad = needs_input_grad
         self.saved_tensors: tuple = ()
+        self.non_differentiable: tuple = ()
 
     def save_for_backward(self, *tensors) -> None:
         self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        """Outputs that do not require grad (as PyTorch's): their gradient given
+        to ``backward`` is zero."""
+        self.non_differentiable = tensors
 
 
 class Function:
@@ -97,4 +103,7 @@ class Function:
             return tuple(checked)
 
         record(f"{cls.__name__}Backward", outs, args, grads)
+        for o in outs:
+            if any(o is t for t in ctx.non_differentiable):
+                o._ag = None
         return outs[0] if single else outs

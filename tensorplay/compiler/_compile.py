@@ -38,6 +38,11 @@ def compile(fn: Callable | None = None, *, backend: str = "cudagraphs", warmup: 
         ends it) while capturing (``tensorplay/compiler/fusion.py``); their
         source is in ``compiled.kernels()``. False: one kernel per op, as eagerly.
 
+    A call that autograd records (an argument, or a parameter of ``fn`` as a
+    module, requires grad) captures the backward too, fused the same way:
+    ``backward()`` on its result replays it, with the eager gradients. Run
+    each call's backward before the next call.
+
     Called while a graph is being captured (inside ``with tp.cuda.graph(g):``,
     or a ``g.while_()`` body), a compiled function runs ``fn`` on its arguments
     themselves, fused, into that capture: a simulation loop's body is fused and

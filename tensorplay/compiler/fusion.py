@@ -175,10 +175,13 @@ class Fuser:
         self.group: _Group | None = None
         self.kernels: list[tuple[str, str]] = []  # (name, source) of every fused kernel launched
         self.written: list[int] = []  # data pointers of every op's output and every kernel's arrays
+        self._launching = False  # its own kernel: what it writes was noted as its ops joined
 
     def note_written(self, ptrs) -> None:
-        """Kernels' array arguments: any of them may be written."""
-        self.written.extend(ptrs)
+        """Kernels' array arguments: any of them may be written (a fused kernel's
+        inputs are only read: its outputs were noted op by op)."""
+        if not self._launching:
+            self.written.extend(ptrs)
 
     def wrote(self, lo: int, hi: int) -> bool:
         """True when an op or kernel issued so far may have written bytes [lo, hi)."""
@@ -277,7 +280,7 @@ class Fuser:
         args += [w.array(g.n) for w in live]
         if r is not None:  # the reduction's output and starting value
             red, init = _array(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)
-        with stream(g.stream):
+        with stream(g.stream), self._launching_own():
             if r is None:
                 launch(kernel, *grid_1d(g.n), args, g.stream)
             elif r.k:  # a block a row
@@ -291,6 +294,14 @@ class Fuser:
                 args += [red, init, np.float64(1.0 / g.n), *[w.array(1) for w in stored]]
                 launch(kernel, (blocks, 1, 1), (fused.BLOCK, 1, 1), args, g.stream)
         self.kernels.append((name, text))
+
+    @contextmanager
+    def _launching_own(self):
+        self._launching = True
+        try:
+            yield
+        finally:
+            self._launching = False
 
     def _fusable(self, out: Tensor, operands, cast: str) -> bool:
         if cast not in ("none", "int64") or out.dtype.name not in FUSABLE or not out._contig:

@@ -12,16 +12,19 @@ memory: the next call overwrites them (``.clone()`` keeps one).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
 from .. import autograd
 from .._factories import empty_like, ones_like
+from .._grad_mode import is_grad_enabled
 from .._stale import Handout, config
 from .._tensor import Tensor
 from ..autograd import Function
 from .graphs import CUDAGraph, graph, graph_pool_handle
 
-__all__ = ["make_graphed_callables"]
+__all__ = ["Captured", "hides_leaves", "make_graphed_callables", "trainable_parameters"]
 
 
 def _tensors(args, what: str) -> tuple:
@@ -76,36 +79,96 @@ def _refuse_hooks_and_trainable_buffers(fn) -> None:
                 )
 
 
-def _parameters(fn) -> tuple:
+def trainable_parameters(fn) -> tuple:
+    """The parameters of ``fn`` (a module) that require grad; none for a function."""
     params = getattr(fn, "parameters", None)
     return tuple(p for p in params() if p.requires_grad) if callable(params) else ()
 
 
-class _Captured:
-    """The two graphs of one callable and the tensors they read and write."""
+class _Replay(Function):
+    """The autograd node of a graphed call: ``apply(c, *inputs)`` replays the
+    forward graph of ``c`` (a ``Captured``) and its backward the backward graph.
+    One class for every callable (a subclass per callable only names it), so
+    that no class, which Python frees only by its cycle collector, holds a
+    callable's graphs: they go with the last call that needs them."""
 
-    def __init__(self, fn, args: tuple, pool, warmup: int, allow_unused: bool, mode: str) -> None:
+    @staticmethod
+    def forward(ctx, c, *inputs):
+        # the parameters are their own static inputs: only the arguments are staged
+        c.forward.stage_and_launch(c.static_args, inputs[: c.n_args])
+        c.calls += 1
+        ctx.c, ctx.call = c, c.calls
+        if config.check_stale_outputs:  # the previous call's outputs are stale from now on
+            outs = tuple(c.handout.give(c.outputs))
+        else:
+            c.handout.expire()
+            outs = tuple(o.detach() for o in c.outputs)
+        ctx.mark_non_differentiable(*[o for o, g in zip(outs, c.grad_outputs, strict=True) if g is None])
+        return outs
+
+    @staticmethod
+    def backward(ctx, *grads):
+        c = ctx.c
+        if ctx.call != c.calls:
+            raise RuntimeError(
+                f"{c.label} was called again before the backward of an earlier call; its graphs keep "
+                "one call's activations, so run each call's backward before the next call"
+            )
+        if is_grad_enabled():  # create_graph=True: the replay would record nothing to differentiate
+            raise RuntimeError(
+                f"{c.label} replays its backward as a graph, which autograd cannot differentiate again; "
+                "compute gradients of gradients (create_graph=True) with the function run eagerly"
+            )
+        for static, g in zip(c.grad_outputs, grads, strict=True):
+            if static is not None:
+                static.copy_(g)
+        c.backward.replay()
+        return (None, *[None if g is None else g.clone() for g in c.grad_inputs])  # the next replay rewrites them
+
+
+class Captured:
+    """The two graphs of one callable and the tensors they read and write.
+
+    ``trace`` is entered inside each capture (``tp.compile`` fuses the ops of
+    both passes with it); ``label`` names the callable in errors ("graphed f");
+    ``parameters`` are the tensors besides ``args`` that get gradients (by
+    default those of ``fn`` as a module). The forward is captured here,
+    the backward by ``capture_backward()``; ``apply`` replays them.
+    """
+
+    def __init__(
+        self, fn, args: tuple, pool, warmup: int, allow_unused: bool, mode: str, label: str | None = None,
+        trace=nullcontext, parameters: tuple | None = None,
+    ) -> None:  # fmt: skip
         self.name = getattr(fn, "__qualname__", type(fn).__name__)
+        self.label = label or f"graphed {self.name}"
         self.fn, self.static_args, self.n_args = fn, args, len(args)
-        self.static_inputs = args + _parameters(fn)
+        self.static_inputs = args + (trainable_parameters(fn) if parameters is None else parameters)
         self.differentiable = [i for i, t in enumerate(self.static_inputs) if t.requires_grad]
         self.allow_unused = allow_unused
+        self.trace = trace
         for _ in range(warmup):  # compiles every kernel before the capture
             outs, _single = _outputs(fn(*args), self.name)
             self._grads(outs, [ones_like(o) for o in outs if o.requires_grad], autograd)
         self.forward = CUDAGraph()
-        with graph(self.forward, pool=pool, capture_error_mode=mode):
+        with graph(self.forward, pool=pool, capture_error_mode=mode), trace():
             outs, self.single = _outputs(fn(*args), self.name)
         self.outputs = outs  # kept with their recorded nodes: the memory they save stays the graphs'
-        _refuse_hidden_leaves(outs, self.static_inputs, self.name)
         self.grad_outputs = tuple(empty_like(o) if o.requires_grad else None for o in outs)
         self.mode, self.pool = mode, pool
         self.calls = 0  # forwards so far: a backward must belong to the latest one
-        self.handout = Handout(f"graphed {self.name}")  # each forward's outputs, stale at the next forward
+        self.handout = Handout(self.label)  # each forward's outputs, stale at the next forward
+        self._function = type(f"Graphed_{self.name}", (_Replay,), {})  # named for grad_fn
+
+    def apply(self, *inputs) -> tuple:
+        """Replay the forward on ``inputs`` (the arguments, then the other
+        static inputs), recorded by autograd as one node whose backward replays
+        the backward graph; returns the outputs."""
+        return self._function.apply(self, *inputs)
 
     def capture_backward(self) -> None:
         self.backward = CUDAGraph()
-        with graph(self.backward, pool=self.pool, capture_error_mode=self.mode):
+        with graph(self.backward, pool=self.pool, capture_error_mode=self.mode), self.trace():
             self.grad_inputs = self._grads(self.outputs, [g for g in self.grad_outputs if g is not None], autograd)
 
     def _grads(self, outs, grad_outs, autograd) -> list:
@@ -123,9 +186,10 @@ class _Captured:
         return grads
 
 
-def _refuse_hidden_leaves(outs, inputs, name: str) -> None:
-    """A tensor that requires grad reached through a closure would silently get
-    no gradient from the graphed backward: say so at capture time."""
+def hides_leaves(outs, inputs) -> bool:
+    """True when ``outs`` were computed from a tensor that requires grad which
+    is none of ``inputs`` (one reached through a closure): a graphed backward
+    would give it no gradient."""
     known = {id(t._ag) for t in inputs if t.requires_grad}
     stack = [o.grad_fn for o in outs if o.grad_fn is not None]
     seen = set()
@@ -140,46 +204,22 @@ def _refuse_hidden_leaves(outs, inputs, name: str) -> None:
             if meta.node is not None:
                 stack.append(meta.node)
             elif meta.requires_grad and id(meta) not in known:
-                raise ValueError(
-                    f"{name} uses a tensor that requires grad but is neither one of its arguments nor a parameter "
-                    "of the module; its gradient would be lost in the graphed backward: pass it as an argument"
-                )
+                return True
+    return False
 
 
-def _function(c: _Captured):
-    """The ``autograd.Function`` that replays ``c``'s graphs."""
-
-    class Graphed(Function):
-        @staticmethod
-        def forward(ctx, *inputs):
-            # the parameters are their own static inputs: only the arguments are staged
-            c.forward.stage_and_launch(c.static_args, inputs[: c.n_args])
-            c.calls += 1
-            ctx.call = c.calls
-            if config.check_stale_outputs:  # the previous call's outputs are stale from now on
-                return tuple(c.handout.give(c.outputs))
-            c.handout.expire()
-            return tuple(o.detach() for o in c.outputs)
-
-        @staticmethod
-        def backward(ctx, *grads):
-            if ctx.call != c.calls:
-                raise RuntimeError(
-                    f"graphed {c.name} was called again before the backward of an earlier call; its graphs keep "
-                    "one call's activations, so run each call's backward before the next call"
-                )
-            for static, g in zip(c.grad_outputs, grads, strict=True):
-                if static is not None:
-                    static.copy_(g)
-            c.backward.replay()
-            return tuple(None if g is None else g.clone() for g in c.grad_inputs)  # the next replay rewrites them
-
-    Graphed.__name__ = Graphed.__qualname__ = f"Graphed_{c.name}"
-    return Graphed
+def _refuse_hidden_leaves(c: Captured) -> None:
+    """A tensor that requires grad reached through a closure would silently get
+    no gradient from the graphed backward: say so at capture time."""
+    if hides_leaves(c.outputs, c.static_inputs):
+        raise ValueError(
+            f"{c.name} uses a tensor that requires grad but is neither one of its arguments nor a parameter "
+            "of the module; its gradient would be lost in the graphed backward: pass it as an argument"
+        )
 
 
-def _graphed(c: _Captured):
-    fn, n_args = _function(c), c.n_args
+def _graphed(c: Captured):
+    n_args = c.n_args
 
     def graphed(*args, **kwargs):
         if kwargs:
@@ -206,7 +246,7 @@ def _graphed(c: _Captured):
                     f"argument {i} of graphed {c.name} requires grad but its sample did not, so the captured "
                     "backward computes no gradient for it; capture with a sample that requires grad"
                 )
-        outs = fn.apply(*args, *c.static_inputs[n_args:])
+        outs = c.apply(*args, *c.static_inputs[n_args:])
         return outs[0] if c.single else outs
 
     return graphed
@@ -268,17 +308,17 @@ def make_graphed_callables(
         _refuse_hooks_and_trainable_buffers(fn)
     args = [_tensors(a, "make_graphed_callables") for a in sample_args]
     pool = pool if pool is not None else graph_pool_handle()
-    captured = [
-        _Captured(fn, a, pool, num_warmup_iters, allow_unused_input, capture_error_mode)
-        for fn, a in zip(callables, args, strict=True)
-    ]
+    captured = []
+    for fn, a in zip(callables, args, strict=True):
+        captured.append(Captured(fn, a, pool, num_warmup_iters, allow_unused_input, capture_error_mode))
+        _refuse_hidden_leaves(captured[-1])
     for c in reversed(captured):  # backward graphs in the order a backward pass runs them
         c.capture_backward()
     results = tuple(_as_callable(c) for c in captured)
     return results[0] if just_one else results
 
 
-def _as_callable(c: _Captured):
+def _as_callable(c: Captured):
     graphed = _graphed(c)
     module = c.fn
     if not all(hasattr(module, a) for a in ("parameters", "training", "forward")):

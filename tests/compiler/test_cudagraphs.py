@@ -185,30 +185,39 @@ def _requires_grad(x):
         pytest.skip("autograd is not there yet")
 
 
-def test_inputs_that_require_grad_run_eagerly():
+def test_inputs_that_require_grad_capture_the_forward_and_the_backward():
     fn, runs = _counted(lambda x: (x * x).sum())
     f = tp_compile(fn, warmup=0)
     w = _requires_grad(tp.ones(3))
     for _ in range(3):
         out = f(w)
         assert out.item() == 3.0
-    assert len(runs) == 3 and f.graph(w) is None  # autograd recorded every call
-    out.backward()
-    assert w.grad.tolist() == [2.0] * 3
+        out.backward()
+    assert len(runs) == 1  # captured once (the backward by autograd, not by running fn), then replayed
+    assert out.grad_fn.name.startswith("Graphed_")
+    assert w.grad.tolist() == [6.0] * 3
+    forward, backward = f.graph(w), f.graph(w, backward=True)
+    assert forward is not None and backward is not None
     with tp.autograd.no_grad():
         f(w), f(w)
-        assert f.graph(w) is not None and len(runs) == 4  # no grad: captured once, then replayed
-    assert f.graph(w) is None  # grad mode is part of the signature
+        assert len(runs) == 2  # no grad: a signature of its own, captured once, with no backward
+        assert f.graph(w) not in (None, forward) and f.graph(w, backward=True) is None
+    assert f.graph(tp.ones(3)) is None  # which arguments require grad is part of the signature too
 
 
-def test_outputs_that_require_grad_keep_the_signature_eager():
+@pytest.mark.parametrize("warmup", [0, 1])
+def test_a_tensor_that_requires_grad_reached_through_a_closure_keeps_the_signature_eager(warmup):
+    # a graphed backward would give w no gradient: autograd records each call instead
     w = _requires_grad(tp.ones(3))
-    fn, runs = _counted(lambda x: x * w)
-    f = tp_compile(fn, warmup=1)
+    fn, runs = _counted(lambda x: (x * w).sum())
+    f = tp_compile(fn, warmup=warmup)
     x = tp.full((3,), 2.0)
     for _ in range(3):
-        assert f(x).tolist() == [2.0] * 3
-    assert len(runs) == 3 and f.graph(x) is None
+        out = f(x)
+        assert out.item() == 6.0
+        out.backward()
+    assert len(runs) == 3 + (warmup == 0)  # with no warm-up, its capture finds it out
+    assert f.graph(x) is None and w.grad.tolist() == [6.0] * 3
 
 
 def test_grad_mode_is_part_of_the_signature():

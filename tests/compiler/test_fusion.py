@@ -5,20 +5,18 @@ Every test runs the same function eagerly and compiled (the second call of a
 compiled function captures and replays) and compares: elementwise results bit
 for bit on the simulator and within an FMA's rounding on a GPU (see
 ``_assert_as_eager``), reductions within float tolerance (their order of
-additions differs).
+additions differs). Random programs are in ``test_fusion_properties.py``, the
+backward of compiled functions in ``test_fusion_autograd.py``.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import threading
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import tensorplay as tp
 
@@ -74,8 +72,7 @@ def test_six_ops_and_a_sum_make_one_kernel_node():
     got = f(x).item()
     ref = np.clip(-(np.sqrt(np.abs(x.numpy().astype(np.float64) * 3 - 1)) + x.numpy()), -1.5, 1.5).sum()
     assert got == pytest.approx(ref, rel=1e-5)
-    if tp.cuda.backend() == "sim":
-        assert _kernels_in(f.graph(x)) == ["fused_mul_sub_abs_sqrt_add_neg_clamp_sum"]
+    assert [node.kernel for node in f.graph(x).nodes()] == ["fused_mul_sub_abs_sqrt_add_neg_clamp_sum"]
     assert "captured, 1 nodes" in repr(f.graph(x))  # on both backends
 
 
@@ -267,77 +264,6 @@ def test_one_element_ops_after_a_reduction_are_its_tail_in_the_same_kernel():
 def _names(compiled) -> list[tuple[str, str]]:
     """(name, source) of a compiled function's fused kernels."""
     return [(re.search(r"def (\w+)\(", text).group(1), text) for text in compiled.kernels()]
-
-
-_FLOATS = ("float32", "float64")
-_DTYPES = ("float32", "float64", "int32", "int64", "bool")
-_BINARY = ("add", "sub", "mul", "maximum", "minimum", "gt", "le", "eq")
-_UNARY = ("abs", "neg", "tanh", "exp", "relu")
-
-
-@st.composite
-def _programs(draw):
-    """A random straight-line program over six inputs of mixed dtypes and shapes: (steps, reduction)."""
-    steps = []
-    for _ in range(draw(st.integers(1, 8))):
-        kind = draw(st.sampled_from(("binary", "scalar", "unary", "where", "in_place")))
-        a, b, c = (draw(st.integers(0, 99)) for _ in range(3))
-        steps.append((kind, draw(st.sampled_from(_BINARY if kind != "unary" else _UNARY)), a, b, c,
-                      draw(st.sampled_from((-1.5, 0.0, 2.0, 3)))))  # fmt: skip
-    reduction = draw(st.sampled_from((None, "sum", "max", "min", "mean")))
-    return steps, reduction and (reduction, draw(st.sampled_from((None, -1))))  # over everything, or rows
-
-
-def _run(program, *inputs):
-    steps, reduction = program
-    values = list(inputs)
-    for kind, op, a, b, c, scalar in steps:
-        x, y = values[a % len(values)], values[b % len(values)]
-        if kind == "unary":
-            if x.dtype is tp.bool or (op in ("tanh", "exp") and x.dtype.kind != "f"):
-                x = x.float() if x.dtype is not tp.bool else x.int()
-            values.append(getattr(x, op)())
-        elif kind == "where":
-            cond = values[c % len(values)]
-            values.append(tp.where(cond if cond.dtype is tp.bool else cond > 0, x, y))
-        elif kind == "scalar":
-            values.append(getattr(tp, op)(x, scalar) if x.dtype is not tp.bool else x & (scalar > 0))
-        elif (
-            kind == "in_place" and x.dtype.kind == "f" and x.dtype.itemsize >= y.dtype.itemsize and x is not y
-            and x.shape == np.broadcast_shapes(x.shape, y.shape)
-        ):  # fmt: skip
-            x.add_(y if y.dtype is not tp.bool else y.float())  # inputs are copies: changed in place
-        else:
-            values.append(getattr(tp, op)(x, y))
-    last = values[-1]
-    if reduction:
-        op, dim = reduction
-        last = last if last.dtype.kind == "f" else last.double()
-        reduce = getattr(last, {"max": "amax", "min": "amin"}.get(op, op))  # max(dim) also gives indices
-        return values[-1], reduce() if dim is None else reduce(dim=dim)
-    return (values[-1],)
-
-
-_FULL = os.environ.get("TENSORPLAY_STRESS", "").lower() == "full"
-
-
-@settings(max_examples=60 if _FULL else 25, deadline=None, derandomize=not _FULL, database=None,
-          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
-@given(program=_programs())
-def test_random_chains_of_mixed_dtypes_equal_eager(program):
-    rng = np.random.default_rng(len(program[0]))
-    inputs = [  # full-size, and a row and a column that broadcast against them
-        tp.tensor(rng.standard_normal((6, 50)).astype(np.float32)),
-        tp.tensor(rng.standard_normal((6, 50))),
-        tp.tensor(rng.integers(-5, 5, (6, 50)).astype(np.int32)),
-        tp.tensor(rng.random((6, 50)) > 0.5),
-        tp.tensor(rng.standard_normal(50).astype(np.float32)),
-        tp.tensor(rng.integers(-5, 5, (6, 1)).astype(np.int64)),
-    ]
-    eager, compiled, _ = _eager_and_compiled(lambda *xs: _run(program, *xs), *inputs)
-    _assert_as_eager(compiled[0].numpy(), eager[0].numpy(), rtol=1e-5)  # chains of up to 8 roundings
-    if len(eager) == 2:
-        np.testing.assert_allclose(compiled[1].numpy(), eager[1].numpy(), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("fuse", [True, False])

@@ -1,13 +1,10 @@
 """What the stress tests share: how hard to push, and snapshots of the runtime's
 bookkeeping to prove that everything came back.
 
-``FULL``
-    True when ``TENSORPLAY_STRESS=full`` (``scripts/gpu-check`` sets it): more
-    hypothesis examples, more thread rounds, and the 10 000-cycle leak check.
-``hypothesis_settings(examples=(ci, full), steps=(ci, full))``
-    Settings for a state machine: no deadline, derandomized in CI (a failure
-    reproduces by rerunning), random in full runs, the failing example's blob
-    printed (``@reproduce_failure``) in both.
+``FULL``, ``hypothesis_settings(examples=(ci, full), steps=(ci, full))``
+    From ``tests/helpers/properties.py``: ``TENSORPLAY_STRESS=full``
+    (``scripts/gpu-check`` sets it) gives more hypothesis examples, more
+    thread rounds, and the 10 000-cycle leak check.
 ``Snapshot.take()`` / ``snapshot.assert_returned()``
     Allocated and reserved bytes, the sizes of the allocator's tables, and on the
     simulator its conditional handles and device buffers; compared later, after
@@ -21,10 +18,9 @@ from __future__ import annotations
 
 import gc
 import importlib
-import os
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, settings
+from helpers.properties import FULL, hypothesis_settings
 
 import tensorplay as tp
 from tensorplay.runtime.backend import get as get_backend
@@ -33,7 +29,6 @@ from tensorplay.runtime.memory import DEFAULT_POOL, allocator
 
 __all__ = ["FULL", "SIM", "Snapshot", "assert_no_capture", "hypothesis_settings", "sim_backend_module", "table_sizes"]
 
-FULL = os.environ.get("TENSORPLAY_STRESS", "").lower() == "full"
 SIM = tp.cuda.backend() == "sim"
 
 # The allocator's per-capture and per-pool tables: one entry per capture or pool
@@ -49,19 +44,6 @@ ALLOCATOR_TABLES = (
     "_dead_pools",
     "_deferred",
 )
-
-
-def hypothesis_settings(examples: tuple[int, int], steps: tuple[int, int]) -> settings:
-    """``examples`` and ``steps`` (per example): (in CI, in full runs)."""
-    return settings(
-        max_examples=examples[FULL],
-        stateful_step_count=steps[FULL],
-        deadline=None,  # the simulator's timing says nothing about the package
-        derandomize=not FULL,
-        print_blob=True,
-        database=None,  # nothing written into the checkout
-        suppress_health_check=[HealthCheck.too_slow],
-    )
 
 
 def sim_backend_module():

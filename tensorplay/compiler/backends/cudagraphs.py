@@ -30,11 +30,20 @@ capture notes which static inputs its ops and kernels may write (a kernel of
 your own may write any array it is given), and after each replay those are
 copied back into the call's arguments.
 
-Calls run eagerly, never captured, when autograd must record them: grad mode
-is on and a tensor argument requires grad, or the warm-up's outputs require
-grad (parameters captured by the function). Graphs are freed with the compiled
-function (or by ``reset()``, or ``tp.cuda.clear_caches()`` for every compiled
-function).
+A signature whose call autograd records (grad mode on, and a tensor argument
+or a parameter of ``fn`` as a module requires grad) is captured as graphed
+callables are (``cuda/graphed.py``): its forward and its backward
+(``autograd.grad`` of the outputs for those tensors) each become a graph, both
+fused, sharing one pool; a call replays the forward through an
+``autograd.Function`` whose backward replays the backward graph. Which
+arguments require grad is part of the signature. Such a signature runs
+eagerly when its outputs depend on a tensor that requires grad reached
+through a closure (the graphed backward would give it no gradient), or when
+its tensor arguments share memory. The backward replay cannot be
+differentiated again (``create_graph=True`` is refused), and, as with any
+graph, each call's backward must run before the next call. Graphs are freed
+with the compiled function (or by ``reset()``, or ``tp.cuda.clear_caches()``
+for every compiled function).
 """
 
 from __future__ import annotations
@@ -43,12 +52,14 @@ import functools
 import math
 import threading
 import warnings
+from contextlib import contextmanager
 
 from ..._overlap import byte_span, overlap_groups
 from ..._stale import Handout, config
 from ..._tensor import Tensor
-from ...autograd import is_grad_enabled
-from ...cuda.graphs import CUDAGraph, graph
+from ...autograd import is_grad_enabled, no_grad
+from ...cuda.graphed import Captured, hides_leaves, trainable_parameters
+from ...cuda.graphs import CUDAGraph, graph, graph_pool_handle
 from ...runtime.caches import BoundedCache
 from ...runtime.capture import capture_state
 from ...runtime.streams import current_stream
@@ -68,32 +79,50 @@ def compile_fn(fn, warmup: int = 1, fuse: bool = True) -> CompiledFunction:
 class _Entry:
     """One signature: its eager calls so far, then its graph."""
 
-    __slots__ = ("calls", "eager", "graph", "statics", "sources", "written", "out_spec", "out_leaves", "handout")
+    __slots__ = (
+        "calls", "eager", "records_grad", "graph", "statics", "sources", "written", "out_spec", "out_leaves",
+        "handout", "captured", "parameters", "backward",
+    )  # fmt: skip
 
     def __init__(self, name: str) -> None:
         self.calls = 0
-        self.eager = False  # autograd records this signature (or it cannot be staged): never captured
+        self.eager = False  # it cannot be staged, or its backward not graphed: never captured
+        self.records_grad = False  # a warm-up's outputs required grad: capture the backward too
         self.graph: CUDAGraph | None = None
         self.statics: list[Tensor] = []  # what stage_and_launch copies into
         self.sources: tuple | None = None  # with shared memory: what it copies from (see _aliased_statics)
         self.written: tuple = ()  # indices of the statics the function writes: copied back after a replay
         self.out_spec = self.out_leaves = None
         self.handout = Handout(f"compiled {name}")  # each call's outputs, stale at the next call
+        self.captured: Captured | None = None  # with a graphed backward: what replays both graphs
+        self.parameters: tuple = ()  # what it takes after the arguments (a module's parameters)
+        self.backward: CUDAGraph | None = None
 
     def launch(self, tensors: list):
         """Stage this call's ``tensors``, replay, and return the static outputs."""
+        if self.captured is not None:  # recorded by autograd as one node, which replays the backward
+            outs = self.captured.apply(*tensors, *self.parameters)
+            if self.written:
+                self._copy_back(tensors)
+            return _unflatten(self.out_spec, outs)
         if self.sources is not None:
             tensors = [
                 tensors[src] if type(src) is int else tensors[src[0]]._view((src[2],), (1,), src[1])
                 for src in self.sources
             ]
         self.graph.stage_and_launch(self.statics, tensors)
-        for k in self.written:  # in-place changes reach the caller's tensors
-            tensors[k].copy_(self.statics[k])
+        if self.written:
+            self._copy_back(tensors)
         if config.check_stale_outputs:
             return _unflatten(self.out_spec, self.handout.give(self.out_leaves))
         self.handout.expire()
         return _unflatten(self.out_spec, self.out_leaves)
+
+    def _copy_back(self, tensors: list) -> None:
+        """In-place changes reach the caller's tensors (not recorded by autograd, as eagerly)."""
+        with no_grad():
+            for k in self.written:
+                tensors[k].copy_(self.statics[k])
 
 
 class CompiledFunction:
@@ -116,7 +145,7 @@ class CompiledFunction:
             raise ValueError(f"expected warmup to be a number of calls (0 or more), got {warmup!r}")
         functools.update_wrapper(self, fn)
         self._fn = fn
-        self._name = getattr(fn, "__qualname__", repr(fn))  # in warnings and stale-output errors
+        self._name = getattr(fn, "__qualname__", type(fn).__name__)  # in warnings and errors (a module: its class)
         self._warmup = warmup
         self._fuse = fuse
         if fuse:
@@ -130,8 +159,6 @@ class CompiledFunction:
         if capture_state.active and current_stream().is_capturing():
             return self._traced(args, kwargs)[0]  # into the capture in progress
         key, tensors = _signature(args, kwargs)
-        if tensors and _records_grad(tensors):
-            return self._fn(*args, **kwargs)
         entry = self._entries.get(key)
         if entry is None or entry.graph is None:
             return self._first_calls(key, args, kwargs, tensors)
@@ -151,7 +178,9 @@ class CompiledFunction:
             if entry.graph is None and entry.calls < self._warmup:
                 entry.calls += 1
                 out = self._fn(*args, **kwargs)
-                entry.eager = _records_grad(_flatten(out)[1])
+                leaves = _flatten(out)[1]
+                entry.records_grad = _records_grad(leaves)
+                entry.eager = entry.records_grad and self._hides_leaves(leaves, tensors)
                 return out
             if entry.graph is None and not self._capture(entry, key, tensors):
                 return self._fn(*args, **kwargs)  # eager from now on
@@ -159,8 +188,10 @@ class CompiledFunction:
 
     def _capture(self, entry: _Entry, key, tensors) -> bool:
         """Capture ``fn`` on private copies of ``tensors`` (sharing memory as
-        they do); False (and the signature turns eager) when its outputs record
-        autograd or its shared memory cannot be staged."""
+        they do), with its backward where autograd records it; False (and the
+        signature turns eager) when it cannot be staged or graphed."""
+        if entry.records_grad or _grad_part(key):
+            return self._capture_with_backward(entry, key, tensors)
         aliases = key[-1]
         if not aliases:
             statics, sources = [t.clone() for t in tensors], None
@@ -172,21 +203,67 @@ class CompiledFunction:
                 self._warn_unstaged()
                 return False
             arg_statics, statics, sources = staged
-        if key[:1] == ("tree",):
-            static_args, static_kwargs = _rebuild_call(key, arg_statics)
-        else:
-            static_args, static_kwargs = tuple(arg_statics), {}
         g = CUDAGraph()
         with graph(g):
-            out, fuser = self._traced(static_args, static_kwargs)
+            out, fuser = self._traced(*_call_of(key, arg_statics))
         out_spec, out_leaves = _flatten(out)
-        if _records_grad(out_leaves):
-            entry.eager = True
-            return False
+        if _records_grad(out_leaves):  # a parameter or closure the warm-up did not show (warmup=0)
+            entry.eager = self._hides_leaves(out_leaves, arg_statics)
+            return not entry.eager and self._capture_with_backward(entry, key, tensors)
         entry.graph, entry.statics, entry.sources = g, statics, sources
         entry.written = tuple(k for k, t in enumerate(statics) if fuser.wrote(*byte_span(t)))
         entry.out_spec, entry.out_leaves = out_spec, out_leaves
         return True
+
+    def _capture_with_backward(self, entry: _Entry, key, tensors) -> bool:
+        """Capture the forward and, where its outputs require grad, the backward
+        of ``fn``, both fused, as graphed callables are (``cuda/graphed.py``);
+        False (and the signature turns eager) when its arguments share memory
+        or it reads a tensor that requires grad through a closure."""
+        if key[-1]:  # shared memory: the graphed forward stages each argument by itself
+            entry.eager = True
+            return False
+        with no_grad():
+            statics = [t.clone() for t in tensors]
+        for s, t in zip(statics, tensors, strict=True):
+            s.requires_grad_(t.requires_grad)
+        out_spec, fusers = [], []
+        fn, fuse, kernels = self._fn, self._fuse, self._kernels  # kept by the entry: not self (no cycle)
+
+        def flat(*statics):  # fn on the staged tensors, its result's tensors as a tuple
+            args, kwargs = _call_of(key, statics)
+            spec, leaves = _flatten(fn(*args, **kwargs))
+            out_spec.append(spec)
+            return tuple(leaves)
+
+        @contextmanager
+        def trace():  # entered inside both captures
+            with _fusing(fuse, kernels) as fuser:
+                fusers.append(fuser)
+                yield
+
+        flat.__qualname__ = self._name
+        c = Captured(
+            flat, tuple(statics), graph_pool_handle(), warmup=0, allow_unused=True, mode="global",
+            label=f"compiled {self._name}", trace=trace, parameters=trainable_parameters(self._fn),
+        )  # fmt: skip
+        if self._hides_leaves(c.outputs, statics):  # (with no warm-up, nothing showed it before)
+            entry.eager = True
+            return False
+        if any(o.requires_grad for o in c.outputs):
+            c.capture_backward()
+            entry.captured, entry.backward = c, c.backward
+            entry.parameters = c.static_inputs[len(statics) :]
+        entry.graph, entry.statics = c.forward, statics
+        entry.written = tuple(k for k, t in enumerate(statics) if fusers[0].wrote(*byte_span(t)))
+        entry.out_spec, entry.out_leaves = out_spec[0], list(c.outputs)
+        return True
+
+    def _hides_leaves(self, outputs, tensors) -> bool:
+        """True when ``outputs`` depend on a tensor that requires grad which is
+        neither one of ``tensors`` nor a parameter of ``fn`` (a closure's):
+        a graphed backward would give it no gradient."""
+        return hides_leaves(outputs, [*tensors, *trainable_parameters(self._fn)])
 
     def _warn_unstaged(self) -> None:
         if not self._warned_unstaged:
@@ -212,9 +289,8 @@ class CompiledFunction:
         """``fn(*args, **kwargs)`` issued into the capture in progress, fused
         (unless ``fuse=False``); returns its result and the ``Fuser``, which
         noted what it may have written."""
-        with fusing(self._fuse) as fuser:
+        with _fusing(self._fuse, self._kernels) as fuser:
             out = self._fn(*args, **kwargs)
-        self._kernels.update(fuser.kernels)
         return out, fuser
 
     def kernels(self) -> list[str]:
@@ -222,10 +298,14 @@ class CompiledFunction:
         plain Numba (each can be pasted into a file and launched by itself)."""
         return list(self._kernels.values())
 
-    def graph(self, *args, **kwargs) -> CUDAGraph | None:
-        """The graph that calls with these arguments replay (None before its capture)."""
+    def graph(self, *args, backward: bool = False, **kwargs) -> CUDAGraph | None:
+        """The graph that calls with these arguments replay (None before its
+        capture); with ``backward=True`` the graph their backward replays
+        (None when autograd records no gradient for them)."""
         entry = self._entries.get(_signature(args, kwargs)[0])
-        return entry.graph if entry is not None else None
+        if entry is None:
+            return None
+        return entry.backward if backward else entry.graph
 
     def reset(self) -> None:
         """Forget every signature: graphs are freed, the next calls warm up again."""
@@ -238,9 +318,31 @@ class CompiledFunction:
         return f"<tensorplay compiled {self._name} (cudagraphs, {graphs} graph(s))>"
 
 
+@contextmanager
+def _fusing(fuse: bool, kernels: dict):
+    """Fuse the ops issued inside (unless not ``fuse``); yields the ``Fuser``,
+    whose kernels join ``kernels`` (name -> source) at the end."""
+    with fusing(fuse) as fuser:
+        yield fuser
+    kernels.update(fuser.kernels)
+
+
 def _records_grad(tensors) -> bool:
     """True when autograd would record ops on ``tensors`` (grad mode on and one requires grad)."""
     return is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _grad_key(tensors):
+    """Grad mode and which tensors require grad, for a signature: False under
+    ``no_grad`` (a graph captured so records nothing for autograd), else the
+    indices of the tensors that require grad (the captured backward gives
+    gradients to those only)."""
+    return is_grad_enabled() and tuple(i for i, t in enumerate(tensors) if t.requires_grad)
+
+
+def _grad_part(key) -> tuple:
+    """The indices of the tensor arguments that require grad, in a signature (see ``_grad_key``)."""
+    return key[1 if key[0] == "tree" else 0] or ()
 
 
 _TENSOR = "tensor"
@@ -248,17 +350,16 @@ _NAN = float("nan")  # NaN != NaN, but a key holding this one object matches its
 
 
 def _signature(args: tuple, kwargs: dict):
-    """``(key, tensors)`` of a call: for positional tensors only, their shapes,
-    dtypes and strides; else ``("tree", args' specs, kwargs' specs)``; either
-    way followed by which tensors share memory (``_aliases``). Grad mode is
-    part of the key: a graph captured under ``no_grad`` records nothing for
-    autograd, so a call with grad on must not replay it."""
+    """``(key, tensors)`` of a call: for positional tensors only, ``_grad_key``
+    and their shapes, dtypes and strides; else ``("tree", _grad_key, args'
+    specs, kwargs' specs)``; either way followed by which tensors share memory
+    (``_aliases``)."""
     if not kwargs and all(isinstance(a, Tensor) for a in args):
-        return (is_grad_enabled(), *[(a.shape, a.dtype, a.stride()) for a in args], _aliases(args)), args
+        return (_grad_key(args), *[(a.shape, a.dtype, a.stride()) for a in args], _aliases(args)), args
     tensors: list[Tensor] = []
     positional = tuple(_spec(v, tensors, f"argument {i}") for i, v in enumerate(args))
     named = tuple((k, _spec(kwargs[k], tensors, f"argument {k!r}")) for k in sorted(kwargs))
-    return ("tree", is_grad_enabled(), positional, named, _aliases(tensors)), tensors
+    return ("tree", _grad_key(tensors), positional, named, _aliases(tensors)), tensors
 
 
 def _aliases(tensors) -> tuple:
@@ -303,8 +404,10 @@ def _aliased_statics(tensors, aliases: tuple):
     return per_tensor, statics, tuple(sources)
 
 
-def _rebuild_call(key: tuple, tensors: list) -> tuple[tuple, dict]:
-    """The arguments of a ``"tree"`` signature with ``tensors`` in the tensors' places."""
+def _call_of(key: tuple, tensors) -> tuple[tuple, dict]:
+    """The arguments of a call of signature ``key`` with ``tensors`` in the tensors' places."""
+    if key[0] != "tree":
+        return tuple(tensors), {}
     it = iter(tensors)
     return tuple(_build(s, it) for s in key[2]), {k: _build(s, it) for k, s in key[3]}
 
