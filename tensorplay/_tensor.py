@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _dtype as dt
 from ._export import cuda_array_interface, dlpack_device, to_dlpack
-from ._grad_mode import no_grad
+from ._grad_mode import is_grad_enabled, no_grad
 from ._shape import basic_index, broadcast_strides, contiguous_strides, infer_shape, is_contiguous, numel, view_strides
 from ._tape import Meta, record, refuse_in_place, sum_to
 from .runtime import memory as _memory
@@ -79,7 +79,7 @@ def _differentiable_view(kind: str):
     def wrap(method):
         @functools.wraps(method)
         def tracked(self, *args, **kwargs):
-            if self._ag is None:
+            if self._ag is None or not is_grad_enabled():  # nothing to record (an optimizer's views)
                 return method(self, *args, **kwargs)
             return _record_view(kind, method, self, args, kwargs)
 
