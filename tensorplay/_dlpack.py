@@ -33,7 +33,7 @@ _TO_DL: dict[np.dtype, tuple[int, int]] = {
     for code, names in [
         (_FLOAT, ["float16", "float32", "float64"]),
         (_INT, ["int8", "int16", "int32", "int64"]),
-        (_UINT, ["uint8"]),
+        (_UINT, ["uint8", "uint16", "uint32", "uint64"]),
         (_BOOL, ["bool"]),
     ]
     for name in names
@@ -154,7 +154,7 @@ def to_capsule(
     shape, strides_elems : tuple of int
         Extent and stride (in elements, not bytes) of each dimension.
     dtype : numpy.dtype
-        Element type; one of float16/32/64, int8/16/32/64, uint8, bool.
+        Element type; one of float16/32/64, int8/16/32/64, uint8/16/32/64, bool.
     device_type, device_id : int
         ``DLPACK_CPU`` or ``DLPACK_CUDA`` and the device ordinal.
     owner : object

@@ -38,8 +38,9 @@ def _host_array(data, dtype: dt.DType | None) -> np.ndarray:
         if arr.dtype == object or arr.dtype.kind not in "biuf":
             raise TypeError(f"expected numbers, nested lists of numbers or an array, got {type(data).__name__}")
         if dtype is None:
-            kind = arr.dtype.kind
-            dtype = dt.default_for_kind(kind)
+            dtype = dt.default_for_kind(arr.dtype.kind)
+        elif dtype.kind == "i":  # from the Python ints themselves: [0, 2**64 - 1] alone is float64 to NumPy
+            arr = np.asarray(data, dtype=dtype.np)
     # not np.ascontiguousarray: it turns 0-d data into shape (1,)
     return np.asarray(arr, dtype=(dtype or dt.from_numpy_dtype(arr.dtype)).np, order="C")
 

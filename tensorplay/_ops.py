@@ -344,7 +344,10 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
         raise TypeError(f"{op} is not defined for bool tensors")
     else:
         out_dtype = x.dtype
-    cast, _ = _cast_for(out_dtype if op in _FLOAT_UNARY else x.dtype)
+    if op in _FLOAT_UNARY and x.dtype.kind != "f":
+        cast = "float32"  # integers are converted first, as in PyTorch (NumPy's exp of an int8 is float16)
+    else:
+        cast, _ = _cast_for(x.dtype)
     if fast:  # checked once: this and later calls launch from the plan
         keys = [(out_dtype.name, 1, True), (x.dtype.name, 1, True)]
         plan = _UNARY_PLANS.put(key, UnaryPlan(out_dtype, resolve(ew.kernel(op, "a", "flat", cast), keys)))
@@ -366,7 +369,10 @@ def fill(dst: Tensor, value) -> Tensor:
         if value.numel() != 1:
             raise ValueError(f"fill_ expects a number or a one-element tensor, got shape {value.shape}")
         return copy(dst, value.reshape(()))
-    dt.scalar_kind(value)
+    if dt.scalar_kind(value) == "i" and dst.dtype.kind == "i":
+        info = np.iinfo(dst.dtype.np)
+        if not info.min <= value <= info.max:
+            raise OverflowError(f"fill value {value} is out of range for {dst.dtype} ({info.min} to {info.max})")
     if dst.dtype is dt.bool:
         value = bool(value)
     return elementwise("fill", dst, [dst.dtype.np.type(value)])

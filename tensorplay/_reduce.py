@@ -49,11 +49,11 @@ def _reduce_types(op: str, d: dt.DType) -> tuple[dt.DType, np.dtype]:
             raise TypeError(f"mean() needs a floating point tensor, got {d}; convert with .float() first")
         return d, np.dtype(np.float64 if d is dt.float64 else np.float32)
     if op == "sum":
-        if d.kind != "f":
+        if d.kind != "f":  # bools and every integer type sum in int64, as in PyTorch
             return dt.int64, np.dtype(np.int64)
         return d, np.dtype(np.float64 if d is dt.float64 else np.float32)
-    if d is dt.bool:
-        return d, np.dtype(np.int32)  # warp shuffles take no bools
+    if d.kind != "f" and d.itemsize < 4:
+        return d, np.dtype(np.int32)  # warp shuffles take 32 and 64 bits only (and no bools)
     return d, np.dtype(np.float32) if d is dt.float16 else d.np
 
 

@@ -59,25 +59,27 @@ def _parts(op: str, acc: str):
     @cuda.jit(device=True, inline=True)
     def strided(x, row, k, step, k_count, init):
         """Combine x[row, k::step] with eight independent accumulators, so that
-        eight loads are in flight per thread (unsigned indices: no wraparound)."""
+        eight loads are in flight per thread (unsigned indices: no wraparound).
+        Each item is converted to the accumulator's type first: a uint64 item
+        would turn an int64 sum into float64 (Numba's rule for mixed signs)."""
         a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = init
         s2 = step + step  # sums, not products: uint64 * int64 is float64 in Numba
         s4 = s2 + s2
         s8 = s4 + s4
         last = k + s4 + s2 + step
         while last < k_count:
-            a0 = combine(a0, x[row, k])
-            a1 = combine(a1, x[row, k + step])
-            a2 = combine(a2, x[row, k + s2])
-            a3 = combine(a3, x[row, k + s2 + step])
-            a4 = combine(a4, x[row, k + s4])
-            a5 = combine(a5, x[row, k + s4 + step])
-            a6 = combine(a6, x[row, k + s4 + s2])
-            a7 = combine(a7, x[row, last])
+            a0 = combine(a0, acc_t(x[row, k]))
+            a1 = combine(a1, acc_t(x[row, k + step]))
+            a2 = combine(a2, acc_t(x[row, k + s2]))
+            a3 = combine(a3, acc_t(x[row, k + s2 + step]))
+            a4 = combine(a4, acc_t(x[row, k + s4]))
+            a5 = combine(a5, acc_t(x[row, k + s4 + step]))
+            a6 = combine(a6, acc_t(x[row, k + s4 + s2]))
+            a7 = combine(a7, acc_t(x[row, last]))
             k += s8
             last += s8
         while k < k_count:
-            a0 = combine(a0, x[row, k])
+            a0 = combine(a0, acc_t(x[row, k]))
             k += step
         return combine(combine(combine(a0, a1), combine(a2, a3)), combine(combine(a4, a5), combine(a6, a7)))
 
