@@ -20,6 +20,7 @@ from ._target import WARP_SHUFFLES
 __all__ = ["BLOCK", "chunks_kernel", "identity_value", "rows_kernel"]
 
 BLOCK = 256  # largest block; the shared scratch array has this size
+_SHUFFLED_AS = {"uint32": np.int32, "uint64": np.int64}  # Numba's warp shuffles take int32, int64, float32, float64
 WARPS = BLOCK // 32  # its warps, for the per-warp scratch of the shuffle path
 
 
@@ -106,12 +107,25 @@ def _parts(op: str, acc: str):
 
         return strided, segment
 
+    signed = _SHUFFLED_AS.get(acc)
+    if signed is None:
+
+        @cuda.jit(device=True, inline=True)
+        def shuffle(acc, offset):
+            return cuda.shfl_down_sync(0xFFFFFFFF, acc, offset)
+
+    else:  # shuffles take signed ints only: unsigned bits cross as the signed type of their width
+
+        @cuda.jit(device=True, inline=True)
+        def shuffle(acc, offset):
+            return acc_t(cuda.shfl_down_sync(0xFFFFFFFF, signed(acc), offset))
+
     @cuda.jit(device=True, inline=True)
     def warp(acc, width):
         """Combine ``width`` (a power of two up to 32) neighbouring lanes' values."""
         offset = width // 2
         while offset > 0:
-            acc = combine(acc, cuda.shfl_down_sync(0xFFFFFFFF, acc, offset))
+            acc = combine(acc, shuffle(acc, offset))
             offset //= 2
         return acc
 
