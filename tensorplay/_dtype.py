@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 __all__ = [
-    "DType", "bool", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
+    "DType", "bfloat16", "bool", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
     "uint8", "uint16", "uint32", "uint64",
 ]  # fmt: skip
 
@@ -17,9 +18,9 @@ class DType:
 
     __slots__ = ("name", "np", "itemsize", "kind")
 
-    def __init__(self, name: str, kind: str) -> None:
+    def __init__(self, name: str, kind: str, np_type=None) -> None:
         self.name = name
-        self.np = np.dtype(name if name != "bool" else np.bool_)
+        self.np = np.dtype(np_type or name)
         self.itemsize = self.np.itemsize
         self.kind = kind  # PyTorch's category: "b" (bool), "i" (integer, signed or not) or "f"
 
@@ -39,7 +40,7 @@ class DType:
         return self.name
 
 
-bool = DType("bool", "b")  # noqa: A001
+bool = DType("bool", "b", np.bool_)  # noqa: A001
 uint8 = DType("uint8", "i")
 int8 = DType("int8", "i")
 int16 = DType("int16", "i")
@@ -51,8 +52,10 @@ uint64 = DType("uint64", "i")
 float16 = DType("float16", "f")
 float32 = DType("float32", "f")
 float64 = DType("float64", "f")
+# On the host, ml_dtypes' bfloat16 (NumPy has none); kernels get its bits as uint16 (kernels/bfloat16.py)
+bfloat16 = DType("bfloat16", "f", ml_dtypes.bfloat16)
 
-ALL = (bool, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, float32, float64)
+ALL = (bool, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, bfloat16, float32, float64)
 _BY_NP = {d.np: d for d in ALL}
 _KIND_ORDER = {"b": 0, "i": 1, "f": 2}
 # PyTorch gives these "limited support": they promote only to floating point types
@@ -87,7 +90,7 @@ def as_dtype(dt) -> DType:
 
 def promote(a: DType, b: DType) -> DType:
     """The result type of a binary op on two tensors, as PyTorch's ``promote_types``:
-    floating point wins, then the wider type; uint8 with a signed type gives a
+    floating point wins, then the wider type (float16 with bfloat16: float32); uint8 with a signed type gives a
     signed type of at least 16 bits; uint16, uint32 and uint64 promote only to
     floating point (TypeError otherwise, as PyTorch refuses)."""
     if a is b:
@@ -95,7 +98,9 @@ def promote(a: DType, b: DType) -> DType:
     if a.kind == "f" or b.kind == "f":
         if a.kind != b.kind:
             return a if a.kind == "f" else b
-        return a if a.itemsize >= b.itemsize else b
+        if a.itemsize == b.itemsize:  # float16 and bfloat16: neither holds the other
+            return float32
+        return a if a.itemsize > b.itemsize else b
     if a in _UNPROMOTED or b in _UNPROMOTED:
         raise TypeError(
             f"cannot promote {a.name} and {b.name}: as in PyTorch, uint16, uint32 and uint64 promote only to "

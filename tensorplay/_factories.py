@@ -162,6 +162,8 @@ def arange(start, end=None, step=1, dtype=None, *, requires_grad: bool = False) 
     whole = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     n = max(0, -(-(end - start) // step) if whole else int(np.ceil((end - start) / step)))
     dtype = dt.as_dtype(dtype) if dtype is not None else dt.default_for_kind("i" if whole else "f")
+    if dtype is dt.bfloat16:  # the kernel writes plain values: made in float32, then rounded
+        return arange(start, end, step, dt.float32, requires_grad=requires_grad).to(dtype)
     out = empty(n, dtype=dtype)
     if n:
         first, delta = (int(start), int(step)) if whole else (float(start), float(step))

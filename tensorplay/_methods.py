@@ -269,6 +269,9 @@ class TensorMath:
     def half(self):
         return self.to(dt.float16)
 
+    def bfloat16(self):
+        return self.to(dt.bfloat16)
+
     def byte(self):
         return self.to(dt.uint8)
 
