@@ -1,5 +1,6 @@
 """The integer widths beyond int32 and int64 (uint8, int8, int16, uint16, uint32,
-uint64): PyTorch's promotion table, arithmetic that wraps as on the GPU,
+uint64): PyTorch's promotion table (bfloat16 included; its math is in
+``test_bfloat16.py``), arithmetic that wraps as on the GPU,
 reductions, casts and factories, against NumPy references computed on Python
 ints (any size) and reduced explicitly with ``wrapped``.
 
@@ -24,23 +25,25 @@ pytestmark = pytest.mark.filterwarnings("error")
 # -- promotion ----------------------------------------------------------------------
 
 # PyTorch's promote_types (c10/core/ScalarType.cpp), written out: rows and
-# columns u1 i1 i2 i4 i8 f2 f4 f8 b1. uint16, uint32 and uint64 promote only with
-# themselves and with floating point types (PyTorch raises otherwise).
+# columns u1 i1 i2 i4 i8 f2 f4 f8 b1 bf. uint16, uint32 and uint64 promote only
+# with themselves and with floating point types (PyTorch raises otherwise).
 _PYTORCH_TABLE = """
-    u1 i1 i2 i4 i8 f2 f4 f8 b1
-u1  u1 i2 i2 i4 i8 f2 f4 f8 u1
-i1  i2 i1 i2 i4 i8 f2 f4 f8 i1
-i2  i2 i2 i2 i4 i8 f2 f4 f8 i2
-i4  i4 i4 i4 i4 i8 f2 f4 f8 i4
-i8  i8 i8 i8 i8 i8 f2 f4 f8 i8
-f2  f2 f2 f2 f2 f2 f2 f4 f8 f2
-f4  f4 f4 f4 f4 f4 f4 f4 f8 f4
-f8  f8 f8 f8 f8 f8 f8 f8 f8 f8
-b1  u1 i1 i2 i4 i8 f2 f4 f8 b1
+    u1 i1 i2 i4 i8 f2 f4 f8 b1 bf
+u1  u1 i2 i2 i4 i8 f2 f4 f8 u1 bf
+i1  i2 i1 i2 i4 i8 f2 f4 f8 i1 bf
+i2  i2 i2 i2 i4 i8 f2 f4 f8 i2 bf
+i4  i4 i4 i4 i4 i8 f2 f4 f8 i4 bf
+i8  i8 i8 i8 i8 i8 f2 f4 f8 i8 bf
+f2  f2 f2 f2 f2 f2 f2 f4 f8 f2 f4
+f4  f4 f4 f4 f4 f4 f4 f4 f8 f4 f4
+f8  f8 f8 f8 f8 f8 f8 f8 f8 f8 f8
+b1  u1 i1 i2 i4 i8 f2 f4 f8 b1 bf
+bf  bf bf bf bf bf f4 f4 f8 bf bf
 """
 _CODES = {
     "u1": tp.uint8, "i1": tp.int8, "i2": tp.int16, "i4": tp.int32, "i8": tp.int64, "f2": tp.float16,
-    "f4": tp.float32, "f8": tp.float64, "b1": tp.bool, "u2": tp.uint16, "u4": tp.uint32, "u8": tp.uint64,
+    "f4": tp.float32, "f8": tp.float64, "b1": tp.bool, "bf": tp.bfloat16, "u2": tp.uint16, "u4": tp.uint32,
+    "u8": tp.uint64,
 }  # fmt: skip
 
 
@@ -56,7 +59,7 @@ def _pytorch_promotion() -> dict:
     for u in ("u2", "u4", "u8"):
         for other in _CODES:
             x, y = _CODES[u], _CODES[other]
-            table[x, y] = table[y, x] = x if x is y else y if other[0] == "f" else None
+            table[x, y] = table[y, x] = x if x is y else y if other in ("f2", "f4", "f8", "bf") else None
     return table
 
 

@@ -22,7 +22,7 @@ against another float32 implementation.
 ``FLOAT_DTYPES``, ``INT_DTYPES``, ``ALL_DTYPES``
     tensorplay dtypes, for ``pytest.mark.parametrize``; ``NARROW_INT_DTYPES``
     the other integer widths (uint8, int8, int16, uint16, uint32, uint64) and
-    ``EVERY_DTYPE`` all of them.
+    ``EVERY_DTYPE`` all of them, bfloat16 too.
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ FLOAT_DTYPES = (tp.float32, tp.float64, tp.float16)
 INT_DTYPES = (tp.int32, tp.int64)
 ALL_DTYPES = (*FLOAT_DTYPES, *INT_DTYPES, tp.bool)
 NARROW_INT_DTYPES = (tp.uint8, tp.int8, tp.int16, tp.uint16, tp.uint32, tp.uint64)
-EVERY_DTYPE = (*ALL_DTYPES, *NARROW_INT_DTYPES)
+EVERY_DTYPE = (*ALL_DTYPES, *NARROW_INT_DTYPES, tp.bfloat16)
 
-_TOLERANCE = {"float16": (2e-3, 1e-3), "float32": (1e-5, 1e-6), "float64": (1e-12, 1e-12)}
+_TOLERANCE = {"float16": (2e-3, 1e-3), "bfloat16": (8e-3, 1e-3), "float32": (1e-5, 1e-6), "float64": (1e-12, 1e-12)}
 
 
 def np_dtype(dtype) -> np.dtype:
