@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import ml_dtypes
+import numba.cuda
 import numpy as np
 import pytest
 
@@ -242,6 +243,24 @@ def test_dlpack_carries_the_bfloat16_code_and_the_interface_refuses():
     message = "the CUDA Array Interface has no type string for tensorplay.bfloat16 (as PyTorch's has none)"
     with pytest.raises(TypeError, match=re.escape(message)):
         _ = x.__cuda_array_interface__
+
+
+def test_own_kernels_see_the_bits_and_plain_numba_launches_are_refused():
+    @tp.jit
+    def bump(x):
+        i = tp.cuda.grid(1)
+        if i < x.size:
+            x[i] += 1  # one step of the last mantissa bit
+
+    @numba.cuda.jit
+    def plain(x):
+        pass
+
+    t = tp.ones(2, dtype=tp.bfloat16)
+    bump[1, 32](t)
+    assert t.tolist() == [1 + 2**-7] * 2
+    with pytest.raises(TypeError, match="no type string for tensorplay.bfloat16"):
+        plain[1, 32](t)  # Numba reads the CUDA Array Interface, which has no bfloat16
 
 
 def test_gradients_flow_through_bfloat16():

@@ -340,6 +340,8 @@ class SimBackend:
                 "capture in progress; launch the kernel with tp.cuda.launch(kernel, blocks, threads, *args) or "
                 "decorate it with @tp.jit, and it is captured"
             )
+        if t.dtype.np.kind not in "biuf":  # bfloat16: on the GPU Numba reads __cuda_array_interface__,
+            _ = t.__cuda_array_interface__  # which refuses it: the same TypeError here
         k, ndim = t._karray, t.ndim
         array = int_array_type() if t.dtype.np.kind in "iu" else FakeCUDAArray
         return array(self.view(k[4], k[5 : 5 + ndim], k[5 + ndim :], t.dtype.np))
