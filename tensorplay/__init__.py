@@ -18,7 +18,22 @@ from . import (
     nn,
     optim,
 )
-from ._dtype import DType, bool, float16, float32, float64, int32, int64  # noqa: A004
+from ._dtype import (
+    DType,
+    bfloat16,
+    bool,  # noqa: A004
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from ._factories import (
     arange,
     empty,
@@ -89,9 +104,10 @@ def all(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
 
 __all__ = [
     "DType", "Tensor", "all", "amax", "amin", "any", "arange", "argmax", "argmin", "as_tensor", "autograd",
-    "backends", "bool", "compile", "cuda", "dtype", "empty", "empty_like", "enable_grad", "float16", "float32",
-    "float64", "from_dlpack", "from_numpy", "full", "full_like", "get_rng_state", "int32", "int64",
-    "is_grad_enabled", "jit", "manual_seed", "matmul", "max", "mean", "min", "nn", "no_grad", "ones", "ones_like",
-    "optim", "rand", "randn", "set_grad_enabled", "set_rng_state", "sum", "tensor", "zeros", "zeros_like",
+    "backends", "bfloat16", "bool", "compile", "cuda", "dtype", "empty", "empty_like", "enable_grad", "float16",
+    "float32", "float64", "from_dlpack", "from_numpy", "full", "full_like", "get_rng_state", "int8", "int16",
+    "int32", "int64", "is_grad_enabled", "jit", "manual_seed", "matmul", "max", "mean", "min", "nn", "no_grad",
+    "ones", "ones_like", "optim", "rand", "randn", "set_grad_enabled", "set_rng_state", "sum", "tensor", "uint8",
+    "uint16", "uint32", "uint64", "zeros", "zeros_like",
     *_functions_all,
 ]  # fmt: skip

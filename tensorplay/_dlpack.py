@@ -6,8 +6,8 @@ read-only) and the legacy unversioned ``DLManagedTensor`` of DLPack 0.8
 (``"dltensor"``), which consumers that ask for no version get: NumPy makes a
 read-only array of those. The consumer renames the capsule ``"used_..."`` and
 later calls the tensor's ``deleter`` to say it is done with the memory. Only the
-standard library and NumPy are imported, so this module sits below the rest of
-tensorplay.
+standard library, NumPy and ml_dtypes (for bfloat16) are imported, so this
+module sits below the rest of tensorplay.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import ctypes
 import weakref
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 __all__ = ["DLPACK_CPU", "DLPACK_CUDA", "DLPACK_VERSION", "DLPackView", "from_capsule", "to_capsule"]
@@ -25,7 +26,7 @@ DLPACK_CUDA = 2  # kDLCUDA
 DLPACK_VERSION = (1, 0)  # the versioned capsules made here
 READ_ONLY = 1 << 0  # DLPACK_FLAG_BITMASK_READ_ONLY
 
-_INT, _UINT, _FLOAT, _BOOL = 0, 1, 2, 6  # kDLInt, kDLUInt, kDLFloat, kDLBool
+_INT, _UINT, _FLOAT, _BFLOAT, _BOOL = 0, 1, 2, 4, 6  # kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool
 
 # numpy dtype <-> (DLPack type code, bits); lanes is always 1.
 _TO_DL: dict[np.dtype, tuple[int, int]] = {
@@ -33,7 +34,8 @@ _TO_DL: dict[np.dtype, tuple[int, int]] = {
     for code, names in [
         (_FLOAT, ["float16", "float32", "float64"]),
         (_INT, ["int8", "int16", "int32", "int64"]),
-        (_UINT, ["uint8"]),
+        (_UINT, ["uint8", "uint16", "uint32", "uint64"]),
+        (_BFLOAT, [ml_dtypes.bfloat16]),
         (_BOOL, ["bool"]),
     ]
     for name in names
@@ -154,7 +156,7 @@ def to_capsule(
     shape, strides_elems : tuple of int
         Extent and stride (in elements, not bytes) of each dimension.
     dtype : numpy.dtype
-        Element type; one of float16/32/64, int8/16/32/64, uint8, bool.
+        Element type; one of float16/32/64, bfloat16 (ml_dtypes'), int8/16/32/64, uint8/16/32/64, bool.
     device_type, device_id : int
         ``DLPACK_CPU`` or ``DLPACK_CUDA`` and the device ordinal.
     owner : object

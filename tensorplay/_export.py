@@ -39,6 +39,11 @@ def lend(t, handle: int) -> None:
 def cuda_array_interface(t) -> dict:
     """Version 3 of the interface, with ``"stream": None`` so that consumers such
     as Numba do not synchronise a stream (which would break a capture)."""
+    if t.dtype.np.kind == "V":
+        raise TypeError(
+            f"the CUDA Array Interface has no type string for {t.dtype} (as PyTorch's has none); "
+            "share it through DLPack (torch.from_dlpack(t), tp.from_dlpack) or convert it first (t.float())"
+        )
     isz = t.dtype.itemsize
     return {
         "shape": t.shape,

@@ -38,8 +38,9 @@ def _host_array(data, dtype: dt.DType | None) -> np.ndarray:
         if arr.dtype == object or arr.dtype.kind not in "biuf":
             raise TypeError(f"expected numbers, nested lists of numbers or an array, got {type(data).__name__}")
         if dtype is None:
-            kind = arr.dtype.kind
-            dtype = dt.default_for_kind(kind)
+            dtype = dt.default_for_kind(arr.dtype.kind)
+        elif dtype.kind == "i":  # from the Python ints themselves: [0, 2**64 - 1] alone is float64 to NumPy
+            arr = np.asarray(data, dtype=dtype.np)
     # not np.ascontiguousarray: it turns 0-d data into shape (1,)
     return np.asarray(arr, dtype=(dtype or dt.from_numpy_dtype(arr.dtype)).np, order="C")
 
@@ -161,6 +162,8 @@ def arange(start, end=None, step=1, dtype=None, *, requires_grad: bool = False) 
     whole = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     n = max(0, -(-(end - start) // step) if whole else int(np.ceil((end - start) / step)))
     dtype = dt.as_dtype(dtype) if dtype is not None else dt.default_for_kind("i" if whole else "f")
+    if dtype is dt.bfloat16:  # the kernel writes plain values: made in float32, then rounded
+        return arange(start, end, step, dt.float32, requires_grad=requires_grad).to(dtype)
     out = empty(n, dtype=dtype)
     if n:
         first, delta = (int(start), int(step)) if whole else (float(start), float(step))

@@ -111,6 +111,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     dtype = dt.promote(a.dtype, b.dtype)
     if dtype is dt.bool:
         raise TypeError("matmul is not defined for bool tensors")
+    if dtype is dt.bfloat16:  # the kernels read plain values: products and sums in float32, rounded once
+        return matmul(a.to(dt.float32), b.to(dt.float32)).to(dt.bfloat16)
     (a3, trans_a, a_from), (b3, trans_b, b_from) = _operand(a2, a, batch, dtype), _operand(b2, b, batch, dtype)
     out = Tensor._empty((a3.shape[0], m, n), dtype)
     shape = tuple(batch) + (m, n)

@@ -269,6 +269,18 @@ class TensorMath:
     def half(self):
         return self.to(dt.float16)
 
+    def bfloat16(self):
+        return self.to(dt.bfloat16)
+
+    def byte(self):
+        return self.to(dt.uint8)
+
+    def char(self):
+        return self.to(dt.int8)
+
+    def short(self):
+        return self.to(dt.int16)
+
     def int(self):
         return self.to(dt.int32)
 

@@ -55,7 +55,7 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
         return out
     if any(isinstance(o, Tensor) and o._storage is out._storage for o in operands):
         operands = [_unaliased(o, out) if isinstance(o, Tensor) else o for o in operands]
-    pattern = "".join("a" if isinstance(o, Tensor) else "s" for o in operands)
+    pattern = "".join(_letter(o) for o in operands)
     shape = out.shape
     if out._contig and all(not isinstance(o, Tensor) or (o.shape == shape and o._contig) for o in operands):
         _flat_launch(op, pattern, cast, out, operands, n)
@@ -66,6 +66,14 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
     packed = b"".join([pack(o) for pack, o in zip(plan.packers, (out, *operands), strict=True)])
     launch_packed(plan.launcher, plan.grid, plan.block, packed)
     return out
+
+
+def _letter(o) -> str:
+    """An operand's letter in a kernel's pattern: ``a`` an array, ``h`` an array
+    of bfloat16 bits (the kernel decodes its loads), ``s`` a scalar."""
+    if isinstance(o, Tensor):
+        return "h" if o.dtype is dt.bfloat16 else "a"
+    return "s"
 
 
 def _unaliased(x: Tensor, out: Tensor) -> Tensor:
@@ -155,9 +163,11 @@ def _flat_launch(op: str, pattern: str, cast: str, out: Tensor, operands, n: int
 
 
 def _cast_for(compute: dt.DType) -> tuple[str, type]:
-    """Kernel cast and scalar type: float16 math runs in float32."""
+    """Kernel cast and scalar type: float16 and bfloat16 math run in float32."""
     if compute is dt.float16:
         return "float32", np.float32
+    if compute is dt.bfloat16:
+        return "bfloat16", np.float32
     return "none", compute.np.type
 
 
@@ -228,6 +238,8 @@ def _binary_types(op: str, compute_in: dt.DType) -> tuple[dt.DType, str, type]:
     cast, scalar_type = _cast_for(compute)
     if compute_in is dt.bool and compute is dt.int64:
         cast = "int64"  # True + True is 2 (a bool + bool kernel would give True)
+    elif cast == "bfloat16" and out_dtype is not dt.bfloat16:
+        cast = "bfloat16_in"  # a comparison: bool results
     return out_dtype, cast, scalar_type
 
 
@@ -297,7 +309,8 @@ def _fast_plan(key: tuple, a, b) -> FastPlan:
         compute_in = dt.promote_scalar(*((a.dtype, b) if pattern == "as" else (b.dtype, a)))
     out_dtype, cast, scalar_type = _binary_types(op, compute_in)
     keys = [(x.dtype.name, 1, True) if pattern[i] == "a" else scalar_type for i, x in enumerate((a, b))]
-    launcher = resolve(ew.kernel(op, pattern, "flat", cast), [(out_dtype.name, 1, True), *keys])
+    kernel_pattern = "".join(_letter(x) if p == "a" else "s" for x, p in zip((a, b), pattern, strict=True))
+    launcher = resolve(ew.kernel(op, kernel_pattern, "flat", cast), [(out_dtype.name, 1, True), *keys])
     return _FAST_PLANS.put(key, FastPlan(out_dtype, launcher, _number_packer(scalar_type)))
 
 
@@ -344,10 +357,13 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
         raise TypeError(f"{op} is not defined for bool tensors")
     else:
         out_dtype = x.dtype
-    cast, _ = _cast_for(out_dtype if op in _FLOAT_UNARY else x.dtype)
+    if op in _FLOAT_UNARY and x.dtype.kind != "f":
+        cast = "float32"  # integers are converted first, as in PyTorch (NumPy's exp of an int8 is float16)
+    else:
+        cast, _ = _cast_for(x.dtype)
     if fast:  # checked once: this and later calls launch from the plan
         keys = [(out_dtype.name, 1, True), (x.dtype.name, 1, True)]
-        plan = _UNARY_PLANS.put(key, UnaryPlan(out_dtype, resolve(ew.kernel(op, "a", "flat", cast), keys)))
+        plan = _UNARY_PLANS.put(key, UnaryPlan(out_dtype, resolve(ew.kernel(op, _letter(x), "flat", cast), keys)))
         return _launch_into_new(plan.launcher, Tensor._empty(x.shape, out_dtype), x._kflat)
     out = Tensor._empty(x.shape, out_dtype) if out is None else out
     return elementwise(op, out, [x], cast)
@@ -356,8 +372,13 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
 def copy(dst: Tensor, src: Tensor) -> Tensor:
     """``dst[...] = src`` with broadcasting and a cast to ``dst.dtype``."""
     if dst.dtype is dt.bool and src.dtype is not dt.bool:
+        if src.dtype is dt.bfloat16:
+            return elementwise("ne", dst, [src, np.float32(0)], "bfloat16_in")
         return elementwise("ne", dst, [src, src.dtype.np.type(0)])
-    cast = "float32" if dt.float16 in (dst.dtype, src.dtype) and dst.dtype is not src.dtype else "none"
+    if dst.dtype is dt.bfloat16:
+        cast = "bfloat16"  # (from bfloat16 too: decoded and encoded again, which gives the same bits)
+    else:
+        cast = "float32" if dt.float16 in (dst.dtype, src.dtype) and dst.dtype is not src.dtype else "none"
     return elementwise("copy", dst, [src], cast)
 
 
@@ -366,9 +387,15 @@ def fill(dst: Tensor, value) -> Tensor:
         if value.numel() != 1:
             raise ValueError(f"fill_ expects a number or a one-element tensor, got shape {value.shape}")
         return copy(dst, value.reshape(()))
-    dt.scalar_kind(value)
+    if dt.scalar_kind(value) == "i" and dst.dtype.kind == "i":
+        info = np.iinfo(dst.dtype.np)
+        if not info.min <= value <= info.max:
+            raise OverflowError(f"fill value {value} is out of range for {dst.dtype} ({info.min} to {info.max})")
     if dst.dtype is dt.bool:
         value = bool(value)
+    elif dst.dtype is dt.bfloat16:
+        with np.errstate(over="ignore"):  # beyond float32's range: inf, as on the GPU
+            return elementwise("fill", dst, [np.float32(value)], "bfloat16")
     return elementwise("fill", dst, [dst.dtype.np.type(value)])
 
 

@@ -103,6 +103,10 @@ def _draw(kernel, shape, dtype) -> Tensor:
     dtype = dt.as_dtype(dtype or dt.DEFAULT_FLOAT)
     if dtype.kind != "f":
         raise TypeError(f"random draws need a floating point dtype, got {dtype}")
+    if dtype is dt.bfloat16:  # drawn in float32 (the kernels write plain values), then rounded
+        drawn = _draw(kernel, shape, dt.float32).to(dtype)
+        # below 1 as float32, a uniform draw may round up to 1 in bfloat16: keep it below
+        return drawn.clamp(max=float(dtype.np.type(1) - dtype.np.type(2**-8))) if kernel is rnd.uniform else drawn
     out = empty(*shape, dtype=dtype)
     n = out.numel()
     if n:

@@ -49,12 +49,12 @@ def _reduce_types(op: str, d: dt.DType) -> tuple[dt.DType, np.dtype]:
             raise TypeError(f"mean() needs a floating point tensor, got {d}; convert with .float() first")
         return d, np.dtype(np.float64 if d is dt.float64 else np.float32)
     if op == "sum":
-        if d.kind != "f":
+        if d.kind != "f":  # bools and every integer type sum in int64, as in PyTorch
             return dt.int64, np.dtype(np.int64)
         return d, np.dtype(np.float64 if d is dt.float64 else np.float32)
-    if d is dt.bool:
-        return d, np.dtype(np.int32)  # warp shuffles take no bools
-    return d, np.dtype(np.float32) if d is dt.float16 else d.np
+    if d.kind != "f" and d.itemsize < 4:
+        return d, np.dtype(np.int32)  # warp shuffles take 32 and 64 bits only (and no bools)
+    return d, np.dtype(np.float32) if d.itemsize == 2 else d.np  # float16 and bfloat16 in float32
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,15 +165,24 @@ def _reduction_steps(op: str, acc: np.dtype, out_dtype: dt.DType, rows: ArrayArg
     if chunks > 1:  # few long rows: reduce chunks in parallel first
         partial_dtype = dt.from_numpy_dtype(acc)
         partial = _contiguous_arg((m, chunks), partial_dtype)
-        launcher = resolve(rk.chunks_kernel(op, acc.name), [rows._kkey, partial._kkey, type(init)])
+        launcher = resolve(rk.chunks_kernel(op, acc.name, *_bits(rows)), [rows._kkey, partial._kkey, type(init)])
         packers = (layout_packer(rows), layout_packer(partial))
         chunk_step = ChunkStep(launcher, (chunks, m, 1), (block, 1, 1), packers, (m, chunks), partial_dtype, init_bytes)
         source = partial
     out = _contiguous_arg((m,), out_dtype)
-    launcher = resolve(rk.rows_kernel(op, acc.name), [source._kkey, out._kkey, type(init), np.float64])
+    kernel = rk.rows_kernel(op, acc.name, *_bits(source, out))
+    launcher = resolve(kernel, [source._kkey, out._kkey, type(init), np.float64])
     tail = init_bytes + scalar_struct(np.float64).pack(1.0 / k)  # the mean's scale
     packers = (layout_packer(source), layout_packer(out))
     return chunk_step, RowsStep(launcher, rows_grid, rows_block, packers, tail)
+
+
+def _bits(*arrays: ArrayArg) -> tuple[str, ...]:
+    """How a reduction kernel reads or writes each of ``arrays``: ``"bfloat16"``
+    (as bits) or ``""`` (as they are); none of them when no array is bfloat16,
+    so that the kernel factories' caches see the calls they always saw."""
+    formats = tuple("bfloat16" if a._kkey[0] == "bfloat16" else "" for a in arrays)
+    return formats if any(formats) else ()
 
 
 def _run_reduction(chunk: ChunkStep | None, step: RowsStep, rows: Tensor, out: Tensor) -> None:

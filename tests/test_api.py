@@ -7,8 +7,8 @@ import pytest
 import tensorplay as tp
 
 TOP = """__version__ tensor empty zeros ones full arange rand randn manual_seed zeros_like empty_like ones_like
-from_numpy from_dlpack float32 float64 float16 int32 int64 bool cat stack where clamp matmul no_grad compile
-autograd nn optim cuda Tensor""".split()
+from_numpy from_dlpack float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool cat
+stack where clamp matmul no_grad compile autograd nn optim cuda Tensor""".split()
 CUDA = """is_available backend device_count current_device get_device_name synchronize Stream stream current_stream
 default_stream Event memory_allocated memory_reserved max_memory_allocated reset_peak_memory_stats empty_cache
 memory_stats launch grid CUDAGraph graph graphs make_graphed_callables""".split()

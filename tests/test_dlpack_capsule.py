@@ -24,6 +24,9 @@ DTYPES = [
     np.int32,
     np.int64,
     np.uint8,
+    np.uint16,
+    np.uint32,
+    np.uint64,
     np.bool_,
 ]
 

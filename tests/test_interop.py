@@ -5,6 +5,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers import NARROW_INT_DTYPES
 
 import tensorplay as tp
 
@@ -34,10 +35,34 @@ def test_cuda_array_interface_of_a_contiguous_tensor():
 
 @pytest.mark.parametrize(
     "dtype, typestr",
-    [(tp.float64, "<f8"), (tp.float16, "<f2"), (tp.int32, "<i4"), (tp.int64, "<i8"), (tp.bool, "|b1")],
+    [
+        (tp.float64, "<f8"),
+        (tp.float16, "<f2"),
+        (tp.int32, "<i4"),
+        (tp.int64, "<i8"),
+        (tp.bool, "|b1"),
+        (tp.uint8, "|u1"),
+        (tp.int8, "|i1"),
+        (tp.int16, "<i2"),
+        (tp.uint16, "<u2"),
+        (tp.uint32, "<u4"),
+        (tp.uint64, "<u8"),
+    ],  # fmt: skip
+    ids=str,
 )
 def test_cuda_array_interface_typestr(dtype, typestr):
     assert tp.zeros(2, dtype=dtype).__cuda_array_interface__["typestr"] == typestr
+
+
+@pytest.mark.parametrize("dtype", NARROW_INT_DTYPES, ids=str)
+def test_narrow_integers_round_trip_through_the_interface(dtype):
+    info = np.iinfo(dtype.np)
+    src = tp.tensor([[info.min, info.max, 1], [2, 3, 4]], dtype=dtype)
+    alias = tp.as_tensor(CAIHolder(dict(src.t().__cuda_array_interface__)))
+    assert alias.dtype == dtype and alias.data_ptr() == src.data_ptr() and not alias.is_contiguous()
+    assert alias.tolist() == [[info.min, 2], [info.max, 3], [1, 4]]
+    alias.add_(1)  # wraps in place, seen through the other tensor
+    assert src.tolist() == [[info.min + 1, info.min, 2], [3, 4, 5]]
 
 
 def test_cuda_array_interface_of_a_strided_view():
@@ -213,6 +238,23 @@ def test_from_dlpack_of_a_capsule():
     a = np.arange(4, dtype=np.int32)
     t = tp.from_dlpack(a.__dlpack__())
     assert t.tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("dtype", NARROW_INT_DTYPES, ids=str)
+def test_narrow_integers_round_trip_through_dlpack(dtype):
+    info = np.iinfo(dtype.np)
+    x = tp.tensor([info.min, info.max, 7], dtype=dtype)
+    y = tp.from_dlpack(x.__dlpack__(max_version=(1, 0)))
+    assert y.dtype == dtype and y.data_ptr() == x.data_ptr() and y.tolist() == [info.min, info.max, 7]
+    if not ON_GPU:  # NumPy reads the simulator's (host) memory: its own decoding of the dtype code
+        a = np.from_dlpack(x)
+        assert a.dtype == dtype.np and a.tolist() == [info.min, info.max, 7]
+        host = np.array([info.max, 0, info.min], dtype=dtype.np)
+        t = tp.from_dlpack(host)
+        assert t.dtype == dtype and t.data_ptr() == host.ctypes.data
+        t.sub_(1)
+        tp.cuda.synchronize()
+        assert host.tolist() == [info.max - 1, -1 if info.min else info.max, info.max]  # wrapped
 
 
 def test_tensor_round_trips_through_its_own_dlpack():

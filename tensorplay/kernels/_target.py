@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from numba.cuda.core import config
 
-__all__ = ["ALIGNED_SHARED", "DISK_CACHE", "INTRINSICS", "IEEE_MATH", "SMALL_BLOCKS", "WARP_SHUFFLES"]
+__all__ = [
+    "ALIGNED_SHARED", "DISK_CACHE", "INTRINSICS", "IEEE_MATH", "LIBDEVICE", "SMALL_BLOCKS", "WARP_SHUFFLES",
+]  # fmt: skip
 
 _SIMULATED = bool(config.ENABLE_CUDASIM)
 
@@ -20,5 +22,6 @@ WARP_SHUFFLES = not _SIMULATED  # cuda.shfl_*_sync
 ALIGNED_SHARED = not _SIMULATED  # cuda.shared.array(..., alignment=16)
 INTRINSICS = not _SIMULATED  # numba @intrinsic lowering (pointer loads, typing helpers)
 IEEE_MATH = not _SIMULATED  # math.* gives inf and NaN (Python's raises instead)
+LIBDEVICE = not _SIMULATED  # numba.cuda.libdevice (the bit casts float_as_int, int_as_float)
 SMALL_BLOCKS = _SIMULATED  # a Python thread per CUDA thread: keep tiles and blocks small
 DISK_CACHE = not _SIMULATED  # cuda.jit(cache=True): compiled kernels kept on disk across processes

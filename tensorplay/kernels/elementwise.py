@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda
 
+from . import bfloat16 as bf16
 from ._target import IEEE_MATH, INTRINSICS
 from ._vector import load4, store4, vector_base
 
@@ -54,7 +55,14 @@ def to_int64(x):
     return np.int64(x)
 
 
-CASTS = {"none": identity, "float32": to_float32, "int64": to_int64}
+# The conversion of each array operand's loads ("a" operands; "h" operands, bfloat16
+# bits, are decoded to float32 instead). "bfloat16": bfloat16 math, run in float32
+# on operands rounded to bfloat16 first (PyTorch's), its result stored as bits;
+# "bfloat16_in": the same math, its result stored as it is (comparisons).
+CASTS = {
+    "none": identity, "float32": to_float32, "int64": to_int64,
+    "bfloat16": bf16.round_float32, "bfloat16_in": bf16.round_float32,
+}  # fmt: skip
 
 
 def _ieee(name: str):
@@ -242,16 +250,16 @@ def {name}(out, {params}):
         v1 = f({loads_j1})
         v2 = f({loads_j2})
         v3 = f({loads_j3})
-        out[i] = v0
-        out[j1] = v1
-        out[j2] = v2
-        out[j3] = v3
+        out[i] = {w}(v0)
+        out[j1] = {w}(v1)
+        out[j2] = {w}(v2)
+        out[j3] = {w}(v3)
         i = j3 + step
         j1 = i + step
         j2 = j1 + step
         j3 = j2 + step
     while i < n:
-        out[i] = f({loads_i})
+        out[i] = {w}(f({loads_i}))
         i += step
 """
 
@@ -290,16 +298,16 @@ def {name}(out, {params}):
             v1 = f({loads_j1})
             v2 = f({loads_j2})
             v3 = f({loads_j3})
-            out[{at_i}] = v0
-            out[{at_j1}] = v1
-            out[{at_j2}] = v2
-            out[{at_j3}] = v3
+            out[{at_i}] = {w}(v0)
+            out[{at_j1}] = {w}(v1)
+            out[{at_j2}] = {w}(v2)
+            out[{at_j3}] = {w}(v3)
             i = j3 + step
             j1 = i + step
             j2 = j1 + step
             j3 = j2 + step
         while i < inner:
-            out[{at_i}] = f({loads_i})
+            out[{at_i}] = {w}(f({loads_i}))
             i += step
         row += rstep
 """
@@ -311,7 +319,7 @@ def {name}(out, {params}):
     n = u64(out.size){shapes}
     while i < n:
 {indices}
-        out[{at}] = f({loads})
+        out[{at}] = {w}(f({loads}))
         i += step
 """
 
@@ -357,25 +365,27 @@ def _split(var: str, dims: range, indent: str) -> str:
     return "\n".join([*lines, f"{indent}k{dims[0]} = r"])
 
 
-def _flat_vector(params: list[str], pattern: str) -> str:
+def _flat_vector(params: list[str], pattern: str, w: str) -> str:
     """The flat kernel's vector loop: per array operand ``x``, ``x_0 .. x_3``."""
-    arrays = [p for p, kind in zip(params, pattern, strict=True) if kind == "a"]
+    arrays = [p for p, kind in zip(params, pattern, strict=True) if kind != "s"]
     loads = "\n".join(f"            {', '.join(f'{p}_{k}' for k in range(4))} = load4({p}, i)" for p in arrays)
+    load = {"a": "c({}_{})", "h": "h({}_{})", "s": "{}"}
 
     def element(k: int) -> str:
-        args = (f"c({p}_{k})" if kind == "a" else p for p, kind in zip(params, pattern, strict=True))
-        return f"f({', '.join(args)})"
+        args = (load[kind].format(p, k) for p, kind in zip(params, pattern, strict=True))
+        return f"{w}(f({', '.join(args)}))"
 
     addresses = " | ".join(f"vector_base({p})" for p in ["out", *arrays])
     return _FLAT_VECTOR.format(addresses=addresses, loads=loads, results=", ".join(element(k) for k in range(4)))
 
 
-def _source(name: str, layout: str, params: list[str], pattern: str, loads) -> str:
-    """The kernel's Python source for ``layout``; ``loads(index)`` gives the op's arguments."""
+def _source(name: str, layout: str, params: list[str], pattern: str, loads, w: str = "") -> str:
+    """The kernel's Python source for ``layout``; ``loads(index)`` gives the op's
+    arguments, ``w`` names what each result passes through to be stored ("": nothing)."""
     if layout == "flat":
         indices = {f"loads_{j}": loads(j) for j in ("i", "j1", "j2", "j3")}
-        vector = _flat_vector(params, pattern) if INTRINSICS else ""
-        return _FLAT.format(name=name, params=", ".join(params), vector=vector, **indices)
+        vector = _flat_vector(params, pattern, w) if INTRINSICS else ""
+        return _FLAT.format(name=name, params=", ".join(params), vector=vector, w=w, **indices)
     if layout.startswith("transpose"):
         return _TRANSPOSE.format(name=name)
     ndim = int(layout[-1])
@@ -384,14 +394,14 @@ def _source(name: str, layout: str, params: list[str], pattern: str, loads) -> s
         shapes = "".join(f"\n    s{d} = u64(out.shape[{d}])" for d in range(1, ndim - 1))
         at = {j: f"{outer}, {j}" for j in ("i", "j1", "j2", "j3")}
         return _ROWS.format(
-            name=name, params=", ".join(params), last=ndim - 1, shapes=shapes,
+            name=name, params=", ".join(params), last=ndim - 1, shapes=shapes, w=w,
             outer=_split("row", range(ndim - 1), " " * 8),
             **{f"loads_{j}": loads(a) for j, a in at.items()}, **{f"at_{j}": a for j, a in at.items()},
         )  # fmt: skip
     at = ", ".join(f"k{d}" for d in range(ndim))
     shapes = "".join(f"\n    s{d} = u64(out.shape[{d}])" for d in range(1, ndim))
     indices = _split("i", range(ndim), " " * 8)
-    return _ND.format(name=name, params=", ".join(params), shapes=shapes, indices=indices, at=at, loads=loads(at))
+    return _ND.format(name=name, params=", ".join(params), shapes=shapes, indices=indices, at=at, loads=loads(at), w=w)
 
 
 def _op(name: str):
@@ -410,20 +420,24 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
     Parameters
     ----------
     op : a key of OPS, TERNARY or FILL.
-    pattern : one letter per operand, ``a`` for an array, ``s`` for a scalar.
+    pattern : one letter per operand, ``a`` for an array, ``h`` for an array of
+        bfloat16 bits (decoded to float32), ``s`` for a scalar.
     layout : ``"flat"``, or ``"rowsK"`` / ``"ndK"`` for K-D arrays (2 <= K <= MAXDIM),
         or ``"transpose_<dtype>"`` for one 2-D operand of that dtype stored column-major.
-    cast : ``"none"``, ``"float32"`` (float16 math is done in float32) or ``"int64"``
-        (arithmetic on bools counts them).
+    cast : ``"none"``, ``"float32"`` (float16 math is done in float32), ``"int64"``
+        (arithmetic on bools counts them), ``"bfloat16"`` (bfloat16 math in
+        float32, the output holding bfloat16 bits) or ``"bfloat16_in"`` (the
+        same math, a result of another dtype).
     """
     params = [f"x{k}" for k in range(len(pattern))]
+    load = {"a": "c({}[{}])", "h": "h({}[{}])", "s": "{}"}
 
     def loads(index: str) -> str:
-        return ", ".join(f"c({p}[{index}])" if kind == "a" else p for p, kind in zip(params, pattern, strict=True))
+        return ", ".join(load[kind].format(p, index) for p, kind in zip(params, pattern, strict=True))
 
     name = f"{op}_{pattern}_{layout}"
-    source = _source(name, layout, params, pattern, loads)
-    namespace = {"cuda": cuda, "f": _op(op), "c": CASTS[cast], "u64": np.uint64}
+    source = _source(name, layout, params, pattern, loads, "w" if cast == "bfloat16" else "")
+    namespace = {"cuda": cuda, "f": _op(op), "c": CASTS[cast], "h": bf16.decode, "w": bf16.encode, "u64": np.uint64}
     namespace.update(load4=load4, store4=store4, vector_base=vector_base)
     if layout.startswith("transpose"):
         from numba.cuda.np.numpy_support import from_dtype

@@ -15,11 +15,13 @@ import functools
 import numpy as np
 from numba import cuda
 
+from . import bfloat16 as bf16
 from ._target import WARP_SHUFFLES
 
 __all__ = ["BLOCK", "chunks_kernel", "identity_value", "rows_kernel"]
 
 BLOCK = 256  # largest block; the shared scratch array has this size
+_SHUFFLED_AS = {"uint32": np.int32, "uint64": np.int64}  # Numba's warp shuffles take int32, int64, float32, float64
 WARPS = BLOCK // 32  # its warps, for the per-warp scratch of the shuffle path
 
 
@@ -51,33 +53,38 @@ def identity_value(op: str, acc: np.dtype):
 
 
 @functools.cache
-def _parts(op: str, acc: str):
-    """Device functions shared by both kernels, built once per op and type."""
+def _parts(op: str, acc: str, bits: str = ""):
+    """Device functions shared by both kernels, built once per op, type and
+    input format (``bits="bfloat16"``: the items are bfloat16 bits)."""
     combine = COMBINE["sum" if op == "mean" else op]
     acc_t = np.dtype(acc).type
+    load = bf16.decode if bits == "bfloat16" else acc_t
 
     @cuda.jit(device=True, inline=True)
     def strided(x, row, k, step, k_count, init):
         """Combine x[row, k::step] with eight independent accumulators, so that
-        eight loads are in flight per thread (unsigned indices: no wraparound)."""
+        eight loads are in flight per thread (unsigned indices: no wraparound).
+        Each item is converted to the accumulator's type first (``load``): a
+        uint64 item would turn an int64 sum into float64 (Numba's rule for
+        mixed signs); bfloat16 bits are decoded to float32."""
         a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = init
         s2 = step + step  # sums, not products: uint64 * int64 is float64 in Numba
         s4 = s2 + s2
         s8 = s4 + s4
         last = k + s4 + s2 + step
         while last < k_count:
-            a0 = combine(a0, x[row, k])
-            a1 = combine(a1, x[row, k + step])
-            a2 = combine(a2, x[row, k + s2])
-            a3 = combine(a3, x[row, k + s2 + step])
-            a4 = combine(a4, x[row, k + s4])
-            a5 = combine(a5, x[row, k + s4 + step])
-            a6 = combine(a6, x[row, k + s4 + s2])
-            a7 = combine(a7, x[row, last])
+            a0 = combine(a0, load(x[row, k]))
+            a1 = combine(a1, load(x[row, k + step]))
+            a2 = combine(a2, load(x[row, k + s2]))
+            a3 = combine(a3, load(x[row, k + s2 + step]))
+            a4 = combine(a4, load(x[row, k + s4]))
+            a5 = combine(a5, load(x[row, k + s4 + step]))
+            a6 = combine(a6, load(x[row, k + s4 + s2]))
+            a7 = combine(a7, load(x[row, last]))
             k += s8
             last += s8
         while k < k_count:
-            a0 = combine(a0, x[row, k])
+            a0 = combine(a0, load(x[row, k]))
             k += step
         return combine(combine(combine(a0, a1), combine(a2, a3)), combine(combine(a4, a5), combine(a6, a7)))
 
@@ -104,12 +111,25 @@ def _parts(op: str, acc: str):
 
         return strided, segment
 
+    signed = _SHUFFLED_AS.get(acc)
+    if signed is None:
+
+        @cuda.jit(device=True, inline=True)
+        def shuffle(acc, offset):
+            return cuda.shfl_down_sync(0xFFFFFFFF, acc, offset)
+
+    else:  # shuffles take signed ints only: unsigned bits cross as the signed type of their width
+
+        @cuda.jit(device=True, inline=True)
+        def shuffle(acc, offset):
+            return acc_t(cuda.shfl_down_sync(0xFFFFFFFF, signed(acc), offset))
+
     @cuda.jit(device=True, inline=True)
     def warp(acc, width):
         """Combine ``width`` (a power of two up to 32) neighbouring lanes' values."""
         offset = width // 2
         while offset > 0:
-            acc = combine(acc, cuda.shfl_down_sync(0xFFFFFFFF, acc, offset))
+            acc = combine(acc, shuffle(acc, offset))
             offset //= 2
         return acc
 
@@ -134,14 +154,24 @@ def _parts(op: str, acc: str):
 
 
 @functools.cache
-def rows_kernel(op: str, acc: str):
+def rows_kernel(op: str, acc: str, source: str = "", result: str = ""):
     """``out[m] = finalize(reduce(x[m, :]), scale)`` for a 2-D ``x``.
 
     A block is ``(lanes, rows)`` threads: ``blockDim.y`` rows at a time, each
     reduced by ``blockDim.x`` lanes, so short rows do not leave threads idle.
+    ``source`` and ``result`` say whether ``x`` and ``out`` hold bfloat16 bits
+    (``"bfloat16"``) or plain values (``""``).
     """
-    strided, segment = _parts(op, acc)
-    finalize = FINALIZE["mean" if op == "mean" else "sum"]
+    strided, segment = _parts(op, acc, source)
+    done = FINALIZE["mean" if op == "mean" else "sum"]
+    if result == "bfloat16":
+
+        @cuda.jit(device=True, inline=True)
+        def finalize(acc, scale):
+            return bf16.encode(done(acc, scale))
+
+    else:
+        finalize = done
     u64 = np.uint64
 
     def rows(x, out, init, scale):
@@ -161,14 +191,15 @@ def rows_kernel(op: str, acc: str):
 
     rows.__qualname__ = f"reduce.{op}_rows"
     kernel = cuda.jit(rows)
-    kernel.tp_recipe = ("reduce", "rows_kernel", (op, acc))  # how to build it again elsewhere
+    kernel.tp_recipe = ("reduce", "rows_kernel", (op, acc, source, result))  # how to build it again elsewhere
     return kernel
 
 
 @functools.cache
-def chunks_kernel(op: str, acc: str):
-    """``partials[m, p]``: block (p, m) reduces every P-th chunk of row m."""
-    strided, segment = _parts(op, acc)
+def chunks_kernel(op: str, acc: str, source: str = ""):
+    """``partials[m, p]``: block (p, m) reduces every P-th chunk of row m
+    (``source="bfloat16"``: ``x`` holds bfloat16 bits; the partials are ``acc``)."""
+    strided, segment = _parts(op, acc, source)
     u64 = np.uint64
 
     def chunks(x, partials, init):
@@ -182,5 +213,5 @@ def chunks_kernel(op: str, acc: str):
 
     chunks.__qualname__ = f"reduce.{op}_chunks"
     kernel = cuda.jit(chunks)
-    kernel.tp_recipe = ("reduce", "chunks_kernel", (op, acc))
+    kernel.tp_recipe = ("reduce", "chunks_kernel", (op, acc, source))
     return kernel

@@ -79,13 +79,14 @@ class ArrayArg(KernelArray):
 
 
 def numba_type(key):
-    """The Numba type for a launch key element (an array key or a scalar type)."""
+    """The Numba type for a launch key element (an array key or a scalar type).
+    A bfloat16 array is its bits, a uint16 array (Numba's simulator has no bfloat16)."""
     from numba.cuda import types
     from numba.cuda.np.numpy_support import from_dtype
 
     if isinstance(key, tuple):
         name, ndim, contig = key
-        return types.Array(from_dtype(np.dtype(name)), ndim, "C" if contig else "A")
+        return types.Array(from_dtype(np.dtype("uint16" if name == "bfloat16" else name)), ndim, "C" if contig else "A")
     if key is bool:
         return types.boolean
     if key is int:

@@ -16,8 +16,13 @@ against another float32 implementation.
     ``random_array`` and its device copy.
 ``np_dtype(dtype) -> numpy.dtype``
     The NumPy dtype of a tensorplay dtype, a NumPy dtype or a name.
+``wrapped(values, dtype) -> ndarray``
+    Python ints (any size) reduced into an integer ``dtype`` as two's
+    complement stores do: the reference for integer overflow.
 ``FLOAT_DTYPES``, ``INT_DTYPES``, ``ALL_DTYPES``
-    tensorplay dtypes, for ``pytest.mark.parametrize``.
+    tensorplay dtypes, for ``pytest.mark.parametrize``; ``NARROW_INT_DTYPES``
+    the other integer widths (uint8, int8, int16, uint16, uint32, uint64) and
+    ``EVERY_DTYPE`` all of them, bfloat16 too.
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ from tensorplay.kernels.timing import hold
 
 __all__ = [
     "ALL_DTYPES",
+    "EVERY_DTYPE",
     "FLOAT_DTYPES",
     "INT_DTYPES",
+    "NARROW_INT_DTYPES",
     "assert_close",
     "np_dtype",
     "random_array",
@@ -38,13 +45,16 @@ __all__ = [
     "reference",
     "spin",
     "tolerance",
+    "wrapped",
 ]
 
 FLOAT_DTYPES = (tp.float32, tp.float64, tp.float16)
 INT_DTYPES = (tp.int32, tp.int64)
 ALL_DTYPES = (*FLOAT_DTYPES, *INT_DTYPES, tp.bool)
+NARROW_INT_DTYPES = (tp.uint8, tp.int8, tp.int16, tp.uint16, tp.uint32, tp.uint64)
+EVERY_DTYPE = (*ALL_DTYPES, *NARROW_INT_DTYPES, tp.bfloat16)
 
-_TOLERANCE = {"float16": (2e-3, 1e-3), "float32": (1e-5, 1e-6), "float64": (1e-12, 1e-12)}
+_TOLERANCE = {"float16": (2e-3, 1e-3), "bfloat16": (8e-3, 1e-3), "float32": (1e-5, 1e-6), "float64": (1e-12, 1e-12)}
 
 
 def np_dtype(dtype) -> np.dtype:
@@ -109,6 +119,17 @@ def random_tensor(shape, dtype, seed: int = 0, **kwargs):
 
 def _exact(x) -> bool:
     return isinstance(x, (bool, int, np.integer, np.bool_)) or (isinstance(x, np.ndarray) and x.dtype.kind in "biu")
+
+
+def wrapped(values, dtype) -> np.ndarray:
+    """``values`` (Python ints of any size, nested lists or an object array)
+    reduced modulo 2**bits into the integer ``dtype``, as a two's complement
+    store keeps the low bits."""
+    npd = np_dtype(dtype)
+    bits = npd.itemsize * 8
+    low = -(1 << (bits - 1)) if npd.kind == "i" else 0
+    wrap = np.frompyfunc(lambda v: (int(v) - low) % (1 << bits) + low, 1, 1)
+    return np.asarray(wrap(np.asarray(values, dtype=object)), dtype=object).astype(npd)
 
 
 def reference(np_fn, *operands):

@@ -76,6 +76,7 @@ def _numba_type(arg):
 
     if isinstance(arg, list):
         name, ndim, contig = arg
+        name = "uint16" if name == "bfloat16" else name  # its bits, as runtime/launch.numba_type passes it
         return types.Array(from_dtype(np.dtype(name)), ndim, "C" if contig else "A")
     return {"bool": types.boolean, "int": types.int64, "float": types.float64}.get(arg) or from_dtype(np.dtype(arg))
 

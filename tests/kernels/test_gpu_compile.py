@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import ALL_DTYPES
+from helpers import EVERY_DTYPE
 from helpers.gpu_compile import MISSING_LIBRARIES, signatures
 
 import tensorplay as tp
@@ -41,7 +41,7 @@ def _attempt(fn, *args) -> None:
 
 def _launch_a_bit_of_everything() -> None:
     """Each op family on each dtype, flat and strided, with tensors and numbers."""
-    for dtype in ALL_DTYPES:
+    for dtype in EVERY_DTYPE:
         x = tp.ones((2, 3), dtype=dtype)
         xt = x.t()  # a strided view with short rows: the per-element nd layout
         rows = tp.ones((2, 96), dtype=dtype)[:, :64:2]  # rows of 32 that do not merge: the rows layout
@@ -60,7 +60,7 @@ def _launch_a_bit_of_everything() -> None:
         _attempt(tp.where, x > 0, x, x)
         _attempt(x.clamp, 0, 1)
         _attempt(xt.contiguous)
-        for other in ALL_DTYPES:
+        for other in EVERY_DTYPE:
             _attempt(x.to, other)
         for op in ("sum", "mean", "max", "min"):
             _attempt(getattr(x, op))
@@ -72,6 +72,7 @@ def _launch_a_bit_of_everything() -> None:
         tp.randn(4, dtype=dtype)
         tp.ones((2, 3), dtype=dtype) @ tp.ones((3, 2), dtype=dtype)
         tp.ones((2, 2, 3), dtype=dtype) @ tp.ones((2, 3, 2), dtype=dtype)
+    tp.ones((2, 3), dtype=tp.int8) @ tp.ones((3, 2), dtype=tp.int8)  # an integer product (int64 sums)
     square = tp.ones((64, 64))  # in float32 only: each matmul variant takes seconds to compile
     square @ square  # the default tiles
     square.t() @ square.t()  # operands read transposed

@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-__all__ = ["float_to_int", "int_array_type"]
+__all__ = ["float_to_int", "int_array_type", "wrap_int"]
 
 
 def float_to_int(value, dtype: np.dtype):
@@ -28,8 +28,15 @@ def float_to_int(value, dtype: np.dtype):
         r = 0 if source_bits < 64 and width <= 32 else lo if signed else 1 << (width - 1)
     else:
         r = hi if f >= hi else lo if f <= lo else round(f) if source_bits == 16 else int(f)
-    r &= (1 << bits) - 1
-    if signed and r >> (bits - 1):
+    return wrap_int(r, dtype)
+
+
+def wrap_int(value: int, dtype: np.dtype):
+    """The Python int ``value`` stored into an integer array of ``dtype`` as
+    the GPU stores it: its low bits (NumPy raises when it is out of range)."""
+    bits = dtype.itemsize * 8
+    r = value & ((1 << bits) - 1)
+    if dtype.kind == "i" and r >> (bits - 1):
         r -= 1 << bits
     return dtype.type(r)
 
@@ -48,6 +55,8 @@ def int_array_type():
         def __setitem__(self, idx, value) -> None:
             if isinstance(value, (float, np.floating)):
                 value = float_to_int(value, self._ary.dtype)
+            elif isinstance(value, (int, np.integer)):  # NumPy raises for one out of range; the GPU keeps the low bits
+                value = wrap_int(int(value), self._ary.dtype)
             self._ary[idx] = value
 
     return IntArray

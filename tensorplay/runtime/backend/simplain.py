@@ -63,6 +63,8 @@ class TensorArgument(ArgHint):
 
 def tensor_array(t):
     """A simulator array over the memory of tensor ``t``."""
+    if t.dtype.np.kind not in "biuf":  # bfloat16: Numba has no array of it, on the GPU either
+        _ = t.__cuda_array_interface__  # which refuses it with a sentence
     k, ndim = t._karray, t.ndim  # (meminfo, parent, nitems, itemsize, ptr, shape..., strides...)
     array = int_array_type() if t.dtype.np.kind in "iu" else FakeCUDAArray
     return array(_sim.view(k[4], k[5 : 5 + ndim], k[5 + ndim :], t.dtype.np))
