@@ -340,6 +340,8 @@ _UNARY_PLANS = BoundedCache("ops.unary_plans", 4096)  # (op, dtype) -> UnaryPlan
 
 
 def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
+    if op == "relu" and x.dtype.np.kind == "u":
+        op = "copy"  # x itself; the kernel's `x if x > 0 else 0` is float64 for uint64 in Numba's typing
     fast = out is None and x._contig and not capture_state.fusers
     if fast:
         plan = _UNARY_PLANS.get((op, x.dtype))

@@ -9,9 +9,10 @@ libdevice's ``int_as_float`` and ``float_as_int``, the simulator with NumPy's
 
 Examples
 --------
->>> import numpy as np
->>> int(encode(np.float32(1.0))), float(decode(np.uint16(0x4049)))
-(16256, 3.140625)
+>>> import tensorplay as tp
+>>> x = tp.tensor([1.0, 3.140625], dtype=tp.bfloat16)  # the bits 0x3f80 and 0x4049
+>>> (x * 2).tolist()  # decoded, doubled in float32, encoded
+[2.0, 6.28125]
 """
 
 from __future__ import annotations
