@@ -38,7 +38,9 @@ __all__ = [
     "FLOAT_DTYPES",
     "INT_DTYPES",
     "NARROW_INT_DTYPES",
+    "as_ints",
     "assert_close",
+    "full_range",
     "np_dtype",
     "random_array",
     "random_tensor",
@@ -141,3 +143,16 @@ def reference(np_fn, *operands):
 # A kernel that keeps the device busy for ``n`` steps (for ordering tests): the
 # library's own (the matmul autotuner's), launched as a tensorplay kernel.
 spin = tp.jit(hold.py_func)
+
+
+def full_range(dtype, n: int = 24, seed: int = 0) -> np.ndarray:
+    """``n`` values of ``dtype``: its extremes, 0, 1, -1 (for signed types) and random ones."""
+    info = np.iinfo(dtype.np)
+    rng = np.random.default_rng(seed)
+    edges = [info.min, info.max, 0, 1, info.max - 1] + ([-1, info.min + 1] if info.min else [2])
+    drawn = [int(v) for v in rng.integers(info.min, info.max, size=n - len(edges), dtype=dtype.np, endpoint=True)]
+    return np.array(edges + drawn, dtype=dtype.np)
+
+
+def as_ints(a: np.ndarray) -> list:
+    return [int(v) for v in a]
