@@ -269,7 +269,7 @@ class ConditionalNodes:
         return self._open[-1].body if self._open else self._stream
 
     def _owner(self, level: Stream) -> tuple:
-        return (id(self), self._captures, level)
+        return (id(self), self._capture_id, level)
 
     def _route(self, body: Stream) -> None:
         """Send the allocations of a conditional body's stream to this capture's pool."""

@@ -150,7 +150,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
         self._setters: dict = {}  # node index -> what set_args changed it with
         self._held: dict = {}  # node index -> the arguments set_args gave it, kept alive
         self._captures = 0  # captures so far: nodes() of an earlier one are void
-        self._handles: list = []  # the handles conditional_handle() made in the capture in progress
+        self._handles, self._capture_id = [], None  # the capture's conditional_handle()s and its identity
         self._updating: list | None = None  # during a capture with update=True: the loops of the graph held
         # The graph the executable was instantiated from and its launches: the
         # driver edits an executable's nodes through that graph's node handles.
@@ -217,7 +217,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
             self._updating, self._loops = self._loops, []
         self._stream, self._pool, self._token, self._mode = s, pool, token, capture_error_mode
         self._handles = []
-        self._captures += 1  # handles of an earlier capture, even one discarded, are refused
+        self._capture_id = object()  # handles of an earlier capture, even one discarded, are refused
         if restore is not None:
             self._restore = restore
             set_stream(s)
