@@ -365,15 +365,24 @@ def _split(var: str, dims: range, indent: str) -> str:
     return "\n".join([*lines, f"{indent}k{dims[0]} = r"])
 
 
+# How the op takes each operand, by its pattern letter: an array's element
+# converted (``c``) or decoded from bfloat16 bits (``h``), a scalar as it is.
+_TAKE = {"a": "c({})", "h": "h({})", "s": "{}"}
+
+
+def _operands(params: list[str], pattern: str, element) -> str:
+    """The op's arguments: ``element(p)`` names array operand ``p``'s element."""
+    taken = (_TAKE[kind].format(p if kind == "s" else element(p)) for p, kind in zip(params, pattern, strict=True))
+    return ", ".join(taken)
+
+
 def _flat_vector(params: list[str], pattern: str, w: str) -> str:
     """The flat kernel's vector loop: per array operand ``x``, ``x_0 .. x_3``."""
     arrays = [p for p, kind in zip(params, pattern, strict=True) if kind != "s"]
     loads = "\n".join(f"            {', '.join(f'{p}_{k}' for k in range(4))} = load4({p}, i)" for p in arrays)
-    load = {"a": "c({}_{})", "h": "h({}_{})", "s": "{}"}
 
     def element(k: int) -> str:
-        args = (load[kind].format(p, k) for p, kind in zip(params, pattern, strict=True))
-        return f"{w}(f({', '.join(args)}))"
+        return f"{w}(f({_operands(params, pattern, lambda p: f'{p}_{k}')}))"
 
     addresses = " | ".join(f"vector_base({p})" for p in ["out", *arrays])
     return _FLAT_VECTOR.format(addresses=addresses, loads=loads, results=", ".join(element(k) for k in range(4)))
@@ -430,10 +439,9 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
         same math, a result of another dtype).
     """
     params = [f"x{k}" for k in range(len(pattern))]
-    load = {"a": "c({}[{}])", "h": "h({}[{}])", "s": "{}"}
 
     def loads(index: str) -> str:
-        return ", ".join(load[kind].format(p, index) for p, kind in zip(params, pattern, strict=True))
+        return _operands(params, pattern, lambda p: f"{p}[{index}]")
 
     name = f"{op}_{pattern}_{layout}"
     source = _source(name, layout, params, pattern, loads, "w" if cast == "bfloat16" else "")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING
 
 from cuda.bindings import driver as drv
@@ -32,6 +32,7 @@ _set_kernel_node = drv.cuGraphExecKernelNodeSetParams
 _graph_launch = drv.cuGraphLaunch
 
 
+@cache
 def _entry_point(name: str, version: int = 12000):
     """The driver's ``name`` (as of CUDA ``version``) as a ctypes function of
     pointer arguments returning an int, or None where the driver gives none. A
@@ -44,9 +45,6 @@ def _entry_point(name: str, version: int = 12000):
     if err != drv.CUresult.CUDA_SUCCESS or not pfn:
         return None
     return ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(int(pfn))
-
-
-_raw_set_kernel_node: list = []  # [the ctypes entry point or None], looked up at the first use
 
 
 # cuda-bindings 12 names the edge-data form of cuGraphAddDependencies _v2; 13 gives the plain name that form
@@ -114,14 +112,12 @@ class NodeSetter:
     into a buffer whose pointer table the driver reads at each call (it copies
     them), so a change costs one packing and one ``cuGraphExecKernelNodeSetParams``."""
 
-    __slots__ = ("_exec", "_exec_node", "_node", "_kn", "_set")
+    __slots__ = ("_node", "_kn", "_set")
 
     def __init__(self, graph_exec, exec_node, node, launcher, grid, block) -> None:
-        self._exec, self._exec_node, self._node = graph_exec, exec_node, node
+        self._node = node
         self._kn = _KernelNode(launcher, grid, block, bytes(launcher._nbytes))  # set at each call
-        if not _raw_set_kernel_node:
-            _raw_set_kernel_node.append(_entry_point("cuGraphExecKernelNodeSetParams"))
-        raw = _raw_set_kernel_node[0]
+        raw = _entry_point("cuGraphExecKernelNodeSetParams")
         if raw is not None:  # the three pointers converted once
             self._set = partial(raw, int(graph_exec), int(exec_node), self._kn.params.getPtr())
         else:

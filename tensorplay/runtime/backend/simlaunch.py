@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .params import param_formats
-from .simint import int_array_type
-from .simplain import run_kernel
+from .simplain import memory_array, run_kernel
 
 if TYPE_CHECKING:
     from .sim import SimBackend
@@ -40,21 +39,14 @@ class SimLauncher:
 
     def run_for(self, grid, block, args, shared_bytes=0):
         """The launch as a function of no arguments (run now, or a graph node)."""
-        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
         if type(grid) is not tuple or type(block) is not tuple:  # the driver's launcher reads 3 of each
             raise TypeError(f"launching {self.name}: grid and block must be 3-tuples, got {grid!r} and {block!r}")
 
-        view, int_array = self._backend.view, int_array_type()
-        fake = []
-        for spec, a in zip(self._arrays, args, strict=True):
-            if spec is None:
-                fake.append(a)
-            else:
-                dtype, ndim = spec
-                k = a._karray  # (meminfo, parent, nitems, itemsize, ptr, shape..., strides...)
-                array = int_array if dtype.kind in "iu" else FakeCUDAArray
-                fake.append(array(view(k[4], k[5 : 5 + ndim], k[5 + ndim :], dtype)))
+        backend = self._backend
+        fake = [
+            a if spec is None else memory_array(backend, a._karray, spec[1], spec[0])
+            for spec, a in zip(self._arrays, args, strict=True)
+        ]
         dispatcher = self._dispatcher
 
         def run() -> None:

@@ -37,7 +37,7 @@ from .simint import int_array_type
 if TYPE_CHECKING:
     from .sim import SimBackend
 
-__all__ = ["StreamBase", "TensorArgument", "install", "run_kernel"]
+__all__ = ["StreamBase", "TensorArgument", "install", "memory_array", "run_kernel"]
 
 _KERNEL_LOCK = threading.RLock()  # re-entrant: a while node's body runs inside its node
 _numba_configure = FakeCUDAKernel.__getitem__  # the simulator's own, which ignores the stream
@@ -65,9 +65,15 @@ def tensor_array(t):
     """A simulator array over the memory of tensor ``t``."""
     if t.dtype.np.kind not in "biuf":  # bfloat16: Numba has no array of it, on the GPU either
         _ = t.__cuda_array_interface__  # which refuses it with a sentence
-    k, ndim = t._karray, t.ndim  # (meminfo, parent, nitems, itemsize, ptr, shape..., strides...)
-    array = int_array_type() if t.dtype.np.kind in "iu" else FakeCUDAArray
-    return array(_sim.view(k[4], k[5 : 5 + ndim], k[5 + ndim :], t.dtype.np))
+    return memory_array(_sim, t._karray, t.ndim, t.dtype.np)
+
+
+def memory_array(backend: SimBackend, k: tuple, ndim: int, dtype: np.dtype):
+    """A simulator array over the device memory a kernel array's fields ``k``
+    describe (meminfo, parent, nitems, itemsize, ptr, shape..., strides...);
+    integer stores wrap as on the GPU."""
+    array = int_array_type() if dtype.kind in "iu" else FakeCUDAArray
+    return array(backend.view(k[4], k[5 : 5 + ndim], k[5 + ndim :], dtype))
 
 
 def run_kernel(dispatcher, grid, block, shared_bytes, args) -> None:
