@@ -80,14 +80,14 @@ def _set_args_rows(row, drv, sync) -> None:
     row("  checking and packing the arguments", host_us(lambda: pack_args(node._plan, args, "k"), sync))
     packed = pack_args(node._plan, args, "k")
     row("  the setter with packed bytes", host_us(lambda: setter(packed), sync))
-    exec_, exec_node, kp = setter._exec, setter._exec_node, setter._kn.params
+    iexec, inode, ikp = setter._set.args  # the integers the setter passes to the driver's entry point
+    exec_, exec_node, kp = drv.CUgraphExec(iexec), drv.CUgraphNode(inode), setter._kn.params
     row("cuGraphExecKernelNodeSetParams, cuda.bindings",
         host_us(lambda: drv.cuGraphExecKernelNodeSetParams(exec_, exec_node, kp), sync))  # fmt: skip
     libcuda = ctypes.CDLL("libcuda.so.1")
     set_params = libcuda.cuGraphExecKernelNodeSetParams_v2
     set_params.argtypes = [ctypes.c_void_p] * 3
     set_params.restype = ctypes.c_int
-    iexec, inode, ikp = int(exec_), int(exec_node), int(kp.getPtr())
     row("cuGraphExecKernelNodeSetParams, ctypes into libcuda", host_us(lambda: set_params(iexec, inode, ikp), sync))
 
 

@@ -105,7 +105,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=8 if sim else 256, help="grid points per side")
     parser.add_argument("--tol", type=float, default=1e-3 if sim else 1e-5, help="stop once no point changes more")
-    parser.add_argument("--max-iters", type=int, default=400 if sim else 4000, help="the loop's cap")
+    parser.add_argument("--max-iters", type=int, default=400 if sim else 20000, help="the loop's cap")
     parser.add_argument("--no-fuse", action="store_true", help="one kernel per op in the loop body (no fusion)")
     parser.add_argument(
         "--dot", default="heat_while.dot", help="where to write the graph's DOT view (its picture: the same name, .svg)"

@@ -6,8 +6,9 @@ scalar loads take four) and returns them as a tuple; ``store4(a, i, v0, v1,
 v2, v3)`` writes them back in one store, each value converted to the array's
 dtype as ``a[k] = v`` converts it. The array must be C-contiguous and the
 vector aligned to its size (up to 16 bytes): a kernel checks both first, as
-``vector_base(a) % 16 == 0``. The GPU only: on the simulator (no ``@intrinsic`` lowering)
-the flat kernels do not use them.
+``vector_base(a) % 16 == 0``. On the simulator (no ``@intrinsic`` lowering)
+they are Python twins over the same elements, so the kernels' vector loops
+run there too.
 
 This module must not import the rest of tensorplay (the GPU compile check
 loads the kernel modules on their own).
@@ -15,13 +16,26 @@ loads the kernel modules on their own).
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._target import INTRINSICS
 
 __all__ = ["load4", "store4", "vector_base"]
 
-load4 = store4 = vector_base = None  # the simulator's flat kernels do without
+if not INTRINSICS:  # the simulator runs kernels as Python, over arrays of host memory
 
-if INTRINSICS:
+    def vector_base(ary):
+        return np.uint64(ary.__array_interface__["data"][0] if ary.flags.c_contiguous else 1)
+
+    def load4(ary, index):
+        k = 4 * int(index)
+        return ary[k], ary[k + 1], ary[k + 2], ary[k + 3]
+
+    def store4(ary, index, v0, v1, v2, v3) -> None:
+        k = 4 * int(index)
+        ary[k], ary[k + 1], ary[k + 2], ary[k + 3] = v0, v1, v2, v3
+
+else:
     from llvmlite import ir
     from numba.cuda import types
     from numba.cuda.extending import intrinsic

@@ -28,7 +28,7 @@ import numpy as np
 from numba import cuda
 
 from . import bfloat16 as bf16
-from ._target import IEEE_MATH, INTRINSICS
+from ._target import IEEE_MATH
 from ._vector import load4, store4, vector_base
 
 __all__ = ["MAXDIM", "OPS", "Op", "kernel"]
@@ -263,10 +263,11 @@ def {name}(out, {params}):
         i += step
 """
 
-# On the GPU, where every array is C-contiguous and 16-byte aligned (a fresh
-# allocation is; a view at an offset may not be), four elements a thread first go through one
-# vector load per array and one vector store (kernels/_vector.py); the loop
-# above then takes the last n % 4 elements (or all of them, unaligned).
+# Where every array is C-contiguous and 16-byte aligned (a fresh allocation
+# is; a view at an offset may not be), four elements a thread first go through one
+# vector load per array and one vector store (kernels/_vector.py; Python twins
+# on the simulator); the loop above then takes the last n % 4 elements (or all
+# of them, unaligned).
 _FLAT_VECTOR = """
     if ({addresses}) & u64(15) == u64(0):
         nv = n // u64(4)
@@ -393,7 +394,7 @@ def _source(name: str, layout: str, params: list[str], pattern: str, loads, w: s
     arguments, ``w`` names what each result passes through to be stored ("": nothing)."""
     if layout == "flat":
         indices = {f"loads_{j}": loads(j) for j in ("i", "j1", "j2", "j3")}
-        vector = _flat_vector(params, pattern, w) if INTRINSICS else ""
+        vector = _flat_vector(params, pattern, w)
         return _FLAT.format(name=name, params=", ".join(params), vector=vector, w=w, **indices)
     if layout.startswith("transpose"):
         return _TRANSPOSE.format(name=name)

@@ -76,6 +76,30 @@ def test_six_ops_and_a_sum_make_one_kernel_node():
     assert "captured, 1 nodes" in repr(f.graph(x))  # on both backends
 
 
+@pytest.mark.parametrize("n", [3, 4, 5, 6, 7, 1029])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_four_elements_a_load_and_the_rest_one_at_a_time(n, offset):
+    """Aligned arrays go four elements a load and the last n % 4 one at a time:
+    sizes on every residue mod 4, of arguments that are views one element in
+    and not (a compiled call copies them into the graph's own inputs)."""
+    rng = np.random.default_rng(n)
+    xs, ys = rng.standard_normal(n + 1, np.float32), rng.standard_normal(n + 1, np.float32)
+    x, y = tp.tensor(xs)[offset : offset + n], tp.tensor(ys)[offset : offset + n]
+
+    def f(x, y):
+        z = (x - y).abs() * 0.5 + y
+        return z, z.sum()
+
+    eager, compiled, fn = _eager_and_compiled(f, x, y)
+    _assert_as_eager(compiled[0].numpy(), eager[0].numpy())
+    x64, y64 = xs[offset : offset + n].astype(np.float64), ys[offset : offset + n].astype(np.float64)
+    ref = np.abs(x64 - y64) * 0.5 + y64
+    np.testing.assert_allclose(compiled[0].numpy(), ref, rtol=1e-6, atol=1e-6)
+    assert compiled[1].item() == pytest.approx(ref.sum(), rel=1e-5, abs=1e-5)
+    (text,) = fn.kernels()
+    assert "load4(a0, i)" in text and "store4(o0, i," in text  # the vector loop, taken where aligned
+
+
 def test_the_printed_kernel_is_plain_numba_that_runs_by_itself(tmp_path):
     x, y = tp.tensor(np.arange(300, dtype=np.float32)), tp.full((300,), 7.0)
     f = tp.compile(lambda x, y: (x - y).abs() * 0.5)

@@ -115,8 +115,9 @@ def main() -> int:
     # fused kernels' source imports its helpers from tensorplay.kernels: the modules loaded here
     for package in ("tensorplay", "tensorplay.kernels"):
         sys.modules.setdefault(package, types.ModuleType(package))
-    for stem, module in _modules.items():
-        sys.modules.setdefault(f"tensorplay.kernels.{stem}", module)
+    for name, module in list(sys.modules.items()):  # the kernel modules and those they import (_vector)
+        if name.startswith(f"{_PACKAGE}."):
+            sys.modules.setdefault(f"tensorplay.kernels.{name.removeprefix(_PACKAGE + '.')}", module)
     items = json.load(sys.stdin)
     workers = min(os.cpu_count() or 1, 4)
     if workers > 1 and len(items) > 50:  # forked workers share the loaded modules

@@ -30,6 +30,11 @@ UNARY = [operator.neg, operator.invert, abs] + [
 BINARY = [operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.pow]
 BINARY += [operator.and_, operator.or_, operator.xor, tp.maximum, tp.minimum]
 COMPARE = [tp.eq, tp.ne, tp.lt, tp.le, tp.gt, tp.ge]
+# The layouts other than flat are checked one op per (pattern, cast, argument types) (``_sampled``):
+# these ops give every such kernel (a result of the operand's dtype, a float one, a bool one, an
+# integer-only op); launching the others there costs a minute of simulated threads for nothing.
+LAYOUT_UNARY = [operator.neg, operator.invert, tp.Tensor.exp]
+LAYOUT_BINARY = [operator.add, operator.truediv, operator.and_, tp.eq]
 
 
 def _attempt(fn, *args) -> None:
@@ -48,15 +53,18 @@ def _launch_a_bit_of_everything() -> None:
         tiles = tp.ones((32, 32), dtype=dtype).t()  # column-major: one transpose tile
         for op in UNARY:
             _attempt(op, x)
-            _attempt(op, xt)
-            _attempt(op, rows)
-            _attempt(op, tiles)
         for op in BINARY + COMPARE:
             _attempt(op, x, x)
             _attempt(op, x, 2)
             _attempt(op, 2.5, x)
+        for op in LAYOUT_UNARY:
+            _attempt(op, xt)
+            _attempt(op, rows)
+            _attempt(op, tiles)
+        for op in LAYOUT_BINARY:
             _attempt(op, xt, x.t())
             _attempt(op, rows, 2)
+        _attempt(tp.eq, rows, rows)  # as max(dim) finds its indices
         _attempt(tp.where, x > 0, x, x)
         _attempt(x.clamp, 0, 1)
         _attempt(xt.contiguous)
@@ -64,8 +72,9 @@ def _launch_a_bit_of_everything() -> None:
             _attempt(x.to, other)
         for op in ("sum", "mean", "max", "min"):
             _attempt(getattr(x, op))
-            _attempt(getattr(x, op), -1)
-            _attempt(getattr(tp.ones((2, 700), dtype=dtype), op), -1)  # the two-pass path
+            _attempt(getattr(x, op), -1)  # max, min: values and indices
+            values_only = {"max": "amax", "min": "amin"}.get(op, op)  # the indices' kernels are the ones above
+            _attempt(getattr(tp.ones((2, 700), dtype=dtype), values_only), -1)  # the two-pass path
         _attempt(x.fill_, 1)
     for dtype in (tp.float32, tp.float64, tp.float16):
         tp.rand(4, dtype=dtype)
