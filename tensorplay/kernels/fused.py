@@ -113,22 +113,23 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
         params += ["red", "init", "scale"]
     elif reduction is not None:
         params += ["partials", "ticket", "red", "init", "scale", *[f"q{k}" for k in range(len(reduction.stores))]]
-    names = ", ".join(_fn_name(op) for op in ops) + ("," if len(ops) == 1 else "")
-    head = ["import numpy as np", "from numba import cuda", "", "from tensorplay.kernels.fused import op_functions"]
-    if reduction is not None:
-        head += ["from tensorplay.kernels.reduce import COMBINE, FINALIZE"]
-    head += ["", f"{names} = op_functions({', '.join(repr(op) for op in ops)})"]
-    if reduction is not None:
-        head += [f"combine = COMBINE[{'sum' if reduction.op == 'mean' else reduction.op!r}]"]
-        head += [f"finalize = FINALIZE[{'mean' if reduction.op == 'mean' else 'sum'!r}]"]
     body = [f"def {name}({', '.join(params)}):"]
     body += [f"    y{k} = b{k}[0]" for k in range(nb)]
     if reduction is not None and reduction.k:
         body += _rows(steps, stores, reduction, shape, strided)
     else:
         body += _grid_stride(steps, stores, reduction, shape, strided)
+    names = ", ".join(_fn_name(op) for op in ops) + ("," if len(ops) == 1 else "")
+    head = ["import numpy as np", "from numba import cuda", ""]
     if any("vector_base(" in line for line in body):
-        head.insert(3, "from tensorplay.kernels._vector import load4, store4, vector_base")
+        head += ["from tensorplay.kernels._vector import load4, store4, vector_base"]
+    head += ["from tensorplay.kernels.fused import op_functions"]
+    if reduction is not None:
+        head += ["from tensorplay.kernels.reduce import COMBINE, FINALIZE"]
+    head += ["", f"{names} = op_functions({', '.join(repr(op) for op in ops)})"]
+    if reduction is not None:
+        head += [f"combine = COMBINE[{'sum' if reduction.op == 'mean' else reduction.op!r}]"]
+        head += [f"finalize = FINALIZE[{'mean' if reduction.op == 'mean' else 'sum'!r}]"]
     return "\n".join(head) + "\n\n\n" + "\n".join(body) + "\n"
 
 
@@ -167,7 +168,7 @@ def _vector_loop(steps, stores, reduction) -> list[str]:
     lines += [f"        {_assign(f'v{j}{tag}', s, tag)}" for tag in tags for j, s in enumerate(steps)]
     lines += [f"        store4(o{k}, i, {', '.join(f'v{j}{tag}' for tag in tags)})" for k, j in enumerate(stores)]
     if reduction is not None:
-        lines += [f"        acc = combine(acc, np.{reduction.acc}(v{reduction.step}{tag}))" for tag in tags]
+        lines += [_accumulate(reduction, tag) for tag in tags]
     return [
         f"    if ({' | '.join(f'vector_base({a})' for a in arrays)}) % 16 == 0:  # four elements a load",
         "        nv = n // 4",
@@ -189,8 +190,13 @@ def _elements(steps, stores, reduction, at: list[tuple[str, str]], shape: tuple,
     for i, tag in at:
         lines += [f"        o{k}[{i}] = v{j}{tag}" for k, j in enumerate(stores)]
         if reduction is not None:
-            lines.append(f"        acc = combine(acc, np.{reduction.acc}(v{reduction.step}{tag}))")
+            lines.append(_accumulate(reduction, tag))
     return lines
+
+
+def _accumulate(r: Reduction, tag: str) -> str:
+    """The loop line that adds the reduced value of the element ``tag`` to ``acc``."""
+    return f"        acc = combine(acc, np.{r.acc}(v{r.step}{tag}))"
 
 
 _NAMES = {"a": "x", "c": "z", "v": "v", "b": "y", "w": "w", "s": "s"}  # an argument's kind -> its variable's name
