@@ -141,6 +141,8 @@ def dropout(x: Tensor, p: float) -> Tensor:
     """``x`` with each element zeroed with probability ``p`` (0 < p < 1) and the
     others scaled by ``1 / (1 - p)``: one kernel draws, masks and scales, and
     keeps the mask when the gradient needs it (``nn.functional.dropout`` checks ``x``, ``p``)."""
+    if x.dtype is dt.bfloat16:  # the kernel scales plain values: bfloat16's go through float32
+        return dropout(x.to(dt.float32), p).to(x.dtype)
     src = x if x._contig else x.contiguous()
     store_mask = is_grad_enabled() and needs_grad(x)
     out, keep = empty(*x.shape, dtype=x.dtype), empty(*(x.shape if store_mask else (1,)), dtype=dt.bool)

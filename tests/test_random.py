@@ -232,3 +232,26 @@ def test_a_graphed_module_with_dropout_draws_a_new_mask_each_call_and_its_gradie
         # d sum(dropout(x W^T + b)) / d b = (kept / (1 - p)) summed over the batch
         np.testing.assert_allclose(model[0].bias.grad.numpy(), 2.0 * kept.sum(axis=0), rtol=1e-5)
     assert not np.array_equal(masks[0], masks[1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("n, offset", [(1, 0), (7, 0), (1000, 0), (1027, 0), (1027, 1), (4099, 3)])
+def test_dropout_follows_the_model_for_every_size_alignment_and_dtype(dtype, n, offset):
+    """Element i keeps x[i] * scale where draw offset + i is >= p: aligned
+    inputs of every size residue mod 4 (the vector loop, then the strided
+    loop) and a view at an offset (the strided loop alone); the kept mask is
+    the gradient's; bfloat16 goes through float32."""
+    p = 0.3
+    base = tp.arange(n + offset, dtype=tp.float32) * 0.25 - 3.0
+    x = base.to(getattr(tp, dtype))[offset:].detach().requires_grad_(True)
+    tp.manual_seed(17)
+    tp.rand(5)  # the draw starts at offset 5
+    y = F.dropout(x, p)
+    kept = uniform_model(17, 5, n) >= np.float32(p)
+    xs = x.detach().to(tp.float32).numpy().astype(np.float64)
+    want = np.where(kept, xs * (1 / (1 - p)), 0.0)
+    tol = {"float16": 1e-3, "bfloat16": 8e-3}.get(dtype, 1e-6)
+    np.testing.assert_allclose(y.detach().to(tp.float32).numpy(), want, rtol=tol, atol=tol)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.to(tp.float32).numpy(), np.where(kept, 1 / (1 - p), 0.0), rtol=tol)
+    np.testing.assert_array_equal(tp.rand(2).numpy(), uniform_model(17, 5 + n, 2))  # the offset moved past n

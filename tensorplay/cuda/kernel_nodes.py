@@ -20,6 +20,7 @@ replays (its staged copy is made again at its next call).
 from __future__ import annotations
 
 import logging
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -180,7 +181,13 @@ def pack_args(plan: list, args: tuple, name: str) -> bytes:
     for i, (want, ndim, contig, pack) in enumerate(plan):
         a = args[i]
         if want is None:  # a number: ndim is its NumPy type, contig its name
-            if type(a) not in _NUMBERS and not isinstance(a, (int, float, np.generic)):
+            if type(a) in _NUMBERS:
+                try:  # struct takes a Python number as NumPy would convert it, and in a fifth of the time
+                    parts.append(pack(a))
+                    continue
+                except (struct.error, OverflowError):  # a float for an integer, or out of range: NumPy's rules
+                    pass
+            elif not isinstance(a, (int, float, np.generic)):
                 raise TypeError(f"argument {i} of {name} was captured as a number ({contig}); got {type(a).__name__}")
             parts.append(pack(ndim(a)))
         elif type(a) in TENSOR_TYPES and a.dtype.name == want and len(a.shape) == ndim and (a._contig or not contig):

@@ -239,3 +239,28 @@ def test_set_args_after_an_update_in_place_edits_the_updated_executable():
     g.nodes()[0].set_args(out, b, 0.5)
     g.replay()
     assert out.tolist() == [0.5] * 16
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "int32", "int64", "uint32", "bool"])
+def test_set_args_packs_a_python_number_as_numpy_converts_it(dtype):
+    """set_args packs Python numbers without NumPy where it can; the bytes are
+    NumPy's conversion's, also for a float given for an integer (truncated) and
+    for a value out of a float's range (inf)."""
+    from numba.cuda import types
+    from numba.cuda.np.numpy_support import from_dtype
+
+    from tensorplay.cuda.kernel_nodes import arg_plan, pack_args
+    from tensorplay.runtime.backend.params import scalar_struct
+
+    (plan,) = arg_plan([types.boolean if dtype == "bool" else from_dtype(np.dtype(dtype))])
+    values = [0, 1, 7, -3, 2.5, -0.1, True, False, 1e300, 2**40, 1 / 3]
+    for v in values:
+        try:
+            with np.errstate(over="ignore"):
+                want = scalar_struct(np.dtype(dtype)).pack(np.dtype(dtype).type(v))
+        except (OverflowError, ValueError) as e:  # NumPy refuses it: so does set_args
+            with pytest.raises(type(e)):
+                pack_args([plan], (v,), "k")
+            continue
+        with np.errstate(over="ignore"):
+            assert pack_args([plan], (v,), "k") == want, (dtype, v)

@@ -30,21 +30,31 @@ _NOT_CLONED = {
 }
 _set_kernel_node = drv.cuGraphExecKernelNodeSetParams
 _graph_launch = drv.cuGraphLaunch
+_get_proc_address = drv.cuGetProcAddress
+_DEFAULT_SYMBOLS = drv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
 
 
 @cache
 def _entry_point(name: str, version: int = 12000):
     """The driver's ``name`` (as of CUDA ``version``) as a ctypes function of
-    pointer arguments returning an int, or None where the driver gives none. A
-    call through it skips the bindings' argument objects: on the H200 0.9 us
-    for cuGraphExecKernelNodeSetParams against 1.5 us through the bindings."""
-    try:
-        err, pfn, _ = drv.cuGetProcAddress(name.encode(), version, drv.CU_GET_PROC_ADDRESS_DEFAULT)
-    except Exception:
-        return None
+    three pointer arguments returning an int, or None where the driver has no
+    such function. A call through it skips the bindings' argument objects: on
+    the H200 0.9 us for cuGraphExecKernelNodeSetParams against 1.5 us through
+    the bindings."""
+    err, pfn, _ = _get_proc_address(name.encode(), version, _DEFAULT_SYMBOLS)
     if err != drv.CUresult.CUDA_SUCCESS or not pfn:
         return None
     return ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(int(pfn))
+
+
+def _params_setter(graph_exec, exec_node, params):
+    """A call without arguments that gives ``exec_node`` of ``graph_exec`` the
+    parameters ``params`` holds at the time of the call; it returns the
+    driver's result (0 for success)."""
+    raw = _entry_point("cuGraphExecKernelNodeSetParams")
+    if raw is not None:  # the three pointers converted once
+        return partial(raw, int(graph_exec), int(exec_node), params.getPtr())
+    return lambda: _set_kernel_node(graph_exec, exec_node, params)[0]
 
 
 # cuda-bindings 12 names the edge-data form of cuGraphAddDependencies _v2; 13 gives the plain name that form
@@ -71,7 +81,7 @@ class _KernelNode:
     one buffer whose pointer table (a pointer per 8-byte slot, Numba's ABI) is
     built once, so an update rewrites bytes and passes the same struct."""
 
-    __slots__ = ("params", "data", "_ptrs", "node")
+    __slots__ = ("params", "data", "_ptrs", "node", "set")
 
     def __init__(self, launcher: Launcher, grid, block, packed: bytes) -> None:
         nbytes = launcher._nbytes
@@ -88,7 +98,7 @@ class _KernelNode:
         p.sharedMemBytes = 0
         p.kernelParams = self._ptrs
         self.params = p
-        self.node = None
+        self.node = self.set = None  # set: its parameters to its node, once in an executable graph
 
 
 _REFUSALS = {  # CUgraphExecUpdateResult names -> why, in words
@@ -117,11 +127,7 @@ class NodeSetter:
     def __init__(self, graph_exec, exec_node, node, launcher, grid, block) -> None:
         self._node = node
         self._kn = _KernelNode(launcher, grid, block, bytes(launcher._nbytes))  # set at each call
-        raw = _entry_point("cuGraphExecKernelNodeSetParams")
-        if raw is not None:  # the three pointers converted once
-            self._set = partial(raw, int(graph_exec), int(exec_node), self._kn.params.getPtr())
-        else:
-            self._set = lambda: _set_kernel_node(graph_exec, exec_node, self._kn.params)[0]
+        self._set = _params_setter(graph_exec, exec_node, self._kn.params)
 
     def __call__(self, packed: bytes) -> None:
         self._kn.data[: len(packed)] = packed
@@ -166,6 +172,8 @@ class StagedGraph:
                     edges = _add_dependencies(self._graph, [kn.node] * len(roots), roots, None, len(roots))
                     check("cuGraphAddDependencies", edges)
             self._exec = check("cuGraphInstantiate", drv.cuGraphInstantiate(self._graph, 0))
+            for kn in self._nodes:
+                kn.set = _params_setter(self._exec, kn.node, kn.params)
         except BaseException:
             self._exec = None
             self.destroy()
@@ -193,7 +201,7 @@ class StagedGraph:
 
     def _update(self, kn: _KernelNode, packed: bytes) -> None:
         kn.data[: len(packed)] = packed
-        err = _set_kernel_node(self._exec, kn.node, kn.params)[0]
+        err = kn.set()
         if err:
             raise fail("cuGraphExecKernelNodeSetParams", err)
 
