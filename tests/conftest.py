@@ -36,9 +36,15 @@ def pytest_configure(config):
     os.sched_setaffinity(0, {cpus[index % len(cpus)]})
 
 
+# The GPU compile check (a subprocess compiling every kernel the simulator launched, about half of the
+# suite's CPU time) goes first: with pytest-xdist its worker starts it while the others run the rest.
+FIRST = "kernels/test_gpu_compile.py::test_every_launched_library_kernel_compiles_for_the_gpu"
+
+
 def pytest_collection_modifyitems(config, items):
     if tp.cuda.backend() != "sim":
         return
+    items.sort(key=lambda item: not item.nodeid.endswith(FIRST))  # a stable sort: the rest keep their order
     skip = pytest.mark.skip(reason="needs a real GPU (running on the simulator)")
     for item in items:
         if "gpu" in item.keywords:

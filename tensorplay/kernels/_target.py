@@ -10,10 +10,12 @@ the kernel modules on their own.
 
 from __future__ import annotations
 
+from numba import cuda
 from numba.cuda.core import config
 
 __all__ = [
     "ALIGNED_SHARED", "DISK_CACHE", "INTRINSICS", "IEEE_MATH", "LIBDEVICE", "SMALL_BLOCKS", "WARP_SHUFFLES",
+    "device_function",
 ]  # fmt: skip
 
 _SIMULATED = bool(config.ENABLE_CUDASIM)
@@ -25,3 +27,11 @@ IEEE_MATH = not _SIMULATED  # math.* gives inf and NaN (Python's raises instead)
 LIBDEVICE = not _SIMULATED  # numba.cuda.libdevice (the bit casts float_as_int, int_as_float)
 SMALL_BLOCKS = _SIMULATED  # a Python thread per CUDA thread: keep tiles and blocks small
 DISK_CACHE = not _SIMULATED  # cuda.jit(cache=True): compiled kernels kept on disk across processes
+
+
+def device_function(fn):
+    """``fn`` as a device function that the kernels calling it inline: on the
+    GPU in NVVM (``forceinline``: compiled once per argument types and process,
+    where Numba-IR inlining typed and lowered it again in every kernel, a
+    quarter of a kernel's compile time); the simulator calls it as Python."""
+    return cuda.jit(device=True)(fn) if _SIMULATED else cuda.jit(device=True, forceinline=True)(fn)

@@ -18,21 +18,20 @@ Examples
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
 
-from ._target import LIBDEVICE
+from ._target import LIBDEVICE, device_function
 
 __all__ = ["decode", "encode", "round_float32"]
 
 if LIBDEVICE:
     from numba.cuda import libdevice
 
-    @cuda.jit(device=True, inline=True)
+    @device_function
     def decode(bits):
         """The float32 value of bfloat16 ``bits``."""
         return libdevice.int_as_float(np.int32(np.uint32(bits) << np.uint32(16)))
 
-    @cuda.jit(device=True, inline=True)
+    @device_function
     def encode(x):
         """The bfloat16 bits nearest ``x`` (first rounded to float32)."""
         u = np.uint32(libdevice.float_as_int(np.float32(x)))
@@ -40,7 +39,7 @@ if LIBDEVICE:
             return np.uint16((u >> np.uint32(16)) | np.uint32(0x40))
         return np.uint16((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
 
-    @cuda.jit(device=True, inline=True)
+    @device_function
     def round_float32(x):
         """``x`` rounded to bfloat16, as a float32 (an operand joining bfloat16 math)."""
         return decode(encode(x))

@@ -20,6 +20,7 @@ import numpy as np
 from numba import cuda
 
 from ..runtime.backend import get as get_backend
+from ._target import device_function
 
 __all__ = [
     "MAX_UNROLL", "loop_pass", "loop_pass_do_while", "loop_pass_unrolled", "loop_start", "loop_start_do_while",
@@ -135,7 +136,7 @@ def loop_pass_unrolled():
     whether another driver pass runs."""
     setter = get_backend().conditional_setter()
 
-    @cuda.jit(device=True, inline=True)
+    @device_function
     def set_copy(m, value, h1, h2, h3, h4, h5, h6, h7):
         if m == 1:
             setter(h1, value)

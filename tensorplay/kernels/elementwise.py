@@ -28,7 +28,7 @@ import numpy as np
 from numba import cuda
 
 from . import bfloat16 as bf16
-from ._target import IEEE_MATH
+from ._target import IEEE_MATH, device_function
 from ._vector import load4, store4, vector_base
 
 __all__ = ["MAXDIM", "OPS", "Op", "kernel"]
@@ -36,21 +36,17 @@ __all__ = ["MAXDIM", "OPS", "Op", "kernel"]
 MAXDIM = 6  # coalesced dimensions of a strided or broadcast operand
 
 
-def _device(fn):
-    return cuda.jit(device=True, inline=True)(fn)
-
-
-@_device
+@device_function
 def identity(x):
     return x
 
 
-@_device
+@device_function
 def to_float32(x):
     return np.float32(x)
 
 
-@_device
+@device_function
 def to_int64(x):
     return np.int64(x)
 
@@ -124,13 +120,13 @@ class Op:
 def _unary(name, fn, result="same", backward=None, **kw) -> Op:
     kw.setdefault("method", name)
     kw.setdefault("function", name)
-    return Op(name, _device(fn), 1, result, backward=backward, **kw)
+    return Op(name, device_function(fn), 1, result, backward=backward, **kw)
 
 
 def _binary(name, fn, result="same", backward=None, **kw) -> Op:
     kw.setdefault("method", name)
     kw.setdefault("function", name)
-    return Op(name, _device(fn), 2, result, backward=backward, **kw)
+    return Op(name, device_function(fn), 2, result, backward=backward, **kw)
 
 
 def _sign(x):
@@ -227,9 +223,9 @@ OPS: dict[str, Op] = {
 
 
 TERNARY = {
-    "where": _device(lambda c, a, b: a if c else b),
+    "where": device_function(lambda c, a, b: a if c else b),
     # min(max(x, lo), hi): NaN stays NaN, and lo > hi gives hi (as in PyTorch and NumPy)
-    "clamp": _device(lambda x, lo, hi: hi if (lo if x < lo else x) > hi else (lo if x < lo else x)),
+    "clamp": device_function(lambda x, lo, hi: hi if (lo if x < lo else x) > hi else (lo if x < lo else x)),
 }
 
 FILL = {"fill": identity}

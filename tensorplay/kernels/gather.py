@@ -22,10 +22,9 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import cuda
 
 from ._source import jit_source
-from ._target import INTRINSICS
+from ._target import INTRINSICS, device_function
 
 __all__ = ["MAX_PAIRS", "kernel"]
 
@@ -80,7 +79,7 @@ else:
     load_u8, store_u8 = _load(8, types.uint8), _store(8, types.uint8)
 
 
-@cuda.jit(device=True, inline=True)
+@device_function
 def copy_bytes(dst, src, n, i, step):
     """Threads ``i``, ``i + step``, ... copy bytes ``[0, n)`` from ``src`` to ``dst``."""
     if ((dst ^ src) & 7) == 0:  # aligned alike: words between a byte head and tail

@@ -20,6 +20,7 @@ import math
 import numpy as np
 from numba import cuda
 
+from ._target import device_function
 from ._vector import load4, store4, vector_base
 
 __all__ = ["STATE_SIZE", "dropout", "normal", "seed_state", "uniform"]
@@ -39,7 +40,7 @@ _ZERO, _ONE, _TWO, _THREE, _FOUR = (np.uint64(k) for k in range(5))
 _ALIGN = np.uint64(15)
 
 
-@cuda.jit(device=True, inline=True)
+@device_function
 def _hash(seed, counter):
     z = seed + counter * _GOLDEN
     z = (z ^ (z >> _S30)) * _M1
@@ -47,13 +48,13 @@ def _hash(seed, counter):
     return z ^ (z >> _S31)
 
 
-@cuda.jit(device=True, inline=True)
+@device_function
 def _unit(seed, counter):
     """A float in [0, 1) with 24 random bits (exact in float32)."""
     return np.float32(_hash(seed, counter) >> _S40) * np.float32(_INV24)
 
 
-@cuda.jit(device=True, inline=True)
+@device_function
 def _advance(state, base, used):
     """Called by every thread once it has drawn: the last block to get here
     moves the offset from ``base`` past the ``used`` numbers. A block counts
@@ -112,7 +113,7 @@ def normal(out, state):
     _advance(state, base, 2 * n)
 
 
-@cuda.jit(device=True, inline=True)
+@device_function
 def _dropped(x, seed, counter, p, scale):
     """(kept, value): ``x * scale`` where the draw at ``counter`` is ``>= p``, else 0."""
     k = _unit(seed, counter) >= p

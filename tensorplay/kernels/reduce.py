@@ -16,7 +16,7 @@ import numpy as np
 from numba import cuda
 
 from . import bfloat16 as bf16
-from ._target import WARP_SHUFFLES
+from ._target import WARP_SHUFFLES, device_function
 
 __all__ = ["BLOCK", "chunks_kernel", "identity_value", "rows_kernel"]
 
@@ -25,18 +25,14 @@ _SHUFFLED_AS = {"uint32": np.int32, "uint64": np.int64}  # Numba's warp shuffles
 WARPS = BLOCK // 32  # its warps, for the per-warp scratch of the shuffle path
 
 
-def _device(fn):
-    return cuda.jit(device=True, inline=True)(fn)
-
-
 COMBINE = {
-    "sum": _device(lambda a, b: a + b),
-    "max": _device(lambda a, b: a if (a > b or a != a) else b),
-    "min": _device(lambda a, b: a if (a < b or a != a) else b),
+    "sum": device_function(lambda a, b: a + b),
+    "max": device_function(lambda a, b: a if (a > b or a != a) else b),
+    "min": device_function(lambda a, b: a if (a < b or a != a) else b),
 }
 FINALIZE = {
-    "sum": _device(lambda acc, scale: acc),
-    "mean": _device(lambda acc, scale: acc * scale),
+    "sum": device_function(lambda acc, scale: acc),
+    "mean": device_function(lambda acc, scale: acc * scale),
 }
 
 
@@ -60,7 +56,7 @@ def _parts(op: str, acc: str, bits: str = ""):
     acc_t = np.dtype(acc).type
     load = bf16.decode if bits == "bfloat16" else acc_t
 
-    @cuda.jit(device=True, inline=True)
+    @device_function
     def strided(x, row, k, step, k_count, init):
         """Combine x[row, k::step] with eight independent accumulators, so that
         eight loads are in flight per thread (unsigned indices: no wraparound).
@@ -90,7 +86,7 @@ def _parts(op: str, acc: str, bits: str = ""):
 
     if not WARP_SHUFFLES:
 
-        @cuda.jit(device=True, inline=True)
+        @device_function
         def segment(lane, lanes, acc):
             """Combine the ``lanes`` values of each block segment (``lanes`` a power
             of two) through shared memory; every thread of the block calls it,
@@ -114,17 +110,17 @@ def _parts(op: str, acc: str, bits: str = ""):
     signed = _SHUFFLED_AS.get(acc)
     if signed is None:
 
-        @cuda.jit(device=True, inline=True)
+        @device_function
         def shuffle(acc, offset):
             return cuda.shfl_down_sync(0xFFFFFFFF, acc, offset)
 
     else:  # shuffles take signed ints only: unsigned bits cross as the signed type of their width
 
-        @cuda.jit(device=True, inline=True)
+        @device_function
         def shuffle(acc, offset):
             return acc_t(cuda.shfl_down_sync(0xFFFFFFFF, signed(acc), offset))
 
-    @cuda.jit(device=True, inline=True)
+    @device_function
     def warp(acc, width):
         """Combine ``width`` (a power of two up to 32) neighbouring lanes' values."""
         offset = width // 2
@@ -133,7 +129,7 @@ def _parts(op: str, acc: str, bits: str = ""):
             offset //= 2
         return acc
 
-    @cuda.jit(device=True, inline=True)
+    @device_function
     def segment(lane, lanes, acc):
         """As above with warp shuffles: a warp's lanes first, then, for segments
         wider than a warp, one value per warp through shared memory."""
@@ -166,7 +162,7 @@ def rows_kernel(op: str, acc: str, source: str = "", result: str = ""):
     done = FINALIZE["mean" if op == "mean" else "sum"]
     if result == "bfloat16":
 
-        @cuda.jit(device=True, inline=True)
+        @device_function
         def finalize(acc, scale):
             return bf16.encode(done(acc, scale))
 

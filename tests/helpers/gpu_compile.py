@@ -111,6 +111,10 @@ def main() -> int:
     except Exception as e:
         print(f"NVRTC or NVVM not found: {e}")
         return MISSING_LIBRARIES
+    # A device function compiles for the current device's capability; there is none here: 9.0, as the kernels
+    import numba.cuda.dispatcher
+
+    numba.cuda.dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
     _modules.update({stem: _load(stem) for stem in MODULES})
     # fused kernels' source imports its helpers from tensorplay.kernels: the modules loaded here
     for package in ("tensorplay", "tensorplay.kernels"):
