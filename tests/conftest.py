@@ -30,8 +30,10 @@ def pytest_configure(config):
     """
     if tp.cuda.backend() != "sim" or not hasattr(os, "sched_setaffinity"):
         return
-    cpus = sorted(os.sched_getaffinity(0))
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...
+    if not worker and getattr(config.option, "numprocesses", None):
+        return  # pytest-xdist's controller runs no test: its workers, started from it, must find every CPU
+    cpus = sorted(os.sched_getaffinity(0))
     index = int(worker[2:]) if worker[2:].isdigit() else 0
     os.sched_setaffinity(0, {cpus[index % len(cpus)]})
 

@@ -72,7 +72,13 @@ class KernelNode:
         """Launch this node with ``args`` at every later replay: arrays of the
         captured dtypes and dimensions (a contiguous tensor may stand for a
         1-D array of its elements) and numbers, in the kernel's order."""
-        self._graph._set_node_args(self, args)
+        graph, setter = self._graph, self._setter
+        if setter is None or self._capture != graph._captures or graph._stream is not None:
+            setter = self._setter = graph._node_setter(self)  # checks the node first
+        setter(pack_args(self._plan, args, self.kernel))
+        graph._held[self.index] = args  # the tensors themselves, kept alive
+        if graph._stager is not None:  # it launches the old arguments
+            graph._drop_stager()
 
     def __repr__(self) -> str:
         return f"<kernel node {self.index}: {self.kernel}<<<{self.grid}, {self.block}>>> launched at {self.where}>"
@@ -93,15 +99,10 @@ class KernelNodes:
             for i, r in enumerate(self._launches)
         ]
 
-    def _set_node_args(self, node: KernelNode, args: tuple) -> None:
-        setter = node._setter
-        if setter is None or node._capture != self._captures or self._stream is not None:
-            setter = node._setter = self._node_setter(node)  # checks the node first
-        setter(pack_args(node._plan, args, node.kernel))
-        self._held[node.index] = args  # the tensors themselves, kept alive
-        if self._stager is not None:  # its staged copy launches the old arguments
-            release_after_captures(self._stager.release)
-            self._stager = None
+    def _drop_stager(self) -> None:
+        """Free the staged copy (``stage_and_launch``'s), made again at its next call."""
+        release_after_captures(self._stager.release)
+        self._stager = None
 
     def _node_setter(self, node: KernelNode):
         """The function that sets ``node``'s packed parameters on the executable,

@@ -122,15 +122,16 @@ class NodeSetter:
     into a buffer whose pointer table the driver reads at each call (it copies
     them), so a change costs one packing and one ``cuGraphExecKernelNodeSetParams``."""
 
-    __slots__ = ("_node", "_kn", "_set")
+    __slots__ = ("_node", "_kn", "_data", "_set")
 
     def __init__(self, graph_exec, exec_node, node, launcher, grid, block) -> None:
         self._node = node
         self._kn = _KernelNode(launcher, grid, block, bytes(launcher._nbytes))  # set at each call
+        self._data = self._kn.data
         self._set = _params_setter(graph_exec, exec_node, self._kn.params)
 
     def __call__(self, packed: bytes) -> None:
-        self._kn.data[: len(packed)] = packed
+        self._data[: len(packed)] = packed
         err = self._set()
         if err:
             raise fail("cuGraphExecKernelNodeSetParams", err)
