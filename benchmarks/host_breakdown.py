@@ -80,11 +80,11 @@ def _set_args_rows(row, drv, sync) -> None:
     row("  checking and packing the arguments", host_us(lambda: pack_args(node._plan, args, "k"), sync))
     packed = pack_args(node._plan, args, "k")
     row("  the setter with packed bytes", host_us(lambda: setter(packed), sync))
-    if not hasattr(setter._set, "args"):
+    if not hasattr(setter.set, "args"):
         print("the driver gave no entry point for cuGraphExecKernelNodeSetParams: set_args goes through cuda.bindings")
         return
-    iexec, inode, ikp = setter._set.args  # the integers the setter passes to the driver's entry point
-    exec_, exec_node, kp = drv.CUgraphExec(iexec), drv.CUgraphNode(inode), setter._kn.params
+    iexec, inode, ikp = setter.set.args  # the integers the setter passes to the driver's entry point
+    exec_, exec_node, kp = drv.CUgraphExec(iexec), drv.CUgraphNode(inode), setter.params
     row("cuGraphExecKernelNodeSetParams, cuda.bindings",
         host_us(lambda: drv.cuGraphExecKernelNodeSetParams(exec_, exec_node, kp), sync))  # fmt: skip
     libcuda = ctypes.CDLL("libcuda.so.1")

@@ -100,6 +100,13 @@ class _KernelNode:
         self.params = p
         self.node = self.set = None  # set: its parameters to its node, once in an executable graph
 
+    def update(self, packed: bytes) -> None:
+        """Give the node in the executable graph the parameters ``packed``."""
+        self.data[: len(packed)] = packed
+        err = self.set()
+        if err:
+            raise fail("cuGraphExecKernelNodeSetParams", err)
+
 
 _REFUSALS = {  # CUgraphExecUpdateResult names -> why, in words
     "CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED": "the graph's topology changed (nodes or edges)",
@@ -117,28 +124,23 @@ def update_refusal(result_name: str) -> str:
     return _REFUSALS.get(result_name, f"the driver refused the update ({result_name})")
 
 
-class NodeSetter:
+class NodeSetter(_KernelNode):
     """New parameters for one kernel node of an executable graph: the bytes go
     into a buffer whose pointer table the driver reads at each call (it copies
     them), so a change costs one packing and one ``cuGraphExecKernelNodeSetParams``."""
 
-    __slots__ = ("_node", "_kn", "_data", "_set")
+    __slots__ = ("_template",)
 
     def __init__(self, graph_exec, exec_node, node, launcher, grid, block) -> None:
-        self._node = node
-        self._kn = _KernelNode(launcher, grid, block, bytes(launcher._nbytes))  # set at each call
-        self._data = self._kn.data
-        self._set = _params_setter(graph_exec, exec_node, self._kn.params)
+        super().__init__(launcher, grid, block, bytes(launcher._nbytes))  # set at each call
+        self._template, self.node = node, exec_node
+        self.set = _params_setter(graph_exec, exec_node, self.params)
 
-    def __call__(self, packed: bytes) -> None:
-        self._data[: len(packed)] = packed
-        err = self._set()
-        if err:
-            raise fail("cuGraphExecKernelNodeSetParams", err)
+    __call__ = _KernelNode.update
 
     def set_template(self) -> None:
         """Give the captured graph the parameters last set (before it is cloned or updated from)."""
-        check("cuGraphKernelNodeSetParams", drv.cuGraphKernelNodeSetParams(self._node, self._kn.params))
+        check("cuGraphKernelNodeSetParams", drv.cuGraphKernelNodeSetParams(self._template, self.params))
 
 
 class StagedGraph:
@@ -186,12 +188,12 @@ class StagedGraph:
         """Launch with ``params[i]`` (packed bytes) for the i-th kernel."""
         if self._one is not None:  # one kernel node: the common case, without the loop
             with self._lock:
-                self._update(self._one, params[0])
+                self._one.update(params[0])
                 err = _graph_launch(self._exec, stream)[0]
         elif self.single_launch:
             with self._lock:
                 for kn, packed in zip(self._nodes, params, strict=True):
-                    self._update(kn, packed)
+                    kn.update(packed)
                 err = _graph_launch(self._exec, stream)[0]
         else:
             for head, packed in zip(self._heads, params, strict=True):
@@ -199,12 +201,6 @@ class StagedGraph:
             err = _graph_launch(self._exec, stream)[0]
         if err:
             raise fail("cuGraphLaunch", err)
-
-    def _update(self, kn: _KernelNode, packed: bytes) -> None:
-        kn.data[: len(packed)] = packed
-        err = kn.set()
-        if err:
-            raise fail("cuGraphExecKernelNodeSetParams", err)
 
     def destroy(self) -> None:
         """Free what this object built (not the captured graph or its executable graph)."""
