@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import gc
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -392,28 +387,3 @@ def test_on_an_explicit_stream():
     g.stage_and_launch([x, w], [a, np.zeros(4, np.float32)], stream=s)  # a host copy on s
     s.synchronize()
     np.testing.assert_allclose(y.numpy(), a.numpy().astype(np.float64) * 2 + 1, rtol=1e-6)
-
-
-def test_gather_kernel_compiles_for_the_gpu():
-    # Compile the gather kernel to PTX for sm_90 the way the GPU backend would,
-    # in a process without the simulator (tests/helpers/gpu_compile.py's checker).
-    if not SIM:
-        pytest.skip("on a GPU every test compiles its kernels")
-    items = [
-        {"recipe": ["gather", "kernel", [k]], "args": [["int64", 1, True]] + ["int64"] * (2 * k)}
-        for k in (1, 3, gather.MAX_PAIRS)
-    ]
-    script = Path(__file__).resolve().parents[1] / "helpers" / "gpu_compile.py"
-    code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('gpu_compile', {str(script)!r})\n"
-        "checker = importlib.util.module_from_spec(spec); spec.loader.exec_module(checker)\n"
-        "sys.exit(checker.main())\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "TENSORPLAY_BACKEND")}
-    proc = subprocess.run(
-        [sys.executable, "-c", code], input=json.dumps(items), capture_output=True, text=True, env=env, timeout=900
-    )
-    if proc.returncode == 3:
-        pytest.skip(proc.stdout.strip())
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]

@@ -39,6 +39,15 @@ COMPARE = [tp.eq, tp.lt]
 # integer-only op); compiling the others there too would check the same typing again, at 0.2 s a kernel.
 LAYOUT_UNARY = [operator.neg, operator.invert, tp.Tensor.exp]
 LAYOUT_BINARY = [operator.add, operator.truediv, operator.and_, tp.eq]
+# Numba types the integers narrower than 64 bits alike: each is promoted to int64 (signed) or uint64
+# (unsigned) in arithmetic, comparisons and bitwise ops, so int8 < int8 and int32 < int32 are both
+# int64 < int64, and uint8 + uint8 and uint32 + uint32 both uint64 + uint64. The ops are checked on one
+# dtype of each such class (int32 and uint8, with int64, uint64, the floats, bfloat16 and bool); int8,
+# int16, uint16 and uint32 go through their loads, stores and conversions (``ODD_ONES``): a third fewer
+# kernels.
+TYPED_ALIKE = {tp.int8: tp.int32, tp.int16: tp.int32, tp.uint16: tp.uint8, tp.uint32: tp.uint8}
+OP_DTYPES = [d for d in EVERY_DTYPE if d not in TYPED_ALIKE]
+ODD_ONES = {tp.float32, tp.int64, tp.bool, tp.bfloat16}  # what the others convert to and from
 
 
 def _attempt(fn, *args) -> None:
@@ -49,8 +58,14 @@ def _attempt(fn, *args) -> None:
 
 
 def _launch_a_bit_of_everything() -> None:
-    """Each op family on each dtype, flat and strided, with tensors and numbers."""
-    for dtype in EVERY_DTYPE:
+    """Each op family on each class of dtype, flat and strided, with tensors and
+    numbers; conversions between every dtype and every class."""
+    for dtype in TYPED_ALIKE:
+        x = tp.ones(3, dtype=dtype)
+        for other in ODD_ONES:
+            _attempt(x.to, other)
+            _attempt(tp.ones(3, dtype=other).to, dtype)
+    for dtype in OP_DTYPES:
         x = tp.ones((2, 3), dtype=dtype)
         xt = x.t()  # a strided view with short rows: the per-element nd layout
         rows = tp.ones((2, 96), dtype=dtype)[:, :64:2]  # rows of 32 that do not merge: the rows layout
@@ -72,7 +87,7 @@ def _launch_a_bit_of_everything() -> None:
         _attempt(tp.where, x > 0, x, x)
         _attempt(x.clamp, 0, 1)
         _attempt(xt.contiguous)
-        for other in EVERY_DTYPE:
+        for other in OP_DTYPES:
             _attempt(x.to, other)
         for op in ("sum", "mean", "max", "min"):
             _attempt(getattr(x, op))
@@ -123,6 +138,16 @@ def _launch_every_fused_kind() -> set[str]:
     return set(compiled.kernels()) | set(compiled_mixed.kernels())
 
 
+def _gather_kernels() -> list:
+    """The staged replays' gather kernels (``kernels/gather.py``) for 1, 3 and the most pairs a launch takes."""
+    from tensorplay.kernels.gather import MAX_PAIRS
+
+    return [
+        {"recipe": ["gather", "kernel", [k]], "args": [["int64", 1, True]] + ["int64"] * (2 * k)}
+        for k in (1, 3, MAX_PAIRS)
+    ]
+
+
 def _sampled(found: list, own: set[str]) -> list:
     """``found``, but of the fused kernels those this file launched (a fused
     kernel is generated per chain: other tests' chains would be checked only
@@ -171,11 +196,12 @@ def test_every_launched_library_kernel_compiles_for_the_gpu(monkeypatch):
     own = _launch_every_fused_kind()
     tp.cuda.synchronize()
     monkeypatch.undo()
-    found = _sampled(signatures(), own)
+    found = _sampled(signatures(), own) + _gather_kernels()
     families = {tuple(s["recipe"][:2]) for s in found}
     assert {("elementwise", "kernel"), ("reduce", "rows_kernel"), ("reduce", "chunks_kernel")} <= families
     assert {("random", "uniform"), ("random", "normal"), ("random", "dropout"), ("fused", "kernel")} <= families
     assert {("matmul", "matmul_tiled"), ("matmul", "matmul_tiled_variant"), ("matmul", "matmul_sum_splits")} <= families
+    assert len({s["args"][0][0] for s in found if s["recipe"][:2] == ["elementwise", "kernel"]}) == len(EVERY_DTYPE)
     proc = _check(found)
     assert proc.returncode == 0, f"{len(found)} kernels checked:\n{proc.stdout}{proc.stderr[-3000:]}"
 
