@@ -9,8 +9,10 @@ which a capture does not allow.
 """
 
 import gc
+import threading
 import weakref
 
+import numba
 import numpy as np
 import pytest
 from numba import cuda
@@ -313,3 +315,57 @@ def test_a_numpy_argument_on_a_capturing_stream_is_refused():
     host = np.ones(N, np.float32)
     halve[1, N, tp.cuda.Stream()](host)  # eagerly Numba copies it there and back
     assert host.tolist() == [0.5] * N
+
+
+# -- threads that wait for each other, and threads that never do -----------------------------------
+
+
+@cuda.jit
+def reverse_each_block(x):  # the threads of a block swap values through shared memory: each waits for all
+    tile = cuda.shared.array(N, numba.float32)
+    i = cuda.threadIdx.x
+    at = cuda.blockIdx.x * cuda.blockDim.x
+    tile[i] = x[at + i]
+    cuda.syncthreads()
+    x[at + i] = tile[cuda.blockDim.x - 1 - i]
+
+
+def test_threads_that_wait_for_each_other_and_threads_that_never_do_give_the_same_results(launch):
+    x = tp.tensor(np.arange(2 * N, dtype=np.float32))
+    launch(reverse_each_block, (2, 1, 1), (N, 1, 1), x)
+    launch(axpy, (2, 1, 1), (N, 1, 1), 2.0, tp.ones(2 * N), x)
+    reference = np.concatenate([np.arange(N)[::-1], np.arange(N, 2 * N)[::-1]]) + 2.0
+    _close(x, reference)
+
+
+SEEN: list = []
+
+
+@cuda.jit
+def note_thread(x):
+    SEEN.append((threading.current_thread().name, cuda.blockIdx.x, cuda.threadIdx.x))  # on the simulator: Python
+    x[cuda.grid(1)] = 1
+
+
+@cuda.jit
+def note_thread_after_the_others(x):
+    cuda.syncthreads()
+    SEEN.append((threading.current_thread().name, cuda.blockIdx.x, cuda.threadIdx.x))
+    x[cuda.grid(1)] = 1
+
+
+def test_on_the_simulator_threads_that_never_meet_run_one_after_another_in_one_python_thread():
+    # Numba's simulator starts a Python thread per CUDA thread (a launch of 64 takes 45 ms); a kernel
+    # that names no block-wide call or shared memory runs its threads in turn in one Python thread.
+    if tp.cuda.backend() != "sim":
+        pytest.skip("simulator only: on a GPU kernels are not Python")
+    x, s = tp.zeros(8), tp.cuda.current_stream()
+    note_thread[(2, 1, 1), (4, 1, 1), s](x)
+    assert x.tolist() == [1] * 8 and len({name for name, _, _ in SEEN}) == 1  # one Python thread ran them all,
+    assert [(b, t) for _, b, t in SEEN] == [(b, t) for b in range(2) for t in range(4)]  # in order
+    SEEN.clear()
+    note_thread_after_the_others[(2, 1, 1), (4, 1, 1), s](x)
+    assert len({name for name, _, _ in SEEN}) == 8  # a Python thread of its own for each
+    for kernel in (note_thread, note_thread_after_the_others):  # an error names the thread, either way
+        with pytest.raises(IndexError, match=r"tid=\[3, 0, 0\] ctaid=\[1, 0, 0\]"):  # the last: out of range
+            kernel[(2, 1, 1), (4, 1, 1), s](x[:7])

@@ -21,15 +21,19 @@ graph (the GPU refuses a legacy-stream launch during such a capture too).
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import types
 import warnings
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numba.cuda.errors import normalize_kernel_dimensions
 from numba.cuda.simulator.args import ArgHint
-from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-from numba.cuda.simulator.kernel import FakeCUDAKernel
+from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
+from numba.cuda.simulator.kernel import FakeCUDAKernel, _push_kernel_context
+from numba.cuda.simulator.kernelapi import Dim3, FakeCUDAModule, swapped_cuda_module
 
 from .errors import CaptureError
 from .simint import int_array_type
@@ -37,7 +41,7 @@ from .simint import int_array_type
 if TYPE_CHECKING:
     from .sim import SimBackend
 
-__all__ = ["StreamBase", "TensorArgument", "install", "memory_array", "run_kernel"]
+__all__ = ["StreamBase", "TensorArgument", "install", "memory_array", "pointer_array", "run_kernel"]
 
 _KERNEL_LOCK = threading.RLock()  # re-entrant: a while node's body runs inside its node
 _numba_configure = FakeCUDAKernel.__getitem__  # the simulator's own, which ignores the stream
@@ -76,13 +80,125 @@ def memory_array(backend: SimBackend, k: tuple, ndim: int, dtype: np.dtype):
     return array(backend.view(k[4], k[5 : 5 + ndim], k[5 + ndim :], dtype))
 
 
+def pointer_array(backend: SimBackend, ptr: int, dtype: np.dtype):
+    """A simulator array over the device memory from ``ptr`` to the end of its
+    allocation: what an element pointer parameter reaches."""
+    array = int_array_type() if dtype.kind in "iu" else FakeCUDAArray
+    return array(backend.view_to_end(ptr, dtype))
+
+
 def run_kernel(dispatcher, grid, block, shared_bytes, args) -> None:
     """Run a simulator kernel now (the simulator runs one kernel at a time in a
     process). Integer overflow wraps, and a division by zero gives inf or NaN,
     silently on the GPU, where NumPy scalars warn."""
     with _KERNEL_LOCK, warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=RuntimeWarning)
-        _numba_configure(dispatcher, (grid, block, 0, shared_bytes))(*args)
+        plan = _plan(dispatcher, args)
+        if plan is not None:
+            _run_in_sequence(dispatcher.fn, plan, grid, block, shared_bytes, args)
+        else:
+            _numba_configure(dispatcher, (grid, block, 0, shared_bytes))(*args)
+
+
+# -- kernels whose threads never meet, one after another ----------------------------------------
+# Numba's simulator starts a Python thread per CUDA thread, so that threads can wait for each other
+# (syncthreads, warp shuffles): 64 thread starts and joins, about 45 ms, for a launch of 4 blocks of
+# 16. A kernel none of whose code (its own and its device functions', found through their globals
+# and closures) names a block-wide or warp-wide call or shared memory cannot tell that from running
+# its threads one after another in the calling thread, which takes a few ms: so it runs that way,
+# with the simulator's ``cuda`` module put into every function's globals once for the launch (the
+# simulator swaps it in and out at each device function call otherwise: 16 us a call).
+
+_THREADS_MEET = frozenset(
+    {"syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp", "shared", "cg"}
+    | {"activemask", "lanemask_lt", "this_grid", "sync"}
+)
+# kernel function -> None (its threads may meet) or one function per globals dict it runs in
+_plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_in_sequence = False  # while a kernel runs in sequence: device functions are called as plain functions
+
+
+def _reach(fn, names: set, functions: dict) -> None:
+    """Add the names ``fn``'s code uses, and the functions it reaches through its
+    globals and closure (the Python functions of simulator kernels), by globals."""
+    fn = getattr(fn, "fn", None) or fn  # a simulator kernel or device function: its Python function
+    code = getattr(fn, "__code__", None)
+    if code is None or fn in functions.get(id(fn.__globals__), ()):
+        return
+    functions.setdefault(id(fn.__globals__), []).append(fn)
+    codes, own = [code], set()
+    while codes:
+        c = codes.pop()
+        own.update(c.co_names)
+        codes.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    names |= own
+    reached = [cell.cell_contents for cell in fn.__closure__ or ()]
+    for name in own:
+        target = fn.__globals__.get(name)
+        if isinstance(target, types.ModuleType):  # module.attr(...): each attribute named there (not
+            reached += [vars(target).get(attr) for attr in own]  # through getattr: NumPy's warns on some)
+        else:
+            reached.append(target)
+    for target in reached:
+        if callable(target) and not isinstance(target, type):
+            _reach(target, names, functions)
+
+
+def _plan(dispatcher, args):
+    """One function per globals dict the kernel runs in when it runs in sequence
+    (see above), else None; Numba's own path remains for host arrays (copied
+    in and out around the launch) and argument extensions."""
+    if getattr(dispatcher, "extensions", None) or not hasattr(dispatcher, "fn"):
+        return None
+    if dispatcher.fn not in _plans:
+        names, functions = set(), {}
+        _reach(dispatcher.fn, names, functions)
+        meet = bool(names & _THREADS_MEET) or any(n.endswith("_sync") for n in names)
+        _plans[dispatcher.fn] = None if meet else [fns[0] for fns in functions.values()]
+    plan = _plans[dispatcher.fn]
+    if plan is None or any(isinstance(a, (np.ndarray, np.void, ArgHint)) for a in args):
+        return None
+    return plan
+
+
+def _run_in_sequence(fn, plan: list, grid, block, shared_bytes, args) -> None:
+    """Run kernel function ``fn`` over ``grid`` x ``block`` in the calling thread,
+    a CUDA thread at a time: the simulator's ``cuda`` module finds the thread's
+    indices on the current Python thread, where they are set in turn."""
+    global _in_sequence
+    module = FakeCUDAModule(grid, block, shared_bytes)
+    fake = [FakeWithinKernelCUDAArray(a) if isinstance(a, FakeCUDAArray) else a for a in args]
+    me = threading.current_thread()
+    blocks, threads = list(np.ndindex(*grid)), list(np.ndindex(*block))
+    with _push_kernel_context(module), contextlib.ExitStack() as swapped:
+        for f in plan:
+            swapped.enter_context(swapped_cuda_module(f, module))
+        _in_sequence = True
+        try:
+            for b in blocks:
+                me.blockIdx = Dim3(*b)
+                for t in threads:
+                    me.threadIdx = Dim3(*t)
+                    me.thread_id = t[0] + block[0] * (t[1] + block[1] * t[2])
+                    try:
+                        fn(*fake)
+                    except Exception as e:  # as the simulator's threads say it
+                        raise type(e)(f"tid={list(t)} ctaid={list(b)}: {e}") from e
+        finally:
+            _in_sequence = False
+            for name in ("blockIdx", "threadIdx", "thread_id"):
+                me.__dict__.pop(name, None)
+
+
+_numba_call = FakeCUDAKernel.__call__
+
+
+def _call(kernel, *args):
+    """A simulator kernel or device function called: a device function called by a
+    kernel running in sequence is its plain function (its globals are swapped)."""
+    if _in_sequence and kernel._device:
+        return kernel.fn(*args)
+    return _numba_call(kernel, *args)
 
 
 def install(backend: SimBackend) -> None:
@@ -90,6 +206,7 @@ def install(backend: SimBackend) -> None:
     global _sim
     _sim = backend
     FakeCUDAKernel.__getitem__ = _configure
+    FakeCUDAKernel.__call__ = _call
 
 
 def _configure(kernel, configuration) -> PlainLaunch:
