@@ -17,14 +17,20 @@ from ._overlap import overlaps, self_overlapping
 from ._shape import broadcast_shapes, broadcast_strides, coalesce
 from ._tensor import _PACK_FLAT, TENSOR_TYPES, Tensor
 from .kernels import elementwise as ew
-from .runtime.backend.params import scalar_struct
+from .runtime.backend.params import POINTER, scalar_struct
 from .runtime.caches import BoundedCache, track_factories
 from .runtime.capture import capture_state, current_fuser
-from .runtime.launch import ArrayArg, grid_1d, grid_rows, grid_tiles, launch_packed, layout_packer, resolve
+from .runtime.launch import ArrayArg, grid_1d, grid_rows, grid_tiles, launch_packed, layout_packer, pointer_key, resolve
 
 __all__ = ["binary", "elementwise", "unary"]
 
 track_factories(ew)  # tp.cuda.clear_caches() drops the kernels it built too
+
+# The flat kernels take their output as an array (56 bytes: its size with it) and their operands as element
+# pointers (8 bytes each): a launch's parameters are what a graph's kernel node copies at each replay, and
+# three arrays cost 0.14 us a launch more than addresses on the H200 (benchmarks/RESULTS.md).
+_PACK_PTR = POINTER.pack
+_PACK_2PTR = struct.Struct("<QQ").pack
 
 # The dtype rules of the op table's entries (kernels/elementwise.OPS)
 _COMPARE = {name for name, op in ew.OPS.items() if op.result == "bool"}
@@ -153,11 +159,12 @@ def _flat_launch(op: str, pattern: str, cast: str, out: Tensor, operands, n: int
     key = (op, pattern, cast, out.dtype, *[o.dtype if isinstance(o, Tensor) else type(o) for o in operands])
     plan = _FLAT_PLANS.get(key)
     if plan is None:
-        keys = [(t.dtype.name, 1, True) if isinstance(t, Tensor) else type(t) for t in (out, *operands)]
+        operand_keys = [pointer_key(o.dtype.name) if isinstance(o, Tensor) else type(o) for o in operands]
+        keys = [(out.dtype.name, 1, True), *operand_keys]
         packers = tuple(None if isinstance(o, Tensor) else scalar_struct(type(o)).pack for o in operands)
         plan = _FLAT_PLANS.put(key, FlatPlan(resolve(ew.kernel(op, pattern, "flat", cast), keys), packers))
     packed = out._kflat + b"".join(
-        [o._kflat if pack is None else pack(o) for pack, o in zip(plan.packers, operands, strict=True)]
+        [_PACK_PTR(o._ptr) if pack is None else pack(o) for pack, o in zip(plan.packers, operands, strict=True)]
     )
     launch_packed(plan.launcher, *grid_1d(n), packed)
 
@@ -266,11 +273,11 @@ def _fast_binary(op: str, a, b, pattern: str) -> Tensor:
     plan = _FAST_PLANS.get(key) or _fast_plan(key, a, b)
     out = Tensor._empty((a if pattern[0] == "a" else b).shape, plan.out_dtype)
     if pattern == "aa":
-        return _launch_into_new(plan.launcher, out, a._kflat + b._kflat)
+        return _launch_into_new(plan.launcher, out, _PACK_2PTR(a._ptr, b._ptr))
     pack = plan.pack  # a local: calling plan.pack() directly is a slower lookup
     if pattern == "as":
-        return _launch_into_new(plan.launcher, out, a._kflat + pack(b))
-    return _launch_into_new(plan.launcher, out, pack(a) + b._kflat)
+        return _launch_into_new(plan.launcher, out, _PACK_PTR(a._ptr) + pack(b))
+    return _launch_into_new(plan.launcher, out, pack(a) + _PACK_PTR(b._ptr))
 
 
 def _fast_in_place(op: str, a, b, pattern: str) -> bool:
@@ -284,9 +291,8 @@ def _fast_in_place(op: str, a, b, pattern: str) -> bool:
         return False
     n = a.numel()
     if n:
-        kf = a._kflat
-        pack = plan.pack  # a local: calling plan.pack() directly is a slower lookup
-        launch_packed(plan.launcher, *grid_1d(n), kf + kf + (b._kflat if pattern == "aa" else pack(b)))
+        operands = _PACK_2PTR(a._ptr, b._ptr) if pattern == "aa" else _PACK_PTR(a._ptr) + plan.pack(b)
+        launch_packed(plan.launcher, *grid_1d(n), a._kflat + operands)
     return True
 
 
@@ -308,7 +314,7 @@ def _fast_plan(key: tuple, a, b) -> FastPlan:
     else:
         compute_in = dt.promote_scalar(*((a.dtype, b) if pattern == "as" else (b.dtype, a)))
     out_dtype, cast, scalar_type = _binary_types(op, compute_in)
-    keys = [(x.dtype.name, 1, True) if pattern[i] == "a" else scalar_type for i, x in enumerate((a, b))]
+    keys = [pointer_key(x.dtype.name) if pattern[i] == "a" else scalar_type for i, x in enumerate((a, b))]
     kernel_pattern = "".join(_letter(x) if p == "a" else "s" for x, p in zip((a, b), pattern, strict=True))
     launcher = resolve(ew.kernel(op, kernel_pattern, "flat", cast), [(out_dtype.name, 1, True), *keys])
     return _FAST_PLANS.put(key, FastPlan(out_dtype, launcher, _number_packer(scalar_type)))
@@ -346,7 +352,7 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
     if fast:
         plan = _UNARY_PLANS.get((op, x.dtype))
         if plan is not None:
-            return _launch_into_new(plan.launcher, Tensor._empty(x.shape, plan.out_dtype), x._kflat)
+            return _launch_into_new(plan.launcher, Tensor._empty(x.shape, plan.out_dtype), _PACK_PTR(x._ptr))
     key = (op, x.dtype)
     if op in _FLOAT_UNARY:
         out_dtype = x.dtype if x.dtype.kind == "f" else dt.DEFAULT_FLOAT
@@ -364,9 +370,9 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
     else:
         cast, _ = _cast_for(x.dtype)
     if fast:  # checked once: this and later calls launch from the plan
-        keys = [(out_dtype.name, 1, True), (x.dtype.name, 1, True)]
+        keys = [(out_dtype.name, 1, True), pointer_key(x.dtype.name)]
         plan = _UNARY_PLANS.put(key, UnaryPlan(out_dtype, resolve(ew.kernel(op, _letter(x), "flat", cast), keys)))
-        return _launch_into_new(plan.launcher, Tensor._empty(x.shape, out_dtype), x._kflat)
+        return _launch_into_new(plan.launcher, Tensor._empty(x.shape, out_dtype), _PACK_PTR(x._ptr))
     out = Tensor._empty(x.shape, out_dtype) if out is None else out
     return elementwise(op, out, [x], cast)
 

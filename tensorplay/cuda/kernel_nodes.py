@@ -27,7 +27,7 @@ import numpy as np
 
 from .._tensor import TENSOR_TYPES
 from ..runtime.backend import get as get_backend
-from ..runtime.backend.params import scalar_struct
+from ..runtime.backend.params import POINTER, scalar_struct
 from ..runtime.capture import release_after_captures
 
 __all__ = ["GraphUpdate", "KernelNode", "KernelNodes"]
@@ -158,8 +158,9 @@ class KernelNodes:
 
 def arg_plan(argtypes) -> list[tuple]:
     """Per parameter of a captured launch: (dtype name, ndim, C-contiguous,
-    None) of an array, or (None, NumPy scalar type, type name, packing) of a
-    number (Numba's parameter layout: ``runtime/backend/params.py``)."""
+    None) of an array, (dtype name, None, True, None) of an element pointer, or
+    (None, NumPy scalar type, type name, packing) of a number (Numba's parameter
+    layout: ``runtime/backend/params.py``)."""
     from numba.cuda import types
     from numba.cuda.np.numpy_support import as_dtype
 
@@ -167,6 +168,8 @@ def arg_plan(argtypes) -> list[tuple]:
     for ty in argtypes:
         if isinstance(ty, types.Array):
             plan.append((as_dtype(ty.dtype).name, ty.ndim, ty.layout == "C", None))
+        elif isinstance(ty, types.CPointer):
+            plan.append((as_dtype(ty.dtype).name, None, True, None))
         else:
             dtype = np.dtype(np.bool_) if ty == types.boolean else as_dtype(ty)
             plan.append((None, dtype.type, dtype.name, scalar_struct(dtype).pack))
@@ -191,6 +194,8 @@ def pack_args(plan: list, args: tuple, name: str) -> bytes:
             elif not isinstance(a, (int, float, np.generic)):
                 raise TypeError(f"argument {i} of {name} was captured as a number ({contig}); got {type(a).__name__}")
             parts.append(pack(ndim(a)))
+        elif ndim is None:  # an element pointer: a flat kernel's operand, as many elements as its output
+            parts.append(_pointer(a, i, want, args[0]._karray[2], name))
         elif type(a) in TENSOR_TYPES and a.dtype.name == want and len(a.shape) == ndim and (a._contig or not contig):
             parts.append(a._kbytes)
         else:  # not a tensor as captured: a view of one, or an error
@@ -199,6 +204,20 @@ def pack_args(plan: list, args: tuple, name: str) -> bytes:
 
 
 _NUMBERS = (float, int, bool)
+
+
+def _pointer(a, i: int, want: str, n: int, name: str) -> bytes:
+    """The address of ``a``, a contiguous tensor of ``n`` elements of ``want``."""
+    if type(a) not in TENSOR_TYPES:
+        got = type(a).__name__
+    elif a.dtype.name == want and a._contig and a.numel() == n:
+        return POINTER.pack(a._ptr)
+    else:
+        got = f"a {'' if a._contig else 'non-'}contiguous tensor of {a.numel()} {a.dtype.name} elements"
+    raise TypeError(
+        f"argument {i} of {name} was captured as a contiguous tensor of {n} {want} elements (the output's "
+        f"number); got {got}"
+    )
 
 
 def _array(a, i: int, want: str, ndim: int, contig: bool, name: str):

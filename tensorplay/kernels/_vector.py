@@ -6,7 +6,9 @@ scalar loads take four) and returns them as a tuple; ``store4(a, i, v0, v1,
 v2, v3)`` writes them back in one store, each value converted to the array's
 dtype as ``a[k] = v`` converts it. The array must be C-contiguous and the
 vector aligned to its size (up to 16 bytes): a kernel checks both first, as
-``vector_base(a) % 16 == 0``. On the simulator (no ``@intrinsic`` lowering)
+``vector_base(a) % 16 == 0``. ``load4`` and ``vector_base`` also take an
+element pointer (a ``CPointer`` parameter: the flat kernels' operands, see
+``kernels/elementwise.py``). On the simulator (no ``@intrinsic`` lowering)
 they are Python twins over the same elements, so the kernels' vector loops
 run there too.
 
@@ -40,9 +42,15 @@ else:
     from numba.cuda import types
     from numba.cuda.extending import intrinsic
 
+    def _data(context, builder, aryty, ary):
+        """The pointer to the first element of an array or of an element pointer."""
+        if isinstance(aryty, types.CPointer):
+            return ary
+        return context.make_array(aryty)(context, builder, value=ary).data
+
     def _vector_pointer(context, builder, aryty, ary, index, index_type):
         """A pointer to the ``index``-th group of four elements, and its alignment."""
-        data = context.make_array(aryty)(context, builder, value=ary).data
+        data = _data(context, builder, aryty, ary)
         vty = ir.VectorType(context.get_data_type(aryty.dtype), 4)
         at = context.cast(builder, index, index_type, types.intp)
         align = min(16, 4 * context.get_abi_sizeof(context.get_data_type(aryty.dtype)))
@@ -52,21 +60,21 @@ else:
     def vector_base(typingctx, ary):
         """The address of a C-contiguous array's first element, as a uint64; 1
         (never aligned) for an array of another layout, whose elements are not
-        side by side (the flat kernels take strided 1-D arrays too)."""
-        if not isinstance(ary, types.Array):
+        side by side (the flat kernels take strided 1-D arrays too). An element
+        pointer's address is the pointer's."""
+        if not isinstance(ary, (types.Array, types.CPointer)):
             return None
 
         def codegen(context, builder, sig, args):
-            if sig.args[0].layout != "C":
+            if getattr(sig.args[0], "layout", "C") != "C":
                 return ir.Constant(ir.IntType(64), 1)
-            data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
-            return builder.ptrtoint(data, ir.IntType(64))
+            return builder.ptrtoint(_data(context, builder, sig.args[0], args[0]), ir.IntType(64))
 
         return types.uint64(ary), codegen
 
     @intrinsic
     def load4(typingctx, ary, index):
-        if not isinstance(ary, types.Array) or not isinstance(index, types.Integer):
+        if not isinstance(ary, (types.Array, types.CPointer)) or not isinstance(index, types.Integer):
             return None
 
         def codegen(context, builder, sig, args):

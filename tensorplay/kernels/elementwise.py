@@ -5,6 +5,9 @@ arrays (``a``) and which are scalars (``s``). The layouts:
 
 - ``flat``: every array is 1-D with the output's size (C-contiguous, or strided:
   Numba compiles the same loop for either), a grid-stride loop over elements;
+  contiguous operands come as element pointers (``CPointer``: 8 bytes of
+  parameters where an array takes 56), the output as an array, whose size
+  bounds the loop;
 - ``rowsK``: K-D strided arrays (K >= 2 coalesced dimensions; broadcast
   dimensions have stride 0), walked as rows of the last dimension: a block row
   of threads takes a row, finds its outer indices once, then strides along it

@@ -22,7 +22,7 @@ from .streams import current_stream
 
 __all__ = [
     "ArrayArg", "KernelArray", "grid_1d", "grid_rows", "grid_tiles",
-    "launch", "launch_packed", "layout_packer", "numba_type",
+    "launch", "launch_packed", "layout_packer", "numba_type", "pointer_key",
 ]  # fmt: skip
 
 _launchers = BoundedCache("launch.launchers", 16384)  # (kernel, argument keys...) -> the backend's launcher
@@ -78,15 +78,25 @@ class ArrayArg(KernelArray):
         return cls(ptr, shape, strides[::-1], dtype_name, itemsize, True)
 
 
+def pointer_key(dtype_name: str) -> tuple[str, str]:
+    """The launch key of an element pointer: a ``CPointer`` parameter, 8 bytes
+    where an array takes 56 (``runtime/backend/params.py``), for operands whose
+    size the kernel knows from another parameter (the flat kernels' inputs)."""
+    return (dtype_name, "*")
+
+
 def numba_type(key):
-    """The Numba type for a launch key element (an array key or a scalar type).
-    A bfloat16 array is its bits, a uint16 array (Numba's simulator has no bfloat16)."""
+    """The Numba type for a launch key element (an array key, a pointer key or a
+    scalar type). A bfloat16 array is its bits, a uint16 array (Numba's
+    simulator has no bfloat16)."""
     from numba.cuda import types
     from numba.cuda.np.numpy_support import from_dtype
 
     if isinstance(key, tuple):
-        name, ndim, contig = key
-        return types.Array(from_dtype(np.dtype("uint16" if name == "bfloat16" else name)), ndim, "C" if contig else "A")
+        element = from_dtype(np.dtype("uint16" if key[0] == "bfloat16" else key[0]))
+        if key[1] == "*":
+            return types.CPointer(element)
+        return types.Array(element, key[1], "C" if key[2] else "A")
     if key is bool:
         return types.boolean
     if key is int:

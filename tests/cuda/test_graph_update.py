@@ -5,6 +5,7 @@ new arguments; each checked against eager results or a fresh capture."""
 from __future__ import annotations
 
 import gc
+import struct
 
 import numpy as np
 import pytest
@@ -194,6 +195,31 @@ def test_set_args_on_an_op_node_takes_tensors_of_any_shape():
     tp.zeros(2, 3)  # (memory freed would be reused here)
     g.replay()
     assert y.tolist() == [[8.0] * 3] * 2
+
+
+def test_an_op_node_takes_its_operands_as_addresses_and_refuses_one_not_of_the_outputs_size():
+    # The flat kernels take their operands as element pointers (8 bytes of parameters each, where an
+    # array takes 56): what bounds their reads is the output's size, so set_args checks each operand
+    # against it, as the capture's shapes did.
+    a, b = tp.ones(16), tp.full((16,), 2.0)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y = a + b
+    (node,) = g.nodes()
+    params = node._launcher.pack([y, a, b])
+    assert len(params) == 56 + 8 + 8 and params[56:] == struct.pack("<QQ", a._ptr, b._ptr)
+    want = "argument 2 of .*add_aa_flat was captured as a contiguous tensor of 16 float32 elements"
+    for wrong, got in [
+        (tp.ones(8), "a contiguous tensor of 8 float32 elements"),
+        (tp.ones(32)[::2], "a non-contiguous tensor of 16 float32 elements"),
+        (tp.ones(16, dtype=tp.float64), "a contiguous tensor of 16 float64 elements"),
+        (2.0, "float"),
+    ]:
+        with pytest.raises(TypeError, match=f"{want} \\(the output's number\\); got {got}$"):
+            node.set_args(y, a, wrong)
+    node.set_args(y, tp.full((4, 4), 5.0), b)  # any contiguous tensor of the output's size
+    g.replay()
+    assert y.tolist() == [7.0] * 16
 
 
 def test_set_args_refuses_what_the_capture_cannot_take():

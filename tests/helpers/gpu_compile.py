@@ -74,10 +74,11 @@ def _numba_type(arg):
     from numba.cuda import types
     from numba.cuda.np.numpy_support import from_dtype
 
-    if isinstance(arg, list):
-        name, ndim, contig = arg
-        name = "uint16" if name == "bfloat16" else name  # its bits, as runtime/launch.numba_type passes it
-        return types.Array(from_dtype(np.dtype(name)), ndim, "C" if contig else "A")
+    if isinstance(arg, list):  # an array (dtype, ndim, C-contiguous) or an element pointer (dtype, "*")
+        element = from_dtype(np.dtype("uint16" if arg[0] == "bfloat16" else arg[0]))  # bfloat16: its bits
+        if arg[1] == "*":
+            return types.CPointer(element)
+        return types.Array(element, arg[1], "C" if arg[2] else "A")
     return {"bool": types.boolean, "int": types.int64, "float": types.float64}.get(arg) or from_dtype(np.dtype(arg))
 
 

@@ -18,7 +18,7 @@ from cuda.bindings import driver as drv
 from .driver_calls import _SUCCESS, _done, _wait_until_done, check, fail
 from .driver_staging import NodeSetter, StagedGraph, update_refusal
 from .errors import CudaError
-from .params import PackedLaunch, param_formats
+from .params import POINTER, PackedLaunch, pack_pointer, param_formats
 from .protocol import conditional_missing
 
 _CAPTURE_MODES = {
@@ -38,9 +38,12 @@ _CAPTURE_STATUS = {
 
 def _param_packers(argtypes) -> tuple[list, int]:
     """One packer per kernel parameter (None for arrays, which bring their own
-    ``_kbytes``) and the total size in bytes."""
+    ``_kbytes``; an element pointer packs an array's data address) and the total
+    size in bytes."""
     formats = param_formats(argtypes)
-    packers = [None if is_array else packing.pack for is_array, packing, _ in formats]
+    packers = [
+        None if is_array else pack_pointer if packing is POINTER else packing.pack for is_array, packing, _ in formats
+    ]
     return packers, sum(packing.size for _, packing, _ in formats)
 
 

@@ -1,7 +1,8 @@
 """Kernel parameter layout (Numba's ABI), shared by both backends.
 
 Every parameter takes 8-byte slots: an array is meminfo, parent, nitems,
-itemsize, data, shape..., strides... (5 + 2 * ndim slots); a scalar is one slot.
+itemsize, data, shape..., strides... (5 + 2 * ndim slots); an element pointer
+(``CPointer``) and a scalar are one slot each.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PackedLaunch", "array_struct", "param_formats", "scalar_struct"]
+__all__ = ["POINTER", "PackedLaunch", "array_struct", "pack_pointer", "param_formats", "scalar_struct"]
+
+POINTER = struct.Struct("<Q")  # an element pointer parameter: the address
+
+
+def pack_pointer(a) -> bytes:
+    """An element pointer parameter to the data of kernel array ``a`` (a tensor)."""
+    return POINTER.pack(a._karray[4])
+
 
 _SCALAR_CODES = {
     "int8": "b", "int16": "h", "int32": "i", "int64": "q",
@@ -50,7 +59,8 @@ def scalar_struct(dtype) -> struct.Struct:
 
 
 def param_formats(argtypes) -> list[tuple[bool, struct.Struct, object]]:
-    """(is_array, packing, NumPy dtype) for each parameter of a Numba signature."""
+    """(is_array, packing, NumPy dtype) for each parameter of a Numba signature;
+    an element pointer's packing is ``POINTER`` and its dtype its elements'."""
     from numba.cuda import types
     from numba.cuda.np.numpy_support import as_dtype
 
@@ -58,6 +68,8 @@ def param_formats(argtypes) -> list[tuple[bool, struct.Struct, object]]:
     for ty in argtypes:
         if isinstance(ty, types.Array):
             out.append((True, array_struct(ty.ndim), as_dtype(ty.dtype)))
+        elif isinstance(ty, types.CPointer):
+            out.append((False, POINTER, as_dtype(ty.dtype)))
         else:
             dtype = np.dtype(np.bool_) if ty == types.boolean else as_dtype(ty)
             out.append((False, scalar_struct(dtype), dtype))

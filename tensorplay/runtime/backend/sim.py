@@ -218,6 +218,16 @@ class SimBackend:
             raise _fail(f"access to address {ptr:#x}", "CUDA_ERROR_ILLEGAL_ADDRESS", CudaError)
         return np.ndarray(tuple(shape), dtype, buffer=buf, offset=ptr - base, strides=tuple(strides))
 
+    def view_to_end(self, ptr: int, dtype) -> np.ndarray:
+        """A 1-D NumPy view of simulated device memory from ``ptr`` to the end of
+        its allocation."""
+        dtype = np.dtype(dtype)
+        base, buf = self._find(ptr, dtype.itemsize)
+        if buf is None:
+            raise _fail(f"access to address {ptr:#x}", "CUDA_ERROR_ILLEGAL_ADDRESS", CudaError)
+        n = (buf.nbytes - (ptr - base)) // dtype.itemsize
+        return np.ndarray((n,), dtype, buffer=buf, offset=ptr - base)
+
     def _bytes(self, ptr: int, nbytes: int) -> np.ndarray:
         return self.view(ptr, (nbytes,), (1,), np.uint8)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .params import param_formats
-from .simplain import memory_array, run_kernel
+from .params import POINTER, pack_pointer, param_formats
+from .simplain import memory_array, pointer_array, run_kernel
 
 if TYPE_CHECKING:
     from .sim import SimBackend
@@ -28,7 +28,10 @@ class SimLauncher:
         self.argtypes = tuple(argtypes)
         self._backend = backend
         self._dispatcher = dispatcher
-        self._arrays = [(as_dtype(t.dtype), t.ndim) if isinstance(t, types.Array) else None for t in argtypes]
+        self._arrays = [  # per parameter: (dtype, ndim) of an array, (dtype, None) of an element pointer
+            (as_dtype(t.dtype), getattr(t, "ndim", None)) if isinstance(t, (types.Array, types.CPointer)) else None
+            for t in argtypes
+        ]
         self._formats = param_formats(argtypes)
 
     def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
@@ -44,8 +47,7 @@ class SimLauncher:
 
         backend = self._backend
         fake = [
-            a if spec is None else memory_array(backend, a._karray, spec[1], spec[0])
-            for spec, a in zip(self._arrays, args, strict=True)
+            a if spec is None else _fake_array(backend, a, *spec) for spec, a in zip(self._arrays, args, strict=True)
         ]
         dispatcher = self._dispatcher
 
@@ -57,7 +59,11 @@ class SimLauncher:
     def pack(self, args) -> bytes:
         """The parameter bytes of ``args``, as the driver's launcher packs them."""
         return b"".join(
-            packing.pack(*a._karray) if is_array else packing.pack(dtype.type(a))
+            packing.pack(*a._karray)
+            if is_array
+            else pack_pointer(a)
+            if packing is POINTER
+            else packing.pack(dtype.type(a))
             for (is_array, packing, dtype), a in zip(self._formats, args, strict=True)
         )
 
@@ -65,13 +71,25 @@ class SimLauncher:
         args, offset = [], 0
         for is_array, packing, dtype in self._formats:
             values = packing.unpack_from(data, offset)
-            args.append(_Packed(values) if is_array else dtype.type(values[0]))
+            if is_array:
+                args.append(_Packed(values))
+            else:  # an element pointer's address stays a Python int
+                args.append(values[0] if packing is POINTER else dtype.type(values[0]))
             offset += packing.size
         return args
 
     def launch_packed(self, grid, block, stream, data: bytes, shared_bytes=0) -> None:
         """Launch with every parameter already packed (the ops' fast path)."""
         self(grid, block, stream, self.unpack(data), shared_bytes)
+
+
+def _fake_array(backend, a, dtype, ndim):
+    """The simulator array a kernel parameter stands for: an array's, or for an
+    element pointer (``ndim`` None) the elements from its address to the end of
+    the allocation (a kernel reads as many as it knows it may)."""
+    if ndim is None:
+        return pointer_array(backend, a if type(a) is int else a._karray[4], dtype)
+    return memory_array(backend, a._karray, ndim, dtype)
 
 
 class _Packed:
