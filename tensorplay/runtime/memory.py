@@ -173,17 +173,21 @@ class CachingAllocator:
         memory goes back to the device (as soon as no capture is in progress)."""
         with self._pools_lock:
             self._pool_users[pool] -= 1
-            if self._pool_users[pool] <= 0:
+            dead = self._pool_users[pool] <= 0
+            if dead:
                 del self._pool_users[pool]
                 self._dead_pools.add(pool)
-                if not capture_state.active:
-                    self._release_dead_pools()
+        if dead and not capture_state.active:  # not under the pools' lock: see _release_dead_pools
+            self._release_dead_pools()
 
     def _release_dead_pools(self) -> None:
         """Give the cached blocks of unused pools back to the device. A graph
         replay may still be using them: the device is synchronised first (not
-        while a capture is in progress, which that would break: then later)."""
-        with self._pools_lock:
+        while a capture is in progress, which that would break: then later).
+        The capture lock is taken before the pools' lock, in the order a
+        capture's begin takes them: the other order let a thread resetting a
+        graph and one beginning a capture wait for each other for ever."""
+        with capture_state.lock, self._pools_lock:
             dead = set(self._dead_pools)
             if any(key[0] in dead for key, blocks in list(self._free.items()) if blocks):
                 if not wait_for_device_unless_capturing(get_backend().synchronize):

@@ -300,3 +300,60 @@ def test_a_device_wide_wait_in_one_thread_leaves_a_capture_begun_meanwhile_whole
     else:
         assert a == [3.0, 6.0, 9.0, 12.0], a
     assert_no_capture()
+
+
+def test_a_thread_resetting_graphs_and_one_beginning_captures_never_wait_for_each_other_for_ever():
+    """A reset gives a dead pool's memory back under the allocator's pool lock
+    and the capture lock; a capture's begin takes the capture lock and then the
+    pool lock. Taken in opposite orders, the two threads deadlocked within
+    seconds. Both must finish, with the values of their graphs."""
+    x = tp.tensor(np.arange(1, N + 1, dtype=np.float32))
+    rounds = 1000 if FULL else 200
+    failures: list[str] = []
+    last: dict[str, object] = {}
+
+    def resets() -> None:
+        for _ in range(rounds):
+            g = tp.cuda.CUDAGraph()
+            with tp.cuda.graph(g):
+                t = x * 2.0  # a temporary: its block stays cached in the pool, for reset() to give back
+                y = t + 1.0
+                del t
+            g.replay()
+            assert y.tolist() == [3.0, 5.0, 7.0, 9.0]
+            del y
+            g.reset()
+
+    def captures() -> None:  # no read-back here: the other thread's global capture refuses it
+        for _ in range(rounds):
+            g = tp.cuda.CUDAGraph()
+            try:
+                with tp.cuda.graph(g, capture_error_mode="thread_local"):
+                    y = x * 3.0
+            except tp.cuda.CaptureError:  # begun inside the other thread's device-wide wait: told so
+                continue
+            g.replay()
+            if "captures" in last:  # the graph before this one: reset too, with its output gone
+                previous = last.pop("captures")[0]
+                previous.reset()
+            last["captures"] = g, y
+            del y
+
+    def guarded(work) -> None:
+        try:
+            work()
+        except Exception:
+            failures.append(traceback.format_exc())
+
+    threads = [threading.Thread(target=guarded, args=(work,), daemon=True) for work in (resets, captures)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT)
+    assert not any(t.is_alive() for t in threads), "the two threads wait for each other for ever (a deadlock)"
+    assert not failures, "\n".join(failures)
+    g, y = last.pop("captures")
+    assert y.tolist() == [3.0, 6.0, 9.0, 12.0]
+    del y
+    g.reset()
+    assert_no_capture()
