@@ -21,7 +21,6 @@ graph (the GPU refuses a legacy-stream launch during such a capture too).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import types
 import warnings
@@ -93,9 +92,8 @@ def run_kernel(dispatcher, grid, block, shared_bytes, args) -> None:
     silently on the GPU, where NumPy scalars warn."""
     with _KERNEL_LOCK, warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=RuntimeWarning)
-        plan = _plan(dispatcher, args)
-        if plan is not None:
-            _run_in_sequence(dispatcher.fn, plan, grid, block, shared_bytes, args)
+        if _runs_in_sequence(dispatcher, args):
+            _run_in_sequence(dispatcher.fn, grid, block, shared_bytes, args)
         else:
             _numba_configure(dispatcher, (grid, block, 0, shared_bytes))(*args)
 
@@ -105,32 +103,36 @@ def run_kernel(dispatcher, grid, block, shared_bytes, args) -> None:
 # (syncthreads, warp shuffles): 64 thread starts and joins, about 45 ms, for a launch of 4 blocks of
 # 16. A kernel none of whose code (its own and its device functions', found through their globals
 # and closures) names a block-wide or warp-wide call or shared memory cannot tell that from running
-# its threads one after another in the calling thread, which takes a few ms: so it runs that way,
-# with the simulator's ``cuda`` module put into every function's globals once for the launch (the
-# simulator swaps it in and out at each device function call otherwise: 16 us a call).
+# its threads one after another in one Python thread, which takes a few ms: so it runs that way.
+# And a device function whose code names no ``cuda`` is called as its plain function: the simulator
+# otherwise swaps its module's ``cuda`` for the simulated one around each call (16 us a call).
 
 _THREADS_MEET = frozenset(
     {"syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp", "shared", "cg"}
     | {"activemask", "lanemask_lt", "this_grid", "sync"}
 )
-# kernel function -> None (its threads may meet) or one function per globals dict it runs in
-_plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_in_sequence = False  # while a kernel runs in sequence: device functions are called as plain functions
+_in_sequence: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # kernel function -> runs in sequence
+_plain: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # device function -> names no ``cuda``
 
 
-def _reach(fn, names: set, functions: dict) -> None:
-    """Add the names ``fn``'s code uses, and the functions it reaches through its
-    globals and closure (the Python functions of simulator kernels), by globals."""
-    fn = getattr(fn, "fn", None) or fn  # a simulator kernel or device function: its Python function
-    code = getattr(fn, "__code__", None)
-    if code is None or fn in functions.get(id(fn.__globals__), ()):
-        return
-    functions.setdefault(id(fn.__globals__), []).append(fn)
-    codes, own = [code], set()
+def _code_names(fn) -> set[str]:
+    """The names the code of Python function ``fn`` (and of the functions defined in it) uses."""
+    codes, names = [fn.__code__], set()
     while codes:
         c = codes.pop()
-        own.update(c.co_names)
+        names.update(c.co_names)
         codes.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    return names
+
+
+def _reach(fn, names: set, seen: set) -> None:
+    """Add the names ``fn``'s code uses and those of what it reaches through its
+    globals and closure (the Python functions of simulator kernels)."""
+    fn = getattr(fn, "fn", None) or fn  # a simulator kernel or device function: its Python function
+    if getattr(fn, "__code__", None) is None or fn in seen:
+        return
+    seen.add(fn)
+    own = _code_names(fn)
     names |= own
     reached = [cell.cell_contents for cell in fn.__closure__ or ()]
     for name in own:
@@ -141,39 +143,32 @@ def _reach(fn, names: set, functions: dict) -> None:
             reached.append(target)
     for target in reached:
         if callable(target) and not isinstance(target, type):
-            _reach(target, names, functions)
+            _reach(target, names, seen)
 
 
-def _plan(dispatcher, args):
-    """One function per globals dict the kernel runs in when it runs in sequence
-    (see above), else None; Numba's own path remains for host arrays (copied
-    in and out around the launch) and argument extensions."""
+def _runs_in_sequence(dispatcher, args) -> bool:
+    """Whether the kernel runs one thread after another (see above); Numba's own
+    path remains for host arrays (copied in and out around the launch) and for
+    argument extensions."""
     if getattr(dispatcher, "extensions", None) or not hasattr(dispatcher, "fn"):
-        return None
-    if dispatcher.fn not in _plans:
-        names, functions = set(), {}
-        _reach(dispatcher.fn, names, functions)
-        meet = bool(names & _THREADS_MEET) or any(n.endswith("_sync") for n in names)
-        _plans[dispatcher.fn] = None if meet else [fns[0] for fns in functions.values()]
-    plan = _plans[dispatcher.fn]
-    if plan is None or any(isinstance(a, (np.ndarray, np.void, ArgHint)) for a in args):
-        return None
-    return plan
+        return False
+    fn = dispatcher.fn
+    if fn not in _in_sequence:
+        names: set[str] = set()
+        _reach(fn, names, set())
+        _in_sequence[fn] = not (names & _THREADS_MEET or any(n.endswith("_sync") for n in names))
+    return _in_sequence[fn] and not any(isinstance(a, (np.ndarray, np.void, ArgHint)) for a in args)
 
 
-def _run_in_sequence(fn, plan: list, grid, block, shared_bytes, args) -> None:
+def _run_in_sequence(fn, grid, block, shared_bytes, args) -> None:
     """Run kernel function ``fn`` over ``grid`` x ``block`` in the calling thread,
     a CUDA thread at a time: the simulator's ``cuda`` module finds the thread's
     indices on the current Python thread, where they are set in turn."""
-    global _in_sequence
     module = FakeCUDAModule(grid, block, shared_bytes)
     fake = [FakeWithinKernelCUDAArray(a) if isinstance(a, FakeCUDAArray) else a for a in args]
     me = threading.current_thread()
     blocks, threads = list(np.ndindex(*grid)), list(np.ndindex(*block))
-    with _push_kernel_context(module), contextlib.ExitStack() as swapped:
-        for f in plan:
-            swapped.enter_context(swapped_cuda_module(f, module))
-        _in_sequence = True
+    with _push_kernel_context(module), swapped_cuda_module(fn, module):  # as the simulator runs a kernel
         try:
             for b in blocks:
                 me.blockIdx = Dim3(*b)
@@ -185,7 +180,6 @@ def _run_in_sequence(fn, plan: list, grid, block, shared_bytes, args) -> None:
                     except Exception as e:  # as the simulator's threads say it
                         raise type(e)(f"tid={list(t)} ctaid={list(b)}: {e}") from e
         finally:
-            _in_sequence = False
             for name in ("blockIdx", "threadIdx", "thread_id"):
                 me.__dict__.pop(name, None)
 
@@ -194,11 +188,22 @@ _numba_call = FakeCUDAKernel.__call__
 
 
 def _call(kernel, *args):
-    """A simulator kernel or device function called: a device function called by a
-    kernel running in sequence is its plain function (its globals are swapped)."""
-    if _in_sequence and kernel._device:
-        return kernel.fn(*args)
+    """A simulator kernel or device function called: a device function whose code
+    names no ``cuda`` is its plain function (see above)."""
+    if kernel._device:
+        fn = kernel.fn
+        plain = _plain.get(fn)
+        if plain is None:
+            plain = _plain[fn] = not any(_is_cuda(fn.__globals__.get(n)) for n in _code_names(fn))
+        if plain:
+            return fn(*args)
     return _numba_call(kernel, *args)
+
+
+def _is_cuda(value) -> bool:
+    from numba import cuda
+
+    return value is cuda or isinstance(value, FakeCUDAModule)
 
 
 def install(backend: SimBackend) -> None:
