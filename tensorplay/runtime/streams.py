@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .backend import get as _device
-from .capture import capture_state, flush_fused, refuse_captured_event, refuse_device_wide_wait, refuse_host_wait
+from .capture import (
+    capture_state,
+    flush_fused,
+    refuse_captured_event,
+    refuse_device_wide_wait,
+    refuse_host_wait,
+    release_after_captures,
+)
 
 __all__ = [
     "Event",
@@ -145,10 +153,7 @@ class Stream(*_device().stream_bases()):
 
     def __del__(self) -> None:
         if getattr(self, "_owned", False):
-            try:
-                _device().stream_destroy(self._h)
-            except Exception:
-                pass
+            release_after_captures(functools.partial(_destroy, _device().stream_destroy, self._h))
 
 
 class Event:
@@ -206,10 +211,18 @@ class Event:
         return f"<tensorplay.cuda.Event timing={self.enable_timing}>"
 
     def __del__(self) -> None:
-        try:
-            _device().event_destroy(self._h)
-        except Exception:
-            pass
+        if hasattr(self, "_h"):
+            release_after_captures(functools.partial(_destroy, _device().event_destroy, self._h))
+
+
+def _destroy(destroy, handle) -> None:
+    """Destroy a collected stream's or event's handle. Python collects them at
+    any moment, another thread's capture in progress too, which such a call
+    would break: ``release_after_captures`` keeps it back until none is."""
+    try:
+        destroy(handle)
+    except Exception:  # a handle the driver no longer knows (at exit): nothing to free
+        pass
 
 
 def default_stream() -> Stream:
