@@ -3,7 +3,10 @@
 An operand reaches the kernel as it is stored where it can: C-contiguous, or
 the transpose of a C-contiguous array (a ``.t()`` or ``.transpose(-1, -2)``,
 as ``linear`` and the backward of a product make), which a kernel variant reads
-directly; anything else is copied dense first. The kernel's tile shape and how
+directly; anything else is copied dense first. A product whose tiles fill the
+matrices, on 16-byte aligned operands, gets the kernel's exact variant (vector
+loads, no bounds checks); the check of alignment is made at each launch, since
+a plan serves any operands of its layouts. The kernel's tile shape and how
 many runs K is cut in come from ``_matmul_choice`` (``tp.backends.matmul``).
 Each layout of operands gets a plan, so a repeated product only packs pointers.
 """
@@ -38,6 +41,7 @@ class MatmulPlan:
     by a transposing kernel), "dense" (``.contiguous()`` first)."""
 
     launcher: Any
+    aligned_launcher: Any  # the exact variant, for 16-byte aligned operands, or None where tiles do not fit
     grid: tuple
     block: tuple
     tail: bytes  # the packed k_split
@@ -66,11 +70,14 @@ class MatmulPlan:
     def launch(self, a3, b3, out: Tensor) -> None:
         """The kernels, on operands whose data pointers are the plan's layouts'."""
         pack_a, pack_b, pack_c = self.packers
+        launcher = self.launcher
+        if self.aligned_launcher is not None and not (a3._ptr | b3._ptr) & 15:
+            launcher = self.aligned_launcher
         if self.partial_shape is None:
-            launch_packed(self.launcher, self.grid, self.block, pack_a(a3) + pack_b(b3) + pack_c(out) + self.tail)
+            launch_packed(launcher, self.grid, self.block, pack_a(a3) + pack_b(b3) + pack_c(out) + self.tail)
             return
         partial = Tensor._empty(self.partial_shape, self.partial_dtype)
-        launch_packed(self.launcher, self.grid, self.block, pack_a(a3) + pack_b(b3) + pack_c(partial) + self.tail)
+        launch_packed(launcher, self.grid, self.block, pack_a(a3) + pack_b(b3) + pack_c(partial) + self.tail)
         pack_partial, pack_out = self.sum_packers
         launch_packed(self.sum_launcher, self.sum_grid, self.sum_block, pack_partial(partial) + pack_out(out))
 
@@ -160,6 +167,9 @@ def _plan(
     k_split, runs = mk.split_k(p.k, choice.splits, choice.tiles), p.runs(choice.tiles, choice.splits)
     grid, block = mk.matmul_launch_shape(p.batch, p.m, p.n, choice.tiles, runs)
     kernel = mk.matmul_tiled_variant(choice.tiles, p.trans_a, p.trans_b)
+    t = choice.tiles
+    fits = t.vector_loads and p.m % t.bm == 0 and p.n % t.bn == 0 and p.k % t.bk == 0  # runs of K: whole K tiles
+    exact = mk.matmul_tiled_variant(t, p.trans_a, p.trans_b, exact=True) if fits else None
     partial_shape, partial_dtype = None, out.dtype
     sum_launcher = sum_grid = sum_block = None
     sum_packers: tuple = ()
@@ -171,8 +181,10 @@ def _plan(
         sum_launcher = resolve(mk.matmul_sum_splits, [target._kkey, out._kkey])
         sum_grid, sum_block = grid_1d(out.numel())
         sum_packers = (layout_packer(target), layout_packer(out))
+    keys = [a3._kkey, b3._kkey, target._kkey, int]
     return MatmulPlan(
-        launcher=resolve(kernel, [a3._kkey, b3._kkey, target._kkey, int]),
+        launcher=resolve(kernel, keys),
+        aligned_launcher=resolve(exact, keys) if exact is not None else None,
         grid=tuple(grid),
         block=tuple(block) + (1,),
         tail=_PACK_K_SPLIT(k_split),

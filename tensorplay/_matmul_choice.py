@@ -244,7 +244,7 @@ class MatmulSettings:
             return
         entries = {
             json.dumps(list(key)): {
-                "tiles": [c.tiles.bm, c.tiles.bn, c.tiles.bk, c.tiles.tm, c.tiles.tn, c.tiles.vec, c.tiles.ku],
+                "tiles": list(c.tiles.fields),
                 "splits": c.splits,
             }
             for key, c in self._choices.items()

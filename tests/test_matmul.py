@@ -1,5 +1,6 @@
 """matmul against NumPy in float64: 1-D, 2-D, batched and broadcast operands."""
 
+import math
 import re
 
 import numpy as np
@@ -7,6 +8,8 @@ import pytest
 from helpers import FLOAT_DTYPES, INT_DTYPES, assert_close, random_tensor, reference
 
 import tensorplay as tp
+from tensorplay.kernels import matmul as mk
+from tensorplay.runtime.backend import get as get_backend
 
 NUM_DTYPES = FLOAT_DTYPES + INT_DTYPES
 
@@ -89,6 +92,31 @@ def test_repeated_products_of_one_layout_use_each_calls_data():
             assert_close(v @ b, v64 @ b64, atol=1e-5)
             assert_close(b.t() @ a.t(), (a64 @ b64).T, atol=1e-5)  # copies: no plan
             assert_close(a[1:] @ b, a64[1:] @ b64, atol=1e-5)  # a view at an offset
+
+
+@pytest.mark.parametrize("flip_a, flip_b", [(False, False), (True, False), (False, True), (True, True)])
+def test_products_that_fill_their_tiles_take_aligned_operands_and_views_at_any_offset(flip_a, flip_b):
+    # M, N and K whole tiles: aligned operands get the exact variant's vector
+    # loads; the same plan then meets operands one element off 16 bytes, which
+    # must take the general kernel (a vector load there faults, on the GPU and
+    # on the simulator alike).
+    t = mk.TILES
+    side = math.isqrt(2 * get_backend().sm_count - 1) + 1  # blocks enough for the largest tiles, untimed
+    m, k, n = side * t.bm, 4 * t.bk, side * t.bn
+    assert str(t) in tp.backends.matmul.explain(m, n, k, trans_a=flip_a, trans_b=flip_b)
+    for offset in (0, 1, 0):
+        xa, a = random_tensor((k * m + offset,), tp.float32, seed=90 + offset)
+        xb, b = random_tensor((k * n + offset,), tp.float32, seed=95 + offset)
+        a2, b2 = a[offset:].reshape((k, m) if flip_a else (m, k)), b[offset:].reshape((n, k) if flip_b else (k, n))
+        x = xa[offset:].view(*a2.shape)
+        y = xb[offset:].view(*b2.shape)
+        if flip_a:
+            x, a2 = x.t(), a2.T
+        if flip_b:
+            y, b2 = y.t(), b2.T
+        assert (x.data_ptr() % 16 == 0) == (offset == 0)
+        assert_close(x @ y, a2.astype(np.float64) @ b2, atol=1e-5, dtype=tp.float32)
+        assert_close(x @ y, a2.astype(np.float64) @ b2, atol=1e-5, dtype=tp.float32)  # through the plan
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Four elements of an array in one memory instruction, for the flat kernels.
 
-``load4(a, i)`` reads elements ``4i .. 4i + 3`` of a contiguous 1-D array as one
-vector load (``ld.global.v4.f32`` for float32: one instruction where four
+``load4(a, i)`` reads elements ``4i .. 4i + 3`` of a C-contiguous array (of any
+dimensions, seen flat) as one vector load (``ld.global.v4.f32`` for float32: one instruction where four
 scalar loads take four) and returns them as a tuple; ``store4(a, i, v0, v1,
 v2, v3)`` writes them back in one store, each value converted to the array's
 dtype as ``a[k] = v`` converts it. The array must be C-contiguous and the
@@ -29,9 +29,18 @@ if not INTRINSICS:  # the simulator runs kernels as Python, over arrays of host 
     def vector_base(ary):
         return np.uint64(ary.__array_interface__["data"][0] if ary.flags.c_contiguous else 1)
 
+    def _check_aligned(ary, k: int) -> None:
+        """The GPU faults on a vector access not aligned to its size: so does this."""
+        size = min(16, 4 * ary.dtype.itemsize)
+        address = ary.__array_interface__["data"][0] + k * ary.dtype.itemsize
+        if address % size:
+            raise RuntimeError(f"misaligned vector load: {size} bytes at address {address:#x}")
+
     def load4(ary, index):
         k = 4 * int(index)
-        return ary[k], ary[k + 1], ary[k + 2], ary[k + 3]
+        _check_aligned(ary, k)
+        flat = ary.flat if getattr(ary, "ndim", 1) > 1 else ary
+        return flat[k], flat[k + 1], flat[k + 2], flat[k + 3]
 
     def store4(ary, index, v0, v1, v2, v3) -> None:
         k = 4 * int(index)

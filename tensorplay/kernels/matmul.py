@@ -35,15 +35,16 @@ Examples
 [[3.0, 3.0], [12.0, 12.0]]
 """
 
+import dataclasses
 import functools
 import types as pytypes
-from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda, types
 from numba.np import numpy_support
 
 from ._target import ALIGNED_SHARED, INTRINSICS, SMALL_BLOCKS
+from ._vector import load4
 
 __all__ = [
     "TILES",
@@ -62,7 +63,7 @@ __all__ = [
 _GRID_YZ_LIMIT = 65535
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class MatmulTiles:
     """Tile shape of ``matmul_tiled``.
 
@@ -71,6 +72,9 @@ class MatmulTiles:
     (columns) come in runs of ``vec`` adjacent ones, so that its shared-memory
     reads merge into vector loads. K advances ``bk`` at a time through the
     shared tiles, and ``ku`` steps of it at a time through registers.
+    ``min_blocks`` > 0 asks the compiler to leave room for that many blocks
+    per SM (launch bounds: registers capped at 65536 / (threads x
+    min_blocks)); 0 leaves registers to it.
     """
 
     bm: int
@@ -80,6 +84,7 @@ class MatmulTiles:
     tn: int
     vec: int = 1
     ku: int = 1
+    min_blocks: int = 0
 
     def __post_init__(self) -> None:
         threads = (self.bm // self.tm) * (self.bn // self.tn)
@@ -107,15 +112,52 @@ class MatmulTiles:
         return self.bn // self.tn, self.bm // self.tm
 
     def __str__(self) -> str:
-        return f"{self.bm}x{self.bn}x{self.bk} t{self.tm}x{self.tn} vec{self.vec} ku{self.ku}"
+        bounds = f" min{self.min_blocks}" if self.min_blocks else ""
+        return f"{self.bm}x{self.bn}x{self.bk} t{self.tm}x{self.tn} vec{self.vec} ku{self.ku}{bounds}"
 
-    def constants(self, trans_a: bool = False, trans_b: bool = False) -> dict[str, int | None]:
-        """The module globals ``matmul_tiled`` reads, for this tile shape and
-        the operands' layouts (``trans_a``: A is passed as its (B, K, M)
-        transpose; ``trans_b``: B as its (B, N, K) transpose)."""
+    @property
+    def fields(self) -> tuple[int, ...]:
+        """The fields in order: ``MatmulTiles(*tiles.fields) == tiles``."""
+        return dataclasses.astuple(self)
+
+    @property
+    def vector_loads(self) -> bool:
+        """Whether each thread's share of the A and B tiles is a whole number of
+        runs of four adjacent elements, in every layout: the tiles the exact
+        variant of ``matmul_tiled`` can load with 16-byte loads."""
         threads_x, threads_y = self.block
         threads = threads_x * threads_y
+        loads = (self.bm * self.bk // threads, self.bk * self.bn // threads)
+        return all(x % 4 == 0 for x in (*loads, self.bm, self.bn, self.bk)) and all(
+            threads % (w // 4) == 0 for w in (self.bm, self.bn, self.bk)
+        )
+
+    def constants(self, trans_a: bool = False, trans_b: bool = False, exact: bool = False) -> dict[str, int | None]:
+        """The module globals ``matmul_tiled`` reads, for this tile shape and
+        the operands' layouts (``trans_a``: A is passed as its (B, K, M)
+        transpose; ``trans_b``: B as its (B, N, K) transpose); ``exact``: the
+        variant for products whose tiles and runs of K all lie inside the
+        matrices, with 16-byte aligned operands (see ``matmul_tiled_variant``)."""
+        if exact and not self.vector_loads:
+            raise ValueError(f"exact matmul tiles need runs of four elements per thread, got {self}")
+        threads_x, threads_y = self.block
+        threads = threads_x * threads_y
+        # The exact variant loads runs of four elements along an operand's
+        # contiguous axis: K for A and for B transposed (K-major), M for A
+        # transposed and N for B (MN-major). A thread's runs lie V_STEP rows
+        # (K steps, when MN-major) apart.
+        a_lanes = b_lanes = 1  # threads per row (K step) of the stored tile, where the variant is exact
+        if exact:
+            a_lanes = self.bm // 4 if trans_a else self.bk // 4
+            b_lanes = self.bk // 4 if trans_b else self.bn // 4
         return {
+            "EXACT": exact,
+            "A_VLOADS": self.bm * self.bk // threads // 4 if exact else 1,
+            "B_VLOADS": self.bk * self.bn // threads // 4 if exact else 1,
+            "A_LANES": a_lanes,
+            "B_LANES": b_lanes,
+            "A_VSTEP": threads // a_lanes,
+            "B_VSTEP": threads // b_lanes,
             "BM": self.bm,
             "BN": self.bn,
             "BK": self.bk,
@@ -161,6 +203,13 @@ else:
     )
 
 _CONSTANTS = TILES.constants()
+EXACT = _CONSTANTS["EXACT"]
+A_VLOADS = _CONSTANTS["A_VLOADS"]
+B_VLOADS = _CONSTANTS["B_VLOADS"]
+A_LANES = _CONSTANTS["A_LANES"]
+B_LANES = _CONSTANTS["B_LANES"]
+A_VSTEP = _CONSTANTS["A_VSTEP"]
+B_VSTEP = _CONSTANTS["B_VSTEP"]
 BM = _CONSTANTS["BM"]
 BN = _CONSTANTS["BN"]
 BK = _CONSTANTS["BK"]
@@ -290,12 +339,38 @@ def matmul_tiled(a, b, c, k_split):
     elif col0 + b_c < n:
         b_one = (z * k_total + b_k) * n + col0 + b_c
 
+    # The exact variant's runs of four: this thread's first, at K = 0, in
+    # units of four elements (the slow index is a row of the stored tile, the
+    # fast one a column), then the distance to its next run and to the next K.
+    a_slow, a_fast = tid // A_LANES, (tid % A_LANES) * 4
+    b_slow, b_fast = tid // B_LANES, (tid % B_LANES) * 4
+    if TRANS_A:
+        a_v0 = ((z * k_total + a_slow) * m + row0 + a_fast) // 4
+        a_vskip, a_vk = A_VSTEP * m // 4, m
+    else:
+        a_v0 = ((z * m + row0 + a_slow) * k_total + a_fast) // 4
+        a_vskip, a_vk = A_VSTEP * k_total // 4, 1
+    if TRANS_B:
+        b_v0 = ((z * n + col0 + b_slow) * k_total + b_fast) // 4
+        b_vskip, b_vk = B_VSTEP * k_total // 4, 1
+    else:
+        b_v0 = ((z * k_total + b_slow) * n + col0 + b_fast) // 4
+        b_vskip, b_vk = B_VSTEP * n // 4, n
+
     # Iteration t loads K tile t into registers, computes on tile t - 1 while
     # those loads are in flight, then stores tile t into shared buffer t & 1.
     n_tiles = (k_end - k_begin + BK - 1) // BK
     for t in range(n_tiles + 1):
         k0 = k_begin + t * BK
-        if t < n_tiles:
+        if t < n_tiles and EXACT:
+            k4 = (k_begin // 4) + t * (BK // 4)  # K tile t's first K, over four
+            for p in range(A_VLOADS):
+                v = load4(a, a_v0 + p * a_vskip + k4 * a_vk)
+                a_next[4 * p], a_next[4 * p + 1], a_next[4 * p + 2], a_next[4 * p + 3] = v
+            for p in range(B_VLOADS):
+                v = load4(b, b_v0 + p * b_vskip + k4 * b_vk)
+                b_next[4 * p], b_next[4 * p + 1], b_next[4 * p + 2], b_next[4 * p + 3] = v
+        elif t < n_tiles:
             if TRANS_A:
                 for p in range(A_LOADS):
                     if a_one >= 0 and k0 + a_k + p * A_STEP < k_end:
@@ -342,7 +417,21 @@ def matmul_tiled(a, b, c, k_split):
                         for j in range(TN):
                             acc[i, j] += a_frag[u, i] * b_frag[u, j]
 
-        if t < n_tiles:
+        if t < n_tiles and EXACT:
+            nxt = t & 1
+            for p in range(A_VLOADS):
+                for e in range(4):
+                    if TRANS_A:  # a run along M: a row of the A tile
+                        a_tile[nxt, a_slow + p * A_VSTEP, a_fast + e] = a_next[4 * p + e]
+                    else:  # along K: a column of it
+                        a_tile[nxt, a_fast + e, a_slow + p * A_VSTEP] = a_next[4 * p + e]
+            for p in range(B_VLOADS):
+                for e in range(4):
+                    if TRANS_B:
+                        b_tile[nxt, b_fast + e, b_slow + p * B_VSTEP] = b_next[4 * p + e]
+                    else:
+                        b_tile[nxt, b_slow + p * B_VSTEP, b_fast + e] = b_next[4 * p + e]
+        elif t < n_tiles:
             nxt = t & 1
             for p in range(A_LOADS):
                 if TRANS_A:
@@ -384,10 +473,16 @@ def matmul_sum_splits(partial, c):
 
 
 @functools.cache
-def matmul_tiled_variant(tiles: MatmulTiles, trans_a: bool = False, trans_b: bool = False):
+def matmul_tiled_variant(tiles: MatmulTiles, trans_a: bool = False, trans_b: bool = False, exact: bool = False):
     """``matmul_tiled`` compiled with ``tiles`` instead of :data:`TILES`, and
     for operands passed transposed (``trans_a``: A as a (B, K, M) array whose
     ``[z, k, i]`` is ``A[z, i, k]``; ``trans_b``: B as (B, N, K)).
+
+    ``exact=True`` gives the variant for products that fill their tiles:
+    ``bm | M``, ``bn | N``, ``bk | k_split`` and ``k_split | K``, with both
+    operands' data 16-byte aligned. It loads each thread's share of a tile as
+    runs of four adjacent elements (one 16-byte load each for float32) with no
+    bounds checks; ``tiles.vector_loads`` must hold.
 
     Launch it with ``matmul_launch_shape(batch, m, n, tiles, splits)``.
 
@@ -399,17 +494,18 @@ def matmul_tiled_variant(tiles: MatmulTiles, trans_a: bool = False, trans_b: boo
     """
     if not isinstance(tiles, MatmulTiles):  # its fields, as the GPU compile check passes them
         tiles = MatmulTiles(*tiles)
-    if tiles == TILES and not trans_a and not trans_b:
+    if tiles == TILES and not trans_a and not trans_b and not exact:
         return matmul_tiled
     source = matmul_tiled.py_func
     env = dict(source.__globals__)
-    env.update(tiles.constants(trans_a, trans_b))
+    env.update(tiles.constants(trans_a, trans_b, exact))
     fn = pytypes.FunctionType(source.__code__, env, source.__name__)
     fn.__doc__ = source.__doc__
     fn.__qualname__ = source.__qualname__
-    kernel = cuda.jit(fn)
-    fields = (tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn, tiles.vec, tiles.ku)
-    kernel.tp_recipe = ("matmul", "matmul_tiled_variant", (fields, trans_a, trans_b))  # how to build it again elsewhere
+    threads = tiles.block[0] * tiles.block[1]
+    kernel = cuda.jit(fn, launch_bounds=(threads, tiles.min_blocks)) if tiles.min_blocks else cuda.jit(fn)
+    # how to build it again elsewhere (the GPU compile check)
+    kernel.tp_recipe = ("matmul", "matmul_tiled_variant", (tiles.fields, trans_a, trans_b, exact))
     return kernel
 
 

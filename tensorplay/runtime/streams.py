@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +44,15 @@ def as_stream(s, what: str = "stream") -> Stream:
 
 
 _singletons: dict[str, Stream] = {}
+
+
+def _release(destroyer, handle, *, _sys=sys) -> None:
+    """Destroy a collected handle once no capture is in progress. At the
+    interpreter's exit (module globals already cleared) nothing is done: the
+    process's end destroys the context and every handle in it."""
+    if _sys.is_finalizing():
+        return
+    release_after_captures(functools.partial(_destroy, destroyer(_device()), handle))
 
 
 class Stream(*_device().stream_bases()):
@@ -151,9 +161,9 @@ class Stream(*_device().stream_bases()):
     def __repr__(self) -> str:
         return f"<tensorplay.cuda.Stream handle={self._key:#x}>"
 
-    def __del__(self) -> None:
+    def __del__(self, _release=_release) -> None:  # bound here: at exit the module's globals are cleared
         if getattr(self, "_owned", False):
-            release_after_captures(functools.partial(_destroy, _device().stream_destroy, self._h))
+            _release(lambda dev: dev.stream_destroy, self._h)
 
 
 class Event:
@@ -210,9 +220,9 @@ class Event:
     def __repr__(self) -> str:
         return f"<tensorplay.cuda.Event timing={self.enable_timing}>"
 
-    def __del__(self) -> None:
+    def __del__(self, _release=_release) -> None:
         if hasattr(self, "_h"):
-            release_after_captures(functools.partial(_destroy, _device().event_destroy, self._h))
+            _release(lambda dev: dev.event_destroy, self._h)
 
 
 def _destroy(destroy, handle) -> None:

@@ -103,8 +103,9 @@ def _launch_a_bit_of_everything() -> None:
         tp.ones((2, 2, 3), dtype=dtype) @ tp.ones((2, 3, 2), dtype=dtype)
     tp.ones((2, 3), dtype=tp.int8) @ tp.ones((3, 2), dtype=tp.int8)  # an integer product (int64 sums)
     square = tp.ones((64, 64))  # in float32 only: each matmul variant takes seconds to compile
-    square @ square  # the default tiles
+    square @ square  # the default tiles; they fill the square: the exact variant too
     square.t() @ square.t()  # operands read transposed
+    square @ square.t()  # B alone transposed, as linear layers give it
     tp.ones((8, 512)) @ tp.ones((512, 8))  # K split, partial products summed
     tp.logical_not(tp.ones(2, dtype=tp.bool))
     tp.ones((2, 3, 40)) + tp.ones((2, 1, 40))  # three unmergeable dimensions, rows of 40

@@ -70,15 +70,16 @@ def assert_matches(c, a, b):
         assert err < TOLERANCE[c.dtype.type], f"relative error {err:.2e}"
 
 
-def run_tiled(a, b, c, tiles=None, splits=1, trans_a=False, trans_b=False):
+def run_tiled(a, b, c, tiles=None, splits=1, trans_a=False, trans_b=False, exact=False):
     """c = a @ b through matmul_tiled; a (b) is passed transposed where asked,
-    and K is cut in ``splits`` runs whose partial products are then summed."""
+    and K is cut in ``splits`` runs whose partial products are then summed;
+    ``exact``: through the variant for products that fill their tiles."""
     tiles = tiles or mm.TILES
     batch, m, n = c.shape
     k = a.shape[2]
     k_split = mm.split_k(k, splits, tiles)
     runs = -(-k // k_split)
-    kernel = mm.matmul_tiled_variant(tiles, trans_a, trans_b)
+    kernel = mm.matmul_tiled_variant(tiles, trans_a, trans_b, exact)
     a_arg = np.ascontiguousarray(a.transpose(0, 2, 1)) if trans_a else a
     b_arg = np.ascontiguousarray(b.transpose(0, 2, 1)) if trans_b else b
     grid, block = mm.matmul_launch_shape(batch, m, n, tiles, runs)
@@ -160,6 +161,27 @@ def test_tiled_split_k_sums_partial_products(k, splits):
     a, b, c = random_operands(2, 11, k, 18, np.float32, seed=7)
     run_tiled(a, b, c, splits=splits, trans_b=True)
     assert_matches(c, a, b)
+
+
+@pytest.mark.parametrize(("trans_a", "trans_b"), [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize(("dtype", "splits"), [(np.float32, 1), (np.float32, 2), (np.float64, 1), (np.int32, 3)])
+def test_exact_variant_loads_runs_of_four(trans_a, trans_b, dtype, splits):
+    # Tiles that fill M, N and every run of K: each thread loads its share as
+    # runs of four adjacent elements with no bounds checks, along K or along
+    # M (N) as the operand lies. Two tiles each way and two batch entries, so
+    # a misplaced run lands in another tile's output.
+    t = mm.TILES
+    a, b, c = random_operands(2, 2 * t.bm, 6 * t.bk, 2 * t.bn, dtype, seed=9)
+    run_tiled(a, b, c, splits=splits, trans_a=trans_a, trans_b=trans_b, exact=True)
+    assert_matches(c, a, b)
+
+
+def test_exact_variant_needs_runs_of_four():
+    assert mm.TILES.vector_loads and FULL_TILES.vector_loads
+    scalar = mm.MatmulTiles(bm=8, bn=8, bk=4, tm=2, tn=2, vec=2)  # two elements of each tile per thread
+    assert not scalar.vector_loads
+    with pytest.raises(ValueError, match="^exact matmul tiles need runs of four elements per thread"):
+        mm.matmul_tiled_variant(scalar, exact=True)
 
 
 def test_tiled_split_k_integers_exact():
