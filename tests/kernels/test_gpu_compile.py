@@ -157,13 +157,24 @@ def _sampled(found: list, own: set[str]) -> list:
     op's device function is typed with the same element types in every layout,
     and each op launches flat on each dtype (``_launch_a_bit_of_everything``),
     so the other layouts' own code is what is left to check (a third fewer
-    kernels: about a minute of CI)."""
+    kernels: about a minute of CI); and of those with a scalar operand, typed
+    as an array's element, one op per (pattern, layout, cast, argument types)
+    where the op was typed on the same element types from arrays."""
     kept, layouts = [], set()
+    typed_on_arrays = {_op_typing(s) for s in found if _elementwise(s) and "s" not in s["recipe"][2][1]}
     for s in found:
         if s["recipe"][0] == "fused":
             if s["recipe"][2][1] in own:
                 kept.append(s)
-        elif s["recipe"][:2] == ["elementwise", "kernel"] and s["recipe"][2][2] != "flat":
+        elif _elementwise(s) and "s" in s["recipe"][2][1] and _op_typing(s) in typed_on_arrays:
+            # a scalar operand arrives typed as the array's element, so the op is typed as on two arrays;
+            # the pattern's own code is checked once per (pattern, layout, cast, argument types)
+            _, pattern, layout, cast = s["recipe"][2]
+            key = ("scalar", pattern, layout, cast, json.dumps(s["args"]))
+            if key not in layouts:
+                layouts.add(key)
+                kept.append(s)
+        elif _elementwise(s) and s["recipe"][2][2] != "flat":
             _, pattern, layout, cast = s["recipe"][2]
             key = (layout, pattern, cast, json.dumps(s["args"]))
             if key not in layouts:
@@ -172,6 +183,17 @@ def _sampled(found: list, own: set[str]) -> list:
         else:
             kept.append(s)
     return kept
+
+
+def _elementwise(s: dict) -> bool:
+    return s["recipe"][:2] == ["elementwise", "kernel"]
+
+
+def _op_typing(s: dict) -> tuple:
+    """What an elementwise kernel types its op's device function with: the op,
+    its operands' element types and the cast."""
+    op, _, _, cast = s["recipe"][2]
+    return op, tuple(a[0] if isinstance(a, list) else a for a in s["args"][1:]), cast
 
 
 def _check(found: list) -> subprocess.CompletedProcess:
