@@ -40,8 +40,8 @@ class MatmulPlan:
     "view" (its own storage, C-contiguous), "transposed" (its own storage, read
     by a transposing kernel), "dense" (``.contiguous()`` first)."""
 
-    launcher: Any
-    aligned_launcher: Any  # the exact variant, for 16-byte aligned operands, or None where tiles do not fit
+    launcher: Any  # the exact variant where the tiles fill the matrices (for 16-byte aligned operands)
+    unaligned: tuple | None  # then (the general kernel, its argument keys), compiled when first needed
     grid: tuple
     block: tuple
     tail: bytes  # the packed k_split
@@ -71,8 +71,8 @@ class MatmulPlan:
         """The kernels, on operands whose data pointers are the plan's layouts'."""
         pack_a, pack_b, pack_c = self.packers
         launcher = self.launcher
-        if self.aligned_launcher is not None and not (a3._ptr | b3._ptr) & 15:
-            launcher = self.aligned_launcher
+        if self.unaligned is not None and (a3._ptr | b3._ptr) & 15:
+            launcher = resolve(*self.unaligned)
         if self.partial_shape is None:
             launch_packed(launcher, self.grid, self.block, pack_a(a3) + pack_b(b3) + pack_c(out) + self.tail)
             return
@@ -166,10 +166,9 @@ def _plan(
     """The plan of ``p`` with ``choice``, for operands laid out as ``a3``, ``b3``."""
     k_split, runs = mk.split_k(p.k, choice.splits, choice.tiles), p.runs(choice.tiles, choice.splits)
     grid, block = mk.matmul_launch_shape(p.batch, p.m, p.n, choice.tiles, runs)
-    kernel = mk.matmul_tiled_variant(choice.tiles, p.trans_a, p.trans_b)
     t = choice.tiles
     fits = t.vector_loads and p.m % t.bm == 0 and p.n % t.bn == 0 and p.k % t.bk == 0  # runs of K: whole K tiles
-    exact = mk.matmul_tiled_variant(t, p.trans_a, p.trans_b, exact=True) if fits else None
+    kernel = mk.matmul_tiled_variant(t, p.trans_a, p.trans_b, exact=fits)
     partial_shape, partial_dtype = None, out.dtype
     sum_launcher = sum_grid = sum_block = None
     sum_packers: tuple = ()
@@ -184,7 +183,7 @@ def _plan(
     keys = [a3._kkey, b3._kkey, target._kkey, int]
     return MatmulPlan(
         launcher=resolve(kernel, keys),
-        aligned_launcher=resolve(exact, keys) if exact is not None else None,
+        unaligned=(mk.matmul_tiled_variant(t, p.trans_a, p.trans_b), keys) if fits else None,
         grid=tuple(grid),
         block=tuple(block) + (1,),
         tail=_PACK_K_SPLIT(k_split),

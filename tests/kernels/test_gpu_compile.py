@@ -106,6 +106,9 @@ def _launch_a_bit_of_everything() -> None:
     square @ square  # the default tiles; they fill the square: the exact variant too
     square.t() @ square.t()  # operands read transposed
     square @ square.t()  # B alone transposed, as linear layers give it
+    ragged = tp.ones((64, 63))  # K of 63 fills no K tile: the general kernels
+    ragged @ ragged.t()
+    ragged.t().t().contiguous() @ tp.ones((63, 64))
     tp.ones((8, 512)) @ tp.ones((512, 8))  # K split, partial products summed
     tp.logical_not(tp.ones(2, dtype=tp.bool))
     tp.ones((2, 3, 40)) + tp.ones((2, 1, 40))  # three unmergeable dimensions, rows of 40
