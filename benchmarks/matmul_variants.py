@@ -15,11 +15,12 @@ a small ragged batch.
 """
 
 import argparse
-import importlib.util
+import importlib
 import os
 import statistics
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -33,12 +34,12 @@ MATMUL_PATH = Path(__file__).resolve().parents[1] / "tensorplay" / "kernels" / "
 
 
 def load_matmul_module():
-    """Import tensorplay/kernels/matmul.py by path, without tensorplay/__init__."""
-    spec = importlib.util.spec_from_file_location("tensorplay_kernels_matmul", MATMUL_PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """Import tensorplay/kernels/matmul.py without tensorplay/__init__: the
+    kernels folder as a package of its own (its modules import only each other)."""
+    package = types.ModuleType("tensorplay_kernels")
+    package.__path__ = [str(MATMUL_PATH.parent)]
+    sys.modules[package.__name__] = package
+    return importlib.import_module("tensorplay_kernels.matmul")
 
 
 mm = load_matmul_module()

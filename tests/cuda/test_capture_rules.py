@@ -5,6 +5,8 @@ Host readback and host synchronisation during a capture are errors that say so,
 on both backends, and the runtime stays usable after them.
 """
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -213,3 +215,23 @@ def test_repr_during_capture_does_not_read_back(data):
         text = repr(x)
         cap.end()
     assert "capturing" in text
+
+
+@pytest.mark.gpu
+def test_numba_frees_what_python_collected_only_after_the_capture():
+    # Numba frees its collected device arrays ten at a time, from whichever
+    # thread collects the tenth: a cuMemFree during a capture would invalidate it.
+    from numba import cuda
+
+    x = tp.ones(8)
+    y = x + 1  # warm up
+    arrays = [cuda.device_array(16) for _ in range(30)]
+    cuda.synchronize()
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y = x + 1
+        arrays.clear()
+        gc.collect()
+        z = y * 2
+    g.replay()
+    assert z.tolist() == [4.0] * 8

@@ -170,6 +170,8 @@ class DriverBackend:
         self._streams: dict[int, object] = {}  # the streams made here, by handle
         self._streams_lock = threading.RLock()  # re-entrant: a Stream collected during a query
         self._compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tensorplay-compile")
+        self._numba_frees_held: dict[int, object] = {}  # capture stream -> its hold on Numba's frees
+        self._numba_frees_lock = threading.Lock()
 
     # -- device ------------------------------------------------------------
     def launch_limits(self) -> dict:
@@ -376,9 +378,24 @@ class DriverBackend:
 
     def begin_capture(self, stream, mode: str) -> None:
         check("cuStreamBeginCapture", drv.cuStreamBeginCapture(stream, _CAPTURE_MODES[mode]))
+        # Numba frees what Python collected of its own (device arrays, streams,
+        # events, modules of dropped kernels) in batches, from whichever thread
+        # collects the tenth: a cuMemFree or cuModuleUnload then invalidates a
+        # capture in progress (seen as random invalidations in GPU runs). Its
+        # frees wait until no capture of ours is in progress.
+        hold = self._numba_cuda.current_context().deallocations.disable()
+        with self._numba_frees_lock:
+            hold.__enter__()
+            self._numba_frees_held[self.handle_int(stream)] = hold
 
     def end_capture(self, stream):
-        return check("cuStreamEndCapture", drv.cuStreamEndCapture(stream))
+        try:
+            return check("cuStreamEndCapture", drv.cuStreamEndCapture(stream))
+        finally:
+            with self._numba_frees_lock:
+                hold = self._numba_frees_held.pop(self.handle_int(stream), None)
+                if hold is not None:
+                    hold.__exit__(None, None, None)
 
     # -- conditional nodes -----------------------------------------------------
     def driver_version(self) -> int:
