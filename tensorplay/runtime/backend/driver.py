@@ -170,7 +170,7 @@ class DriverBackend:
         self._streams: dict[int, object] = {}  # the streams made here, by handle
         self._streams_lock = threading.RLock()  # re-entrant: a Stream collected during a query
         self._compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tensorplay-compile")
-        self._numba_frees_held: dict[int, object] = {}  # capture stream -> its hold on Numba's frees
+        self._numba_frees_held: dict[int, list] = {}  # capture stream -> its holds on Numba's frees
         self._numba_frees_lock = threading.Lock()
 
     # -- device ------------------------------------------------------------
@@ -382,19 +382,22 @@ class DriverBackend:
         # events, modules of dropped kernels) in batches, from whichever thread
         # collects the tenth: a cuMemFree or cuModuleUnload then invalidates a
         # capture in progress (seen as random invalidations in GPU runs). Its
-        # frees wait until no capture of ours is in progress.
-        hold = self._numba_cuda.current_context().deallocations.disable()
+        # frees wait until no capture of ours is in progress. Its memory manager
+        # keeps the memory's queue, the context that of the rest.
+        ctx = self._numba_cuda.current_context()
+        queues = {id(q): q for q in (ctx.deallocations, getattr(ctx.memory_manager, "deallocations", None)) if q}
+        holds = [q.disable() for q in queues.values()]
         with self._numba_frees_lock:
-            hold.__enter__()
-            self._numba_frees_held[self.handle_int(stream)] = hold
+            for hold in holds:
+                hold.__enter__()
+            self._numba_frees_held[self.handle_int(stream)] = holds
 
     def end_capture(self, stream):
         try:
             return check("cuStreamEndCapture", drv.cuStreamEndCapture(stream))
         finally:
             with self._numba_frees_lock:
-                hold = self._numba_frees_held.pop(self.handle_int(stream), None)
-                if hold is not None:
+                for hold in self._numba_frees_held.pop(self.handle_int(stream), ()):
                     hold.__exit__(None, None, None)
 
     # -- conditional nodes -----------------------------------------------------
