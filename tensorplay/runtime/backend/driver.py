@@ -385,8 +385,8 @@ class DriverBackend:
         # frees wait until no capture of ours is in progress. Its memory manager
         # keeps the memory's queue, the context that of the rest.
         ctx = self._numba_cuda.current_context()
-        queues = {id(q): q for q in (ctx.deallocations, getattr(ctx.memory_manager, "deallocations", None)) if q}
-        holds = [q.disable() for q in queues.values()]
+        queues = (ctx.deallocations, getattr(ctx.memory_manager, "deallocations", ctx.deallocations))
+        holds = [q.disable() for q in {id(q): q for q in queues}.values()]  # an empty queue is falsy
         with self._numba_frees_lock:
             for hold in holds:
                 hold.__enter__()
