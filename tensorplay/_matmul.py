@@ -167,7 +167,7 @@ def _plan(
     k_split, runs = mk.split_k(p.k, choice.splits, choice.tiles), p.runs(choice.tiles, choice.splits)
     grid, block = mk.matmul_launch_shape(p.batch, p.m, p.n, choice.tiles, runs)
     t = choice.tiles
-    fits = t.vector_loads and p.m % t.bm == 0 and p.n % t.bn == 0 and p.k % t.bk == 0  # runs of K: whole K tiles
+    fits = p.fills(t)
     kernel = mk.matmul_tiled_variant(t, p.trans_a, p.trans_b, exact=fits)
     partial_shape, partial_dtype = None, out.dtype
     sum_launcher = sum_grid = sum_block = None

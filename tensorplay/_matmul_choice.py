@@ -70,6 +70,12 @@ class Problem:
         """How many runs K really has when cut in ``splits`` (whole K tiles each)."""
         return -(-self.k // mk.split_k(self.k, splits, tiles))
 
+    def fills(self, tiles: mk.MatmulTiles) -> bool:
+        """Whether ``tiles`` fill the matrices (M, N and K whole tiles) with
+        runs of four per thread: the kernel's exact variant then serves
+        16-byte aligned operands."""
+        return tiles.vector_loads and self.m % tiles.bm == 0 and self.n % tiles.bn == 0 and self.k % tiles.bk == 0
+
     def layout(self) -> str:
         return f"A{' transposed' if self.trans_a else ''}, B{' transposed' if self.trans_b else ''}"
 
@@ -88,7 +94,8 @@ class MatmulChoice:
         runs = p.runs(self.tiles, self.splits)
         cut = f"K in {runs} runs of {mk.split_k(p.k, self.splits, self.tiles)}" if runs > 1 else "K whole"
         blocks = p.blocks(self.tiles) * runs
-        return f"tiles {self.tiles}, {cut}: {blocks} blocks"
+        exact = "; tiles fill the matrices: 16-byte loads for aligned operands" if p.fills(self.tiles) else ""
+        return f"tiles {self.tiles}, {cut}: {blocks} blocks{exact}"
 
 
 class MatmulSettings:
@@ -103,7 +110,7 @@ class MatmulSettings:
     --------
     >>> import tensorplay as tp
     >>> print(tp.backends.matmul.explain(4096, 4096, 4096))  # doctest: +ELLIPSIS
-    matmul (4096, 4096) @ (4096, 4096) float32, A, B: tiles ..., K whole: ... blocks (rule: ...)
+    matmul (4096, 4096) @ (4096, 4096) float32, A, B: tiles ..., K whole: ... blocks... (rule: ...)
     """
 
     def __init__(self) -> None:
