@@ -10,7 +10,12 @@ import os
 
 import pytest
 
-import tensorplay as tp
+if os.environ.get("TENSORPLAY_DRIVER_TRACE"):  # before tensorplay and Numba look up any driver call
+    from helpers import driver_trace
+
+    driver_trace.install()
+
+import tensorplay as tp  # noqa: E402
 
 
 def pytest_configure(config):
@@ -77,3 +82,15 @@ def _random_state_made():
     from tensorplay._random import generator
 
     generator.prepare()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With ``TENSORPLAY_DRIVER_TRACE=DIR``: a failed test's last driver calls go to DIR."""
+    report = yield
+    directory = os.environ.get("TENSORPLAY_DRIVER_TRACE")
+    if directory and report.failed:
+        from helpers import driver_trace
+
+        driver_trace.dump(item.nodeid, directory)
+    return report
