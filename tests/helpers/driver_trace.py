@@ -54,7 +54,8 @@ def dump(nodeid: str, directory: str) -> None:
     with open(os.path.join(directory, f"{worker}.txt"), "a") as f:
         f.write(f"==== {nodeid}: the last {len(calls)} driver calls\n")
         for t, thread, name, handle, err, stack in calls:
-            f.write(f"{(t - t0) * 1e3:10.3f} ms  {thread:<24} {name}({handle if handle is not None else ''}) -> {err}\n")
+            shown = "" if handle is None else handle
+            f.write(f"{(t - t0) * 1e3:10.3f} ms  {thread:<24} {name}({shown}) -> {err}\n")
             if stack:
                 f.write(stack)
     _calls.clear()
