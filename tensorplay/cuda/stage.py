@@ -52,7 +52,7 @@ from ..kernels.gather import kernel as gather_kernel
 from ..runtime.backend import get as get_backend
 from ..runtime.backend.params import PackedLaunch
 from ..runtime.caches import track_factories
-from ..runtime.capture import capture_state, refuse_host_transfer, refuse_staged_launch
+from ..runtime.capture import capture_state, refuse_host_transfer, refuse_staged_launch, release_after_captures
 from ..runtime.launch import grid_1d, resolve
 from ..runtime.streams import Stream, current_stream
 from ..runtime.streams import stream as use_stream
@@ -252,8 +252,8 @@ class _Plan:
             replay(s)
 
     def destroy(self) -> None:
-        if self.staged is not None:
-            self.staged.destroy()
+        if self.staged is not None:  # a static input may die in the middle of another graph's capture
+            release_after_captures(self.staged.destroy)
             self.staged = None
         for table in self.tables:
             for s in self.streams:

@@ -254,6 +254,28 @@ def test_plans_hold_no_static_input_alive():
     g.reset()
 
 
+def test_a_plan_whose_static_input_dies_during_another_capture_leaves_that_capture_whole():
+    # Its staged executable graph is destroyed once the capture ends: cuGraphExecDestroy
+    # during a global capture invalidates it (seen on the H200, a garbage collection
+    # inside tp.compile's capture freeing another test's plan).
+    statics = [tp.zeros(4), tp.ones(2)]
+    g, y, _ = _affine_graph(*statics)
+    g.stage_and_launch(statics, [tp.ones(4), tp.ones(2)])
+    assert len(g._stager.plans()) == 1
+    h = tp.cuda.CUDAGraph()
+    a = tp.full((4,), 3.0)
+    with tp.cuda.graph(h):
+        b = a + 1
+        statics.clear()  # the plan's static inputs die: the plan goes
+        gc.collect()
+        c = b * 2
+    assert not g._stager.plans()
+    h.replay()
+    assert c.tolist() == [8.0] * 4
+    g.replay()  # the graph itself is untouched
+    assert y.tolist() == [3.0] * 4
+
+
 def test_errors_say_what_to_do_and_copy_nothing():
     x, w = tp.zeros(4), tp.zeros(4)
     g, y, _ = _affine_graph(x, w)

@@ -206,7 +206,8 @@ class StagedGraph:
         """Free what this object built (not the captured graph or its executable graph)."""
         if self._graph is None:
             return
-        if self._exec is not None:
-            drv.cuGraphExecDestroy(self._exec)  # one in flight is freed when it completes
-        drv.cuGraphDestroy(self._graph)
+        graph, graph_exec = self._graph, self._exec
         self._graph = self._exec = self._one = None
+        if graph_exec is not None:  # one in flight is freed when it completes
+            check("cuGraphExecDestroy", drv.cuGraphExecDestroy(graph_exec))  # refused during a global capture
+        check("cuGraphDestroy", drv.cuGraphDestroy(graph))

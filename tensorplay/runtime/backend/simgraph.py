@@ -234,4 +234,8 @@ class SimStagedGraph:
         self._backend.graph_launch(self._exec, stream)
 
     def destroy(self) -> None:
-        self._graph = None
+        """Free the staged graph; its executable's destroy is refused during a
+        global capture, as the driver's ``cuGraphExecDestroy`` is."""
+        if self._graph is not None:
+            self._graph = None
+            self._backend._check_unsafe("cuGraphExecDestroy")
