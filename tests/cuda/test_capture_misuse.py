@@ -8,6 +8,7 @@ case also proves that the misuse before it left the process usable.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import copy
 import gc
 import pickle
@@ -276,6 +277,29 @@ def test_a_thread_waiting_during_another_threads_global_capture_is_told_what_to_
 # -- item 11: a runaway while loop can be interrupted and stopped ---------------------------
 
 
+@contextlib.contextmanager
+def _interrupting_every(seconds: float):
+    """Ctrl-C in the main thread every ``seconds`` until the block ends: one
+    that lands in a destructor or a weakref callback (a tensor freed by the
+    simulated loop) is printed and dropped by Python, and the loop would run on."""
+    done, lock = threading.Event(), threading.Lock()
+
+    def interrupt():
+        while not done.wait(seconds):
+            with lock:
+                if not done.is_set():
+                    _thread.interrupt_main()
+
+    thread = threading.Thread(target=interrupt, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        with lock:
+            done.set()
+        thread.join()
+
+
 def test_a_wait_on_a_loop_that_never_ends_can_be_interrupted_and_the_loop_stopped():
     flag, n = tp.tensor([True]), tp.zeros(1)
     g = tp.cuda.CUDAGraph()
@@ -283,14 +307,9 @@ def test_a_wait_on_a_loop_that_never_ends_can_be_interrupted_and_the_loop_stoppe
         with g.while_(flag):
             n.add_(1)  # never clears the flag
     s = tp.cuda.Stream()
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            g.replay(s)  # the simulator runs the loop here,
-            s.synchronize()  # the GPU waits for it here
-    finally:
-        timer.cancel()
+    with _interrupting_every(0.5), pytest.raises(KeyboardInterrupt):
+        g.replay(s)  # the simulator runs the loop here,
+        s.synchronize()  # the GPU waits for it here
     stopper = tp.cuda.Stream()  # a stream of its own: its host copy runs beside the loop
     with tp.cuda.stream(stopper):
         flag.copy_([False])
