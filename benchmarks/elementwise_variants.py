@@ -6,13 +6,16 @@ inside one graph; a replay's GPU time is divided by 100. The variants change
 one thing at a time: the launch shape (threads per block), the loop (a
 grid-stride loop with a scalar tail, or one group of four a thread and no
 loop), and how arrays are passed (Numba's array structs, 56 bytes each, or
-bare addresses, 8 bytes each).
+bare addresses, 8 bytes each). A second table times each op of
+``benchmarks/graph_ops.py``'s 100-op graph on its own, tensorplay beside
+torch, so that a gap in that graph can be put down to the ops that make it.
 
     python3 benchmarks/elementwise_variants.py        (needs a GPU)
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 
@@ -26,6 +29,7 @@ from numba.cuda.extending import intrinsic  # noqa: E402
 
 import tensorplay as tp  # noqa: E402
 from benchmarks.common import device_ms, peer, torch_events, tp_events  # noqa: E402
+from benchmarks.graph_ops import OPS  # noqa: E402
 from tensorplay.kernels import elementwise as ew  # noqa: E402
 from tensorplay.kernels._vector import load4, store4  # noqa: E402
 from tensorplay.runtime.launch import grid_1d  # noqa: E402
@@ -149,9 +153,37 @@ def _table(n: int) -> dict:
     return rows
 
 
+def _per_op_us(n: int) -> list[tuple[str, float, float | None]]:
+    """(op, tensorplay us, torch us) per launch of each op of the 100-op graph,
+    100 launches of the one op in a graph."""
+    torch = peer("torch")
+    x = tp.rand(n)
+    tx = torch.rand(n, device="cuda") if torch is not None else None
+    rows = []
+    for op in OPS:
+        ours = _per_launch_us(lambda op=op: op(x, x))
+        theirs = None
+        if torch is not None:
+            op(tx, tx)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                for _ in range(LAUNCHES):
+                    op(tx, tx)
+            theirs = device_ms(g.replay, *torch_events(torch), torch.cuda.synchronize, n=20, warmup=3, batch=5)
+            theirs *= 1e3 / LAUNCHES
+        rows.append((inspect.getsource(op).strip().rstrip(",").split(": ", 1)[1], ours, theirs))
+    return rows
+
+
 def main() -> None:
     if tp.cuda.backend() != "cuda":
         sys.exit("elementwise_variants.py times kernels: run it on a GPU (TENSORPLAY_BACKEND=cuda)")
+    n = 1 << 20
+    print(f"-- each op of the 100-op graph on {n} float32, GPU us per launch in a graph of {LAUNCHES}")
+    print(f"{'op':20} {'tensorplay':>10} {'torch':>8} {'ratio':>6}")
+    for name, ours, theirs in _per_op_us(n):
+        ratio = "-" if theirs is None else f"{ours / theirs:5.2f}x"
+        print(f"{name:20} {ours:10.2f} {'-' if theirs is None else f'{theirs:8.2f}'} {ratio:>6}")
     for n in (1 << 20, 16 << 20):
         rows = _table(n)
         print(f"-- x + y on {n} float32, GPU us per launch in a graph of {LAUNCHES} (default grid {grid_1d(n)})")
