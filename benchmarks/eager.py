@@ -26,7 +26,7 @@ def raw_launch_us(n: int = 1024) -> float:
     launcher = _launchers[key]
     stream = tp.cuda.current_stream()._h
     grid, block = grid_1d(n)
-    launcher(grid, block, stream, [z, x, y])  # packs the parameters into its buffer once
+    launcher(grid, block, stream, [z, np.uint64(n), x, y])  # packs the parameters into its buffer once
     from cuda.bindings import driver as drv
 
     _, _, addr = launcher._buffers()

@@ -6,7 +6,8 @@ inside one graph; a replay's GPU time is divided by 100. The variants change
 one thing at a time: the launch shape (threads per block), the loop (a
 grid-stride loop with a scalar tail, or one group of four a thread and no
 loop), and how arrays are passed (Numba's array structs, 56 bytes each, or
-bare addresses, 8 bytes each). A second table times each op of
+bare addresses, 8 bytes each: the library's flat kernels take addresses and
+the element count). A second table times each op of
 ``benchmarks/graph_ops.py``'s 100-op graph on its own, tensorplay beside
 torch, so that a gap in that graph can be put down to the ops that make it.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -32,7 +34,7 @@ from benchmarks.common import device_ms, peer, torch_events, tp_events  # noqa: 
 from benchmarks.graph_ops import OPS  # noqa: E402
 from tensorplay.kernels import elementwise as ew  # noqa: E402
 from tensorplay.kernels._vector import load4, store4  # noqa: E402
-from tensorplay.runtime.launch import grid_1d  # noqa: E402
+from tensorplay.runtime.launch import grid_1d, launch_packed, pointer_key, resolve  # noqa: E402
 
 LAUNCHES = 100
 
@@ -125,14 +127,16 @@ def _torch_us(n: int) -> float | None:
 
 def _table(n: int) -> dict:
     x, y, out = tp.rand(n), tp.rand(n), tp.empty(n)
-    library = ew.kernel("add", "aa", "flat")
+    ptr = pointer_key("float32")
+    library = resolve(ew.kernel("add", "aa", "flat"), [ptr, np.uint64, ptr, ptr])
+    library_params = struct.pack("<QQQQ", out.data_ptr(), n, x.data_ptr(), y.data_ptr())
     groups = n // 4
     rows = {"torch.add(x, y, out=out)": _torch_us(n), "tp.add(x, y, out=out) (library)": None}
     rows["tp.add(x, y, out=out) (library)"] = _per_launch_us(lambda: tp.add(x, y, out=out))
     for block in (128, 256, 512):
         (blocks, _, _), _ = grid_1d(n, block)
         rows[f"library kernel, {block} threads a block"] = _per_launch_us(
-            lambda b=block, g=blocks: tp.cuda.launch(library, (g, 1, 1), (b, 1, 1), out, x, y)
+            lambda b=block, g=blocks: launch_packed(library, (g, 1, 1), (b, 1, 1), library_params)
         )
     for block in (128, 256):
         blocks = -(-groups // block)

@@ -56,7 +56,7 @@ def _raw_graph(n_kernels: int, x):
     flat = x._flat()
     one = x.dtype.np.type(1.0)
     for _ in range(n_kernels):
-        launcher(grid, block, stream, [flat, flat, one])
+        launcher(grid, block, stream, [flat, np.uint64(x.numel()), flat, one])
     err, graph = drv.cuStreamEndCapture(stream)
     err, graph_exec = drv.cuGraphInstantiate(graph, 0)
     return graph, graph_exec, stream

@@ -37,7 +37,7 @@ def _raw_add(n: int):
     key = next(k for k in _launchers if k[0] is ew.kernel("add", "aa", "flat", "none"))
     launcher = _launchers[key]
     grid, block = grid_1d(n)
-    launcher(grid, block, tp.cuda.current_stream()._h, [z, x, y])
+    launcher(grid, block, tp.cuda.current_stream()._h, [z, np.uint64(n), x, y])
     return launcher._func, grid, block, launcher._buffers()[2], (x, y, z)
 
 

@@ -5,6 +5,7 @@ Nothing here synchronises the host; every kernel goes on the current stream.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -26,11 +27,12 @@ __all__ = ["binary", "elementwise", "unary"]
 
 track_factories(ew)  # tp.cuda.clear_caches() drops the kernels it built too
 
-# The flat kernels take their output as an array (56 bytes: its size with it) and their operands as element
-# pointers (8 bytes each): a launch's parameters are what a graph's kernel node copies at each replay, and
-# three arrays cost 0.14 us a launch more than addresses on the H200 (benchmarks/RESULTS.md).
+# The flat kernels take their contiguous arrays as element pointers (8 bytes each, where an array takes 56)
+# and the element count: a launch's parameters are what a graph's kernel node copies at each replay, and three
+# arrays cost 0.14 us a launch more than addresses on the H200, the output's array alone 0.07 (RESULTS.md).
 _PACK_PTR = POINTER.pack
 _PACK_2PTR = struct.Struct("<QQ").pack
+_PACK_COUNT = struct.Struct("<Q").pack
 
 # The dtype rules of the op table's entries (kernels/elementwise.OPS)
 _COMPARE = {name for name, op in ew.OPS.items() if op.result == "bool"}
@@ -128,9 +130,17 @@ def _nd_plan(key: tuple, out: Tensor, operands, n: int) -> NdPlan:
         layout, launch_shape = f"rows{ndim}", grid_rows(n // inner, inner)
     else:
         layout, launch_shape = f"nd{ndim}", grid_1d(n)
+    packers = [layout_packer(a) if isinstance(a, ArrayArg) else scalar_struct(type(a)).pack for a in args]
+    if layout == "flat":  # the element count after the output: packed with it, the plan is of one shape
+        keys.insert(1, np.uint64)
+        packers[0] = functools.partial(_then, packers[0], _PACK_COUNT(n))
     launcher = resolve(ew.kernel(op, pattern, layout, cast), keys)
-    packers = tuple(layout_packer(a) if isinstance(a, ArrayArg) else scalar_struct(type(a)).pack for a in args)
+    packers = tuple(packers)
     return _ND_PLANS.put(key, NdPlan(launcher, *launch_shape, packers))
+
+
+def _then(pack, suffix: bytes, x) -> bytes:
+    return pack(x) + suffix
 
 
 def _is_transpose(pattern: str, shape, strides) -> bool:
@@ -139,6 +149,12 @@ def _is_transpose(pattern: str, shape, strides) -> bool:
         pattern == "a" and len(shape) == 2 and min(shape) >= 32
         and strides[0] == (shape[1], 1) and strides[1][0] == 1 and strides[1][1] > 1
     )  # fmt: skip
+
+
+def _flat_output_keys(dtype: dt.DType) -> tuple:
+    """The launch keys of a flat kernel's first two parameters: the contiguous
+    output's element pointer and the element count (``Tensor._kflat`` packs both)."""
+    return pointer_key(dtype.name), np.uint64
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +176,7 @@ def _flat_launch(op: str, pattern: str, cast: str, out: Tensor, operands, n: int
     plan = _FLAT_PLANS.get(key)
     if plan is None:
         operand_keys = [pointer_key(o.dtype.name) if isinstance(o, Tensor) else type(o) for o in operands]
-        keys = [(out.dtype.name, 1, True), *operand_keys]
+        keys = [*_flat_output_keys(out.dtype), *operand_keys]
         packers = tuple(None if isinstance(o, Tensor) else scalar_struct(type(o)).pack for o in operands)
         plan = _FLAT_PLANS.put(key, FlatPlan(resolve(ew.kernel(op, pattern, "flat", cast), keys), packers))
     packed = out._kflat + b"".join(
@@ -299,10 +315,9 @@ def _fast_in_place(op: str, a, b, pattern: str) -> bool:
 def _launch_into_new(launcher, out: Tensor, operand_params: bytes) -> Tensor:
     """Launch a flat kernel writing the freshly allocated ``out``, its parameters
     packed once here, the operands' already packed."""
-    isz = out.dtype.itemsize
-    n = out._storage.nbytes // isz
+    n = out._storage.nbytes // out.dtype.itemsize
     if n:
-        out._kf = _PACK_FLAT(0, 0, n, isz, out._ptr, n, isz)
+        out._kf = _PACK_FLAT(out._ptr, n)
         launch_packed(launcher, *grid_1d(n), out._kf + operand_params)
     return out
 
@@ -316,7 +331,7 @@ def _fast_plan(key: tuple, a, b) -> FastPlan:
     out_dtype, cast, scalar_type = _binary_types(op, compute_in)
     keys = [pointer_key(x.dtype.name) if pattern[i] == "a" else scalar_type for i, x in enumerate((a, b))]
     kernel_pattern = "".join(_letter(x) if p == "a" else "s" for x, p in zip((a, b), pattern, strict=True))
-    launcher = resolve(ew.kernel(op, kernel_pattern, "flat", cast), [(out_dtype.name, 1, True), *keys])
+    launcher = resolve(ew.kernel(op, kernel_pattern, "flat", cast), [*_flat_output_keys(out_dtype), *keys])
     return _FAST_PLANS.put(key, FastPlan(out_dtype, launcher, _number_packer(scalar_type)))
 
 
@@ -370,7 +385,7 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
     else:
         cast, _ = _cast_for(x.dtype)
     if fast:  # checked once: this and later calls launch from the plan
-        keys = [(out_dtype.name, 1, True), pointer_key(x.dtype.name)]
+        keys = [*_flat_output_keys(out_dtype), pointer_key(x.dtype.name)]
         plan = _UNARY_PLANS.put(key, UnaryPlan(out_dtype, resolve(ew.kernel(op, _letter(x), "flat", cast), keys)))
         return _launch_into_new(plan.launcher, Tensor._empty(x.shape, out_dtype), _PACK_PTR(x._ptr))
     out = Tensor._empty(x.shape, out_dtype) if out is None else out

@@ -7,6 +7,7 @@ holds the object, its views and indexing, and host readback.
 from __future__ import annotations
 
 import functools
+import struct
 
 import numpy as np
 
@@ -23,7 +24,8 @@ from .runtime.launch import ArrayArg, KernelArray
 from .runtime.streams import current_stream
 
 _allocate = _memory.allocator.allocate
-_PACK_FLAT = array_struct(1).pack  # a 1-D array: meminfo, parent, nitems, itemsize, data, shape, stride
+# A flat kernel's output: its address and element count (kernels/elementwise.py)
+_PACK_FLAT = struct.Struct("<QQ").pack
 
 __all__ = ["TENSOR_TYPES", "Storage", "Tensor", "add_methods"]
 
@@ -163,11 +165,11 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
 
     @property
     def _kflat(self) -> bytes:
-        """The packed parameters of this (contiguous) tensor seen as 1-D."""
+        """The packed parameters of this (contiguous) tensor as a flat kernel's
+        output: its address and element count."""
         kf = self._kf
         if kf is None:
-            n, isz = self.numel(), self.dtype.itemsize
-            kf = self._kf = _PACK_FLAT(0, 0, n, isz, self._ptr, n, isz)
+            kf = self._kf = _PACK_FLAT(self._ptr, self.numel())
         return kf
 
     @property

@@ -121,7 +121,8 @@ class KernelNodes:
                 "it anew to change a node's arguments"
             )
         if node._plan is None:
-            node._plan = arg_plan(node._launcher.argtypes)
+            launcher = node._launcher
+            node._plan = arg_plan(launcher.argtypes, getattr(launcher.kernel, "tp_counted", False))
         setter = self._setters.get(node.index)
         if setter is None:
             setter = self._setters[node.index] = get_backend().kernel_node_setter(
@@ -156,17 +157,24 @@ class KernelNodes:
         return result, old_exec, old_graphs
 
 
-def arg_plan(argtypes) -> list[tuple]:
+_COUNT = "count"  # the plan of a flat kernel's element count: not an argument of set_args, the output's size
+
+
+def arg_plan(argtypes, counted: bool = False) -> list[tuple]:
     """Per parameter of a captured launch: (dtype name, ndim, C-contiguous,
     None) of an array, (dtype name, None, True, None) of an element pointer, or
     (None, NumPy scalar type, type name, packing) of a number (Numba's parameter
-    layout: ``runtime/backend/params.py``)."""
+    layout: ``runtime/backend/params.py``). ``counted``: a flat kernel's, whose
+    second parameter is the output's element count (``_COUNT``), not an
+    argument of ``set_args``."""
     from numba.cuda import types
     from numba.cuda.np.numpy_support import as_dtype
 
     plan = []
     for ty in argtypes:
-        if isinstance(ty, types.Array):
+        if counted and len(plan) == 1:
+            plan.append((_COUNT, None, True, POINTER.pack))
+        elif isinstance(ty, types.Array):
             plan.append((as_dtype(ty.dtype).name, ty.ndim, ty.layout == "C", None))
         elif isinstance(ty, types.CPointer):
             plan.append((as_dtype(ty.dtype).name, None, True, None))
@@ -179,12 +187,23 @@ def arg_plan(argtypes) -> list[tuple]:
 def pack_args(plan: list, args: tuple, name: str) -> bytes:
     """``args`` packed as the captured launch's parameters, or a TypeError that
     says which argument does not fit (one pass: this is ``set_args``'s host time)."""
-    if len(args) != len(plan):
-        raise TypeError(f"{name} takes {len(plan)} arguments as captured; set_args got {len(args)}")
+    counted = len(plan) > 1 and plan[1][0] is _COUNT
+    if len(args) != len(plan) - counted:
+        raise TypeError(f"{name} takes {len(plan) - counted} arguments as captured; set_args got {len(args)}")
+    if counted:  # the output's count after it, the operands' checked against it
+        out = args[0]
+        if type(out) not in TENSOR_TYPES:
+            raise TypeError(
+                f"argument 0 of {name} was captured as a contiguous tensor of {plan[0][0]} (the output); "
+                f"got {type(out).__name__}"
+            )
+        args = (out, out.numel(), *args[1:])
     parts = []
-    for i, (want, ndim, contig, pack) in enumerate(plan):
-        a = args[i]
-        if want is None:  # a number: ndim is its NumPy type, contig its name
+    for p, (want, ndim, contig, pack) in enumerate(plan):
+        a, i = args[p], p - (counted and p > 1)  # i: the argument's place among set_args's
+        if want is _COUNT:
+            parts.append(pack(a))
+        elif want is None:  # a number: ndim is its NumPy type, contig its name
             if type(a) in _NUMBERS:
                 try:  # struct takes a Python number as NumPy would convert it, and in a fifth of the time
                     parts.append(pack(a))
@@ -194,8 +213,8 @@ def pack_args(plan: list, args: tuple, name: str) -> bytes:
             elif not isinstance(a, (int, float, np.generic)):
                 raise TypeError(f"argument {i} of {name} was captured as a number ({contig}); got {type(a).__name__}")
             parts.append(pack(ndim(a)))
-        elif ndim is None:  # an element pointer: a flat kernel's operand, as many elements as its output
-            parts.append(_pointer(a, i, want, args[0]._karray[2], name))
+        elif ndim is None:  # an element pointer: a flat kernel's array, as many elements as its output
+            parts.append(_pointer(a, i, want, args[1] if counted else args[0]._karray[2], name))
         elif type(a) in TENSOR_TYPES and a.dtype.name == want and len(a.shape) == ndim and (a._contig or not contig):
             parts.append(a._kbytes)
         else:  # not a tensor as captured: a view of one, or an error

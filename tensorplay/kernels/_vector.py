@@ -6,9 +6,9 @@ scalar loads take four) and returns them as a tuple; ``store4(a, i, v0, v1,
 v2, v3)`` writes them back in one store, each value converted to the array's
 dtype as ``a[k] = v`` converts it. The array must be C-contiguous and the
 vector aligned to its size (up to 16 bytes): a kernel checks both first, as
-``vector_base(a) % 16 == 0``. ``load4`` and ``vector_base`` also take an
-element pointer (a ``CPointer`` parameter: the flat kernels' operands, see
-``kernels/elementwise.py``). On the simulator (no ``@intrinsic`` lowering)
+``vector_base(a) % 16 == 0``. All three also take an element pointer (a
+``CPointer`` parameter: the flat kernels' arrays, see
+``kernels/elementwise.py``), as does ``store(a, i, v)``, one element. On the simulator (no ``@intrinsic`` lowering)
 they are Python twins over the same elements, so the kernels' vector loops
 run there too.
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from ._target import INTRINSICS
 
-__all__ = ["load4", "store4", "vector_base"]
+__all__ = ["load4", "store", "store4", "vector_base"]
 
 if not INTRINSICS:  # the simulator runs kernels as Python, over arrays of host memory
 
@@ -46,7 +46,12 @@ if not INTRINSICS:  # the simulator runs kernels as Python, over arrays of host 
         k = 4 * int(index)
         ary[k], ary[k + 1], ary[k + 2], ary[k + 3] = v0, v1, v2, v3
 
+    def store(ary, index, value) -> None:
+        ary[index] = value
+
 else:
+    import operator
+
     from llvmlite import ir
     from numba.cuda import types
     from numba.cuda.extending import intrinsic
@@ -98,7 +103,7 @@ else:
 
     @intrinsic
     def store4(typingctx, ary, index, v0, v1, v2, v3):
-        if not isinstance(ary, types.Array) or not isinstance(index, types.Integer):
+        if not isinstance(ary, (types.Array, types.CPointer)) or not isinstance(index, types.Integer):
             return None
 
         def codegen(context, builder, sig, args):
@@ -113,3 +118,24 @@ else:
             return context.get_dummy_value()
 
         return types.void(ary, index, v0, v1, v2, v3), codegen
+
+    @intrinsic
+    def store(typingctx, ary, index, value):
+        """``ary[index] = value`` for an array or an element pointer: Numba's own
+        store through a ``CPointer`` writes the value as it is computed, which
+        for a bool (``i1``) is not its stored form (a byte)."""
+        if not isinstance(ary, (types.Array, types.CPointer)) or not isinstance(index, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            aryty, indexty, valuety = sig.args
+            if isinstance(aryty, types.Array):
+                setitem = context.get_function(operator.setitem, types.void(aryty, indexty, aryty.dtype))
+                return setitem(builder, (args[0], args[1], context.cast(builder, args[2], valuety, aryty.dtype)))
+            value = context.cast(builder, args[2], valuety, aryty.dtype)
+            at = context.cast(builder, args[1], indexty, types.intp)
+            data = context.data_model_manager[aryty.dtype].as_data(builder, value)
+            builder.store(data, builder.gep(args[0], [at]))
+            return context.get_dummy_value()
+
+        return types.void(ary, index, value), codegen

@@ -5,9 +5,9 @@ arrays (``a``) and which are scalars (``s``). The layouts:
 
 - ``flat``: every array is 1-D with the output's size (C-contiguous, or strided:
   Numba compiles the same loop for either), a grid-stride loop over elements;
-  contiguous operands come as element pointers (``CPointer``: 8 bytes of
-  parameters where an array takes 56), the output as an array, whose size
-  bounds the loop;
+  ``kernel(out, size, *operands)``: contiguous arrays, the output's too, come
+  as element pointers (``CPointer``: 8 bytes of parameters where an array
+  takes 56), and ``size``, the element count, bounds the loop;
 - ``rowsK``: K-D strided arrays (K >= 2 coalesced dimensions; broadcast
   dimensions have stride 0), walked as rows of the last dimension: a block row
   of threads takes a row, finds its outer indices once, then strides along it
@@ -32,7 +32,7 @@ from numba import cuda
 
 from . import bfloat16 as bf16
 from ._target import IEEE_MATH, INTRINSICS, device_function
-from ._vector import load4, store4, vector_base
+from ._vector import load4, store, store4, vector_base
 
 __all__ = ["MAXDIM", "OPS", "Op", "kernel"]
 
@@ -83,7 +83,6 @@ _exp, _log, _sqrt, _tanh, _sin, _cos = (_ieee(n) for n in ("exp", "log", "sqrt",
 
 
 if INTRINSICS:
-    from numba.cuda import types
     from numba.cuda.extending import intrinsic
 
     @intrinsic
@@ -255,10 +254,10 @@ FILL = {"fill": identity}
 # (out may alias an input, which stops the compiler from reordering itself);
 # unsigned indices spare Numba's negative-index wraparound.
 _FLAT = """
-def {name}(out, {params}):
+def {name}(out, size, {params}):
     i = u64(cuda.grid(1))
     step = u64(cuda.gridsize(1))
-    n = u64(out.size){vector}
+    n = u64(size){vector}
     j1 = i + step
     j2 = j1 + step
     j3 = j2 + step
@@ -267,16 +266,16 @@ def {name}(out, {params}):
         v1 = f({loads_j1})
         v2 = f({loads_j2})
         v3 = f({loads_j3})
-        out[i] = {w}(v0)
-        out[j1] = {w}(v1)
-        out[j2] = {w}(v2)
-        out[j3] = {w}(v3)
+        store(out, i, {w}(v0))
+        store(out, j1, {w}(v1))
+        store(out, j2, {w}(v2))
+        store(out, j3, {w}(v3))
         i = j3 + step
         j1 = i + step
         j2 = j1 + step
         j3 = j2 + step
     while i < n:
-        out[i] = {w}(f({loads_i}))
+        store(out, i, {w}(f({loads_i})))
         i += step
 """
 
@@ -464,7 +463,7 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
     name = f"{op}_{pattern}_{layout}"
     source = _source(name, layout, params, pattern, loads, "w" if cast == "bfloat16" else "")
     namespace = {"cuda": cuda, "f": _op(op), "c": CASTS[cast], "h": bf16.decode, "w": bf16.encode, "u64": np.uint64}
-    namespace.update(load4=load4, store4=store4, vector_base=vector_base)
+    namespace.update(load4=load4, store=store, store4=store4, vector_base=vector_base)
     if layout.startswith("transpose"):
         from numba.cuda.np.numpy_support import from_dtype
 
@@ -477,4 +476,5 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
     fn.__module__ = __name__
     compiled = cuda.jit(fn)
     compiled.tp_recipe = ("elementwise", "kernel", (op, pattern, layout, cast))  # how to build it again elsewhere
+    compiled.tp_counted = layout == "flat"  # its second parameter, the element count, follows from the output
     return compiled

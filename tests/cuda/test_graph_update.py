@@ -198,16 +198,16 @@ def test_set_args_on_an_op_node_takes_tensors_of_any_shape():
 
 
 def test_an_op_node_takes_its_operands_as_addresses_and_refuses_one_not_of_the_outputs_size():
-    # The flat kernels take their operands as element pointers (8 bytes of parameters each, where an
-    # array takes 56): what bounds their reads is the output's size, so set_args checks each operand
-    # against it, as the capture's shapes did.
+    # The flat kernels take their arrays as element pointers (8 bytes of parameters each, where an
+    # array takes 56) and the output's element count, which bounds their reads: set_args takes the
+    # count from the output and checks each operand against it, as the capture's shapes did.
     a, b = tp.ones(16), tp.full((16,), 2.0)
     g = tp.cuda.CUDAGraph()
     with tp.cuda.graph(g):
         y = a + b
     (node,) = g.nodes()
-    params = node._launcher.pack([y, a, b])
-    assert len(params) == 56 + 8 + 8 and params[56:] == struct.pack("<QQ", a._ptr, b._ptr)
+    params = node._launcher.pack([y, np.uint64(16), a, b])
+    assert params == struct.pack("<QQQQ", y._ptr, 16, a._ptr, b._ptr)
     want = "argument 2 of .*add_aa_flat was captured as a contiguous tensor of 16 float32 elements"
     for wrong, got in [
         (tp.ones(8), "a contiguous tensor of 8 float32 elements"),
@@ -217,9 +217,31 @@ def test_an_op_node_takes_its_operands_as_addresses_and_refuses_one_not_of_the_o
     ]:
         with pytest.raises(TypeError, match=f"{want} \\(the output's number\\); got {got}$"):
             node.set_args(y, a, wrong)
+    with pytest.raises(TypeError, match="add_aa_flat takes 3 arguments as captured; set_args got 4"):
+        node.set_args(y, np.uint64(16), a, b)  # the count is the output's, not an argument
+    with pytest.raises(TypeError, match="argument 0 of .*add_aa_flat was captured as a contiguous tensor of "
+                       "float32 \\(the output\\); got float"):  # fmt: skip
+        node.set_args(2.0, a, b)
+    with pytest.raises(TypeError, match="argument 0 of .*add_aa_flat was captured as a contiguous tensor of "
+                       "16 float32 elements"):  # fmt: skip
+        node.set_args(tp.empty(32)[::2], a, b)
+    g.replay()
+    assert y.tolist() == [3.0] * 16  # nothing changed
     node.set_args(y, tp.full((4, 4), 5.0), b)  # any contiguous tensor of the output's size
     g.replay()
     assert y.tolist() == [7.0] * 16
+
+
+def test_set_args_on_a_strided_op_node_takes_the_count_from_its_output():
+    x = tp.arange(32, dtype=tp.float32)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y = x[::2] * 2.0  # the flat kernel on 1-D strided arrays: the output an array, then its count
+    (node,) = g.nodes()
+    other = tp.full((64,), 3.0)
+    node.set_args(y, other[::4], 0.5)
+    g.replay()
+    assert y.tolist() == [1.5] * 16
 
 
 def test_set_args_refuses_what_the_capture_cannot_take():

@@ -95,9 +95,10 @@ _STAGING_BYTES = 4096
 class Launcher:
     """Launches one compiled Numba kernel with pre-packed parameters."""
 
-    __slots__ = ("name", "argtypes", "_func", "_packers", "_nbytes", "_local")
+    __slots__ = ("name", "kernel", "argtypes", "_func", "_packers", "_nbytes", "_local")
 
     def __init__(self, dispatcher, argtypes) -> None:
+        self.kernel = dispatcher
         self.argtypes = tuple(argtypes)
         kernel = dispatcher.compile(tuple(argtypes))
         kernel.bind()

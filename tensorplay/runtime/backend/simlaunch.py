@@ -17,7 +17,7 @@ __all__ = ["SimLauncher"]
 class SimLauncher:
     """Runs a kernel in Numba's simulator on views of simulated device memory."""
 
-    __slots__ = ("name", "argtypes", "_backend", "_dispatcher", "_arrays", "_formats")
+    __slots__ = ("name", "kernel", "argtypes", "_backend", "_dispatcher", "_arrays", "_formats")
 
     def __init__(self, backend: SimBackend, dispatcher, argtypes) -> None:
         from numba.cuda import types
@@ -25,6 +25,7 @@ class SimLauncher:
 
         fn = getattr(dispatcher, "fn", dispatcher)
         self.name = getattr(fn, "__qualname__", None) or repr(dispatcher)
+        self.kernel = dispatcher
         self.argtypes = tuple(argtypes)
         self._backend = backend
         self._dispatcher = dispatcher
