@@ -157,6 +157,37 @@ def _table(n: int) -> dict:
     return rows
 
 
+def _torch_graph_us(torch, fn) -> float:
+    fn()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(LAUNCHES):
+            fn()
+    return device_ms(g.replay, *torch_events(torch), torch.cuda.synchronize, n=20, warmup=3, batch=5) * 1e3 / LAUNCHES
+
+
+def _scale_table(n: int) -> dict:
+    """``x * 2``: a new output each launch or one ``out=``, and the library's
+    kernel at three launch shapes, to part a fixed cost from the bytes moved."""
+    torch = peer("torch")
+    rows = {}
+    if torch is not None:
+        tx, tout = torch.rand(n, device="cuda"), torch.empty(n, device="cuda")
+        rows["torch x * 2 (a new output)"] = _torch_graph_us(torch, lambda: tx * 2)
+        rows["torch.mul(x, 2, out=out)"] = _torch_graph_us(torch, lambda: torch.mul(tx, 2, out=tout))
+    x, out = tp.rand(n), tp.empty(n)
+    rows["tp x * 2 (a new output)"] = _per_launch_us(lambda: x * 2)
+    rows["tp.mul(x, 2, out=out)"] = _per_launch_us(lambda: tp.mul(x, 2, out=out))
+    ptr = pointer_key("float32")
+    library = resolve(ew.kernel("mul", "as", "flat"), [ptr, np.uint64, ptr, np.float32])
+    params = struct.pack("<QQQf", out.data_ptr(), n, x.data_ptr(), 2.0)
+    for blocks, block in (grid_1d(n)[0][0], 256), (-(-n // 1024), 256), (-(-n // 512), 128):
+        rows[f"library kernel, {blocks} x {block}"] = _per_launch_us(
+            lambda g=blocks, b=block: launch_packed(library, (g, 1, 1), (b, 1, 1), params)
+        )
+    return rows
+
+
 def _per_op_us(n: int) -> list[tuple[str, float, float | None]]:
     """(op, tensorplay us, torch us) per launch of each op of the 100-op graph,
     100 launches of the one op in a graph."""
@@ -188,6 +219,9 @@ def main() -> None:
     for name, ours, theirs in _per_op_us(n):
         ratio = "-" if theirs is None else f"{ours / theirs:5.2f}x"
         print(f"{name:20} {ours:10.2f} {'-' if theirs is None else f'{theirs:8.2f}'} {ratio:>6}")
+    print(f"-- x * 2 on {n} float32, GPU us per launch in a graph of {LAUNCHES}")
+    for name, us in _scale_table(n).items():
+        print(f"{name:45} {us:8.2f}")
     for n in (1 << 20, 16 << 20):
         rows = _table(n)
         print(f"-- x + y on {n} float32, GPU us per launch in a graph of {LAUNCHES} (default grid {grid_1d(n)})")
