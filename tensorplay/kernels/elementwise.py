@@ -88,9 +88,9 @@ if INTRINSICS:
     @intrinsic
     def _one(typingctx, x):
         """1 in ``x``'s type. Numba types a literal ``1.0`` float64 and ``1`` int64,
-        either of which makes float32 math float64 (``1.0 / (1.0 + exp(-x))`` was
-        a float64 add and reciprocal per element, several times the time of the
-        float32 kernel's memory traffic on the H200)."""
+        either of which makes float32 math float64: ``1.0 / (1.0 + exp(-x))`` was a
+        float64 add and reciprocal per element (on 1M float32 in a graph on the
+        H200, 2.92 us a launch; 2.83 in float32)."""
         return x(x), lambda context, builder, sig, args: context.get_constant(sig.return_type, 1)
 
 else:
