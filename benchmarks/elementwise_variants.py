@@ -180,7 +180,7 @@ def _scale_table(n: int) -> dict:
     rows["tp.mul(x, 2, out=out)"] = _per_launch_us(lambda: tp.mul(x, 2, out=out))
     ptr = pointer_key("float32")
     library = resolve(ew.kernel("mul", "as", "flat"), [ptr, np.uint64, ptr, np.float32])
-    params = struct.pack("<QQQf", out.data_ptr(), n, x.data_ptr(), 2.0)
+    params = struct.pack("<QQQf4x", out.data_ptr(), n, x.data_ptr(), 2.0)  # a scalar takes 8 bytes
     for blocks, block in (grid_1d(n)[0][0], 256), (-(-n // 1024), 256), (-(-n // 512), 128):
         rows[f"library kernel, {blocks} x {block}"] = _per_launch_us(
             lambda g=blocks, b=block: launch_packed(library, (g, 1, 1), (b, 1, 1), params)
