@@ -39,17 +39,30 @@ from tensorplay.runtime.launch import grid_1d, launch_packed, pointer_key, resol
 LAUNCHES = 100
 
 
-@intrinsic
-def _load4_at(typingctx, addr, index):
-    def codegen(context, builder, sig, args):
-        vty = ir.VectorType(ir.FloatType(), 4)
-        ptr = builder.gep(builder.inttoptr(args[0], vty.as_pointer()), [args[1]])
-        vec = builder.load(ptr, align=16)
-        return context.make_tuple(
-            builder, sig.return_type, [builder.extract_element(vec, ir.IntType(32)(k)) for k in range(4)]
-        )
+def _vector_load(read_only: bool):
+    """Four float32 at a bare address; ``read_only``: through the read-only
+    path (``ld.global.nc``, as nvcc emits for ``const __restrict__`` pointers)."""
 
-    return types.UniTuple(types.float32, 4)(types.uint64, types.uint64), codegen
+    @intrinsic
+    def load(typingctx, addr, index):
+        def codegen(context, builder, sig, args):
+            vty = ir.VectorType(ir.FloatType(), 4)
+            ptr = builder.gep(
+                builder.inttoptr(args[0], ir.PointerType(vty, addrspace=1 if read_only else 0)), [args[1]]
+            )
+            vec = builder.load(ptr, align=16)
+            if read_only:
+                vec.set_metadata("invariant.load", builder.module.add_metadata([]))
+            return context.make_tuple(
+                builder, sig.return_type, [builder.extract_element(vec, ir.IntType(32)(k)) for k in range(4)]
+            )
+
+        return types.UniTuple(types.float32, 4)(types.uint64, types.uint64), codegen
+
+    return load
+
+
+_load4_at, _load4_nc_at = _vector_load(False), _vector_load(True)
 
 
 @intrinsic
@@ -95,6 +108,34 @@ def add_groups_out_array(out, x, y):
         a0, a1, a2, a3 = _load4_at(x, i)
         b0, b1, b2, b3 = _load4_at(y, i)
         store4(out, i, a0 + b0, a1 + b1, a2 + b2, a3 + b3)
+
+
+@cuda.jit
+def scale_at(out, x, groups, s):
+    """``out = x * s``, one group of four a thread, bare addresses."""
+    i = np.uint64(cuda.grid(1))
+    if i < groups:
+        a0, a1, a2, a3 = _load4_at(x, i)
+        _store4_at(out, i, a0 * s, a1 * s, a2 * s, a3 * s)
+
+
+@cuda.jit
+def scale_nc_at(out, x, groups, s):
+    """The same, ``x`` read through the read-only path."""
+    i = np.uint64(cuda.grid(1))
+    if i < groups:
+        a0, a1, a2, a3 = _load4_nc_at(x, i)
+        _store4_at(out, i, a0 * s, a1 * s, a2 * s, a3 * s)
+
+
+@cuda.jit
+def add_groups_nc_at(out, x, y, groups):
+    """``add_groups_at`` with both operands read through the read-only path."""
+    i = np.uint64(cuda.grid(1))
+    if i < groups:
+        a0, a1, a2, a3 = _load4_nc_at(x, i)
+        b0, b1, b2, b3 = _load4_nc_at(y, i)
+        _store4_at(out, i, a0 + b0, a1 + b1, a2 + b2, a3 + b3)
 
 
 def _per_launch_us(launch_once) -> float:
@@ -150,6 +191,9 @@ def _table(n: int) -> dict:
         rows[f"one group a thread, addresses, {block}"] = _per_launch_us(
             lambda b=block, g=blocks, p=ptrs: tp.cuda.launch(add_groups_at, (g, 1, 1), (b, 1, 1), *p)
         )
+        rows[f"one group a thread, addresses, read-only loads, {block}"] = _per_launch_us(
+            lambda b=block, g=blocks, p=ptrs: tp.cuda.launch(add_groups_nc_at, (g, 1, 1), (b, 1, 1), *p)
+        )
     expected = x.numpy() + y.numpy()
     tp.cuda.launch(add_groups_at, (-(-groups // 128), 1, 1), (128, 1, 1), *ptrs)
     if not np.array_equal(out.numpy(), expected):
@@ -185,6 +229,13 @@ def _scale_table(n: int) -> dict:
         rows[f"library kernel, {blocks} x {block}"] = _per_launch_us(
             lambda g=blocks, b=block: launch_packed(library, (g, 1, 1), (b, 1, 1), params)
         )
+    groups, addresses = np.uint64(n // 4), (np.uint64(out.data_ptr()), np.uint64(x.data_ptr()))
+    for kernel, what in ((scale_at, "plain loads"), (scale_nc_at, "read-only loads")):
+        rows[f"one group a thread, addresses, {what}"] = _per_launch_us(
+            lambda k=kernel: tp.cuda.launch(k, (-(-n // 1024), 1, 1), (256, 1, 1), *addresses, groups, np.float32(2))
+        )
+    if not np.array_equal(out.numpy(), x.numpy() * np.float32(2)):
+        raise AssertionError("the read-only variant computed a different product")
     return rows
 
 
