@@ -33,7 +33,7 @@ import tensorplay as tp  # noqa: E402
 from benchmarks.common import device_ms, peer, torch_events, tp_events  # noqa: E402
 from benchmarks.graph_ops import OPS  # noqa: E402
 from tensorplay.kernels import elementwise as ew  # noqa: E402
-from tensorplay.kernels._vector import load4, store4  # noqa: E402
+from tensorplay.kernels._vector import load4, store, store4, vector_base  # noqa: E402
 from tensorplay.runtime.launch import grid_1d, launch_packed, pointer_key, resolve  # noqa: E402
 
 LAUNCHES = 100
@@ -138,6 +138,65 @@ def add_groups_nc_at(out, x, y, groups):
         _store4_at(out, i, a0 + b0, a1 + b1, a2 + b2, a3 + b3)
 
 
+# ``x * s`` written as the library's flat kernel is, one piece of its code more in
+# each (out, size, x, s: element pointers and the count, launched as the library's):
+# which piece costs what the library's kernel loses to a straight-line group.
+@cuda.jit
+def scale_a_straight(out, size, x, s):
+    i = np.uint64(cuda.grid(1))
+    if i < np.uint64(size) // np.uint64(4):
+        a0, a1, a2, a3 = load4(x, i)
+        store4(out, i, a0 * s, a1 * s, a2 * s, a3 * s)
+
+
+@cuda.jit
+def scale_b_checked(out, size, x, s):
+    i = np.uint64(cuda.grid(1))
+    n = np.uint64(size)
+    if (vector_base(out) | vector_base(x)) & np.uint64(15) == np.uint64(0):
+        if i < n // np.uint64(4):
+            a0, a1, a2, a3 = load4(x, i)
+            store4(out, i, a0 * s, a1 * s, a2 * s, a3 * s)
+    else:
+        while i < n:
+            store(out, i, x[i] * s)
+            i += np.uint64(cuda.gridsize(1))
+
+
+@cuda.jit
+def scale_c_looped(out, size, x, s):
+    i = np.uint64(cuda.grid(1))
+    step = np.uint64(cuda.gridsize(1))
+    n = np.uint64(size)
+    if (vector_base(out) | vector_base(x)) & np.uint64(15) == np.uint64(0):
+        nv = n // np.uint64(4)
+        while i < nv:
+            a0, a1, a2, a3 = load4(x, i)
+            store4(out, i, a0 * s, a1 * s, a2 * s, a3 * s)
+            i += step
+    else:
+        while i < n:
+            store(out, i, x[i] * s)
+            i += step
+
+
+@cuda.jit
+def scale_d_tail(out, size, x, s):
+    i = np.uint64(cuda.grid(1))
+    step = np.uint64(cuda.gridsize(1))
+    n = np.uint64(size)
+    if (vector_base(out) | vector_base(x)) & np.uint64(15) == np.uint64(0):
+        nv = n // np.uint64(4)
+        while i < nv:
+            a0, a1, a2, a3 = load4(x, i)
+            store4(out, i, a0 * s, a1 * s, a2 * s, a3 * s)
+            i += step
+        i = nv * np.uint64(4) + np.uint64(cuda.grid(1))
+    while i < n:
+        store(out, i, x[i] * s)
+        i += step
+
+
 def _per_launch_us(launch_once) -> float:
     launch_once()
     g = tp.cuda.CUDAGraph()
@@ -229,6 +288,14 @@ def _scale_table(n: int) -> dict:
         rows[f"library kernel, {blocks} x {block}"] = _per_launch_us(
             lambda g=blocks, b=block: launch_packed(library, (g, 1, 1), (b, 1, 1), params)
         )
+    keys = [ptr, np.uint64, ptr, np.float32]
+    for kernel in (scale_a_straight, scale_b_checked, scale_c_looped, scale_d_tail):
+        launcher = resolve(kernel, keys)
+        rows[f"{kernel.py_func.__name__}, {grid_1d(n)[0][0]} x 256"] = _per_launch_us(
+            lambda k=launcher: launch_packed(k, *grid_1d(n), params)
+        )
+        if not np.array_equal(out.numpy(), x.numpy() * np.float32(2)):
+            raise AssertionError(f"{kernel.py_func.__name__} computed a different product")
     groups, addresses = np.uint64(n // 4), (np.uint64(out.data_ptr()), np.uint64(x.data_ptr()))
     for kernel, what in ((scale_at, "plain loads"), (scale_nc_at, "read-only loads")):
         rows[f"one group a thread, addresses, {what}"] = _per_launch_us(
