@@ -32,7 +32,6 @@ track_factories(ew)  # tp.cuda.clear_caches() drops the kernels it built too
 # arrays cost 0.14 us a launch more than addresses on the H200, the output's array alone 0.07 (RESULTS.md).
 _PACK_PTR = POINTER.pack
 _PACK_2PTR = struct.Struct("<QQ").pack
-_PACK_COUNT = struct.Struct("<Q").pack
 
 # The dtype rules of the op table's entries (kernels/elementwise.OPS)
 _COMPARE = {name for name, op in ew.OPS.items() if op.result == "bool"}
@@ -133,7 +132,7 @@ def _nd_plan(key: tuple, out: Tensor, operands, n: int) -> NdPlan:
     packers = [layout_packer(a) if isinstance(a, ArrayArg) else scalar_struct(type(a)).pack for a in args]
     if layout == "flat":  # the element count after the output: packed with it, the plan is of one shape
         keys.insert(1, np.uint64)
-        packers[0] = functools.partial(_then, packers[0], _PACK_COUNT(n))
+        packers[0] = functools.partial(_then, packers[0], _PACK_PTR(n))
     launcher = resolve(ew.kernel(op, pattern, layout, cast), keys)
     packers = tuple(packers)
     return _ND_PLANS.put(key, NdPlan(launcher, *launch_shape, packers))

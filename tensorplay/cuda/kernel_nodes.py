@@ -214,7 +214,7 @@ def pack_args(plan: list, args: tuple, name: str) -> bytes:
                 raise TypeError(f"argument {i} of {name} was captured as a number ({contig}); got {type(a).__name__}")
             parts.append(pack(ndim(a)))
         elif ndim is None:  # an element pointer: a flat kernel's array, as many elements as its output
-            parts.append(_pointer(a, i, want, args[1] if counted else args[0]._karray[2], name))
+            parts.append(_pointer(a, i, want, args[1], name))  # only flat kernels take pointers: counted
         elif type(a) in TENSOR_TYPES and a.dtype.name == want and len(a.shape) == ndim and (a._contig or not contig):
             parts.append(a._kbytes)
         else:  # not a tensor as captured: a view of one, or an error
