@@ -21,7 +21,17 @@ from .kernels import elementwise as ew
 from .runtime.backend.params import POINTER, scalar_struct
 from .runtime.caches import BoundedCache, track_factories
 from .runtime.capture import capture_state, current_fuser
-from .runtime.launch import ArrayArg, grid_1d, grid_rows, grid_tiles, launch_packed, layout_packer, pointer_key, resolve
+from .runtime.launch import (
+    ArrayArg,
+    grid_1d,
+    grid_groups,
+    grid_rows,
+    grid_tiles,
+    launch_packed,
+    layout_packer,
+    pointer_key,
+    resolve,
+)
 
 __all__ = ["binary", "elementwise", "unary"]
 
@@ -156,12 +166,43 @@ def _flat_output_keys(dtype: dt.DType) -> tuple:
     return pointer_key(dtype.name), np.uint64
 
 
+class FlatKernels:
+    """A flat kernel's two launchers, each resolved at its first use: ``flat``, and
+    ``flat_exact`` for 16-byte aligned arrays whose count is a multiple of four
+    (the common case: the allocator's blocks are aligned), which does not loop."""
+
+    __slots__ = ("_kernels", "_keys", "_general", "_exact")
+
+    def __init__(self, op: str, pattern: str, cast: str, keys) -> None:
+        self._kernels = (op, pattern, cast)
+        self._keys = keys
+        self._general = self._exact = None
+
+    def launch(self, n: int, addresses: int, params: bytes) -> None:
+        """Launch over ``n`` elements; ``addresses``: every array's address or-ed."""
+        if n & 3 or addresses & 15:
+            launcher = self._general or self._resolve("flat")
+            launch_packed(launcher, *grid_1d(n), params)
+        else:
+            launcher = self._exact or self._resolve("flat_exact")
+            launch_packed(launcher, *grid_groups(n), params)
+
+    def _resolve(self, layout: str):
+        op, pattern, cast = self._kernels
+        launcher = resolve(ew.kernel(op, pattern, layout, cast), self._keys)
+        if layout == "flat":
+            self._general = launcher
+        else:
+            self._exact = launcher
+        return launcher
+
+
 @dataclass(frozen=True, slots=True)
 class FlatPlan:
     """Contiguous operands of the output's shape: the flat kernel's launcher and,
     per operand, None for a tensor or the packer of a scalar."""
 
-    launcher: Any
+    kernels: FlatKernels
     packers: tuple
 
 
@@ -177,11 +218,15 @@ def _flat_launch(op: str, pattern: str, cast: str, out: Tensor, operands, n: int
         operand_keys = [pointer_key(o.dtype.name) if isinstance(o, Tensor) else type(o) for o in operands]
         keys = [*_flat_output_keys(out.dtype), *operand_keys]
         packers = tuple(None if isinstance(o, Tensor) else scalar_struct(type(o)).pack for o in operands)
-        plan = _FLAT_PLANS.put(key, FlatPlan(resolve(ew.kernel(op, pattern, "flat", cast), keys), packers))
+        plan = _FLAT_PLANS.put(key, FlatPlan(FlatKernels(op, pattern, cast, keys), packers))
+    addresses = out._ptr
+    for o in operands:
+        if isinstance(o, Tensor):
+            addresses |= o._ptr
     packed = out._kflat + b"".join(
         [_PACK_PTR(o._ptr) if pack is None else pack(o) for pack, o in zip(plan.packers, operands, strict=True)]
     )
-    launch_packed(plan.launcher, *grid_1d(n), packed)
+    plan.kernels.launch(n, addresses, packed)
 
 
 def _cast_for(compute: dt.DType) -> tuple[str, type]:
@@ -273,7 +318,7 @@ class FastPlan:
     """A binary op on contiguous operands of one shape (or a tensor and a Python number)."""
 
     out_dtype: dt.DType
-    launcher: Any  # the flat kernel's
+    kernels: FlatKernels
     pack: Any  # packs the Python number operand
 
 
@@ -288,11 +333,11 @@ def _fast_binary(op: str, a, b, pattern: str) -> Tensor:
     plan = _FAST_PLANS.get(key) or _fast_plan(key, a, b)
     out = Tensor._empty((a if pattern[0] == "a" else b).shape, plan.out_dtype)
     if pattern == "aa":
-        return _launch_into_new(plan.launcher, out, _PACK_2PTR(a._ptr, b._ptr))
+        return _launch_into_new(plan.kernels, out, _PACK_2PTR(a._ptr, b._ptr), a._ptr | b._ptr)
     pack = plan.pack  # a local: calling plan.pack() directly is a slower lookup
     if pattern == "as":
-        return _launch_into_new(plan.launcher, out, _PACK_PTR(a._ptr) + pack(b))
-    return _launch_into_new(plan.launcher, out, pack(a) + _PACK_PTR(b._ptr))
+        return _launch_into_new(plan.kernels, out, _PACK_PTR(a._ptr) + pack(b), a._ptr)
+    return _launch_into_new(plan.kernels, out, pack(a) + _PACK_PTR(b._ptr), b._ptr)
 
 
 def _fast_in_place(op: str, a, b, pattern: str) -> bool:
@@ -306,18 +351,20 @@ def _fast_in_place(op: str, a, b, pattern: str) -> bool:
         return False
     n = a.numel()
     if n:
-        operands = _PACK_2PTR(a._ptr, b._ptr) if pattern == "aa" else _PACK_PTR(a._ptr) + plan.pack(b)
-        launch_packed(plan.launcher, *grid_1d(n), a._kflat + operands)
+        if pattern == "aa":
+            plan.kernels.launch(n, a._ptr | b._ptr, a._kflat + _PACK_2PTR(a._ptr, b._ptr))
+        else:
+            plan.kernels.launch(n, a._ptr, a._kflat + _PACK_PTR(a._ptr) + plan.pack(b))
     return True
 
 
-def _launch_into_new(launcher, out: Tensor, operand_params: bytes) -> Tensor:
+def _launch_into_new(kernels: FlatKernels, out: Tensor, operand_params: bytes, addresses: int) -> Tensor:
     """Launch a flat kernel writing the freshly allocated ``out``, its parameters
-    packed once here, the operands' already packed."""
+    packed once here, the operands' already packed (``addresses``: theirs or-ed)."""
     n = out._storage.nbytes // out.dtype.itemsize
     if n:
         out._kf = _PACK_FLAT(out._ptr, n)
-        launch_packed(launcher, *grid_1d(n), out._kf + operand_params)
+        kernels.launch(n, addresses | out._ptr, out._kf + operand_params)
     return out
 
 
@@ -330,8 +377,8 @@ def _fast_plan(key: tuple, a, b) -> FastPlan:
     out_dtype, cast, scalar_type = _binary_types(op, compute_in)
     keys = [pointer_key(x.dtype.name) if pattern[i] == "a" else scalar_type for i, x in enumerate((a, b))]
     kernel_pattern = "".join(_letter(x) if p == "a" else "s" for x, p in zip((a, b), pattern, strict=True))
-    launcher = resolve(ew.kernel(op, kernel_pattern, "flat", cast), [*_flat_output_keys(out_dtype), *keys])
-    return _FAST_PLANS.put(key, FastPlan(out_dtype, launcher, _number_packer(scalar_type)))
+    kernels = FlatKernels(op, kernel_pattern, cast, [*_flat_output_keys(out_dtype), *keys])
+    return _FAST_PLANS.put(key, FastPlan(out_dtype, kernels, _number_packer(scalar_type)))
 
 
 def _number_packer(scalar_type: type):
@@ -353,7 +400,7 @@ class UnaryPlan:
     """A unary op on a contiguous tensor into a new one."""
 
     out_dtype: dt.DType
-    launcher: Any  # the flat kernel's
+    kernels: FlatKernels
 
 
 _UNARY_PLANS = BoundedCache("ops.unary_plans", 4096)  # (op, dtype) -> UnaryPlan
@@ -366,7 +413,7 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
     if fast:
         plan = _UNARY_PLANS.get((op, x.dtype))
         if plan is not None:
-            return _launch_into_new(plan.launcher, Tensor._empty(x.shape, plan.out_dtype), _PACK_PTR(x._ptr))
+            return _launch_into_new(plan.kernels, Tensor._empty(x.shape, plan.out_dtype), _PACK_PTR(x._ptr), x._ptr)
     key = (op, x.dtype)
     if op in _FLOAT_UNARY:
         out_dtype = x.dtype if x.dtype.kind == "f" else dt.DEFAULT_FLOAT
@@ -385,8 +432,8 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
         cast, _ = _cast_for(x.dtype)
     if fast:  # checked once: this and later calls launch from the plan
         keys = [*_flat_output_keys(out_dtype), pointer_key(x.dtype.name)]
-        plan = _UNARY_PLANS.put(key, UnaryPlan(out_dtype, resolve(ew.kernel(op, _letter(x), "flat", cast), keys)))
-        return _launch_into_new(plan.launcher, Tensor._empty(x.shape, out_dtype), _PACK_PTR(x._ptr))
+        plan = _UNARY_PLANS.put(key, UnaryPlan(out_dtype, FlatKernels(op, _letter(x), cast, keys)))
+        return _launch_into_new(plan.kernels, Tensor._empty(x.shape, out_dtype), _PACK_PTR(x._ptr), x._ptr)
     out = Tensor._empty(x.shape, out_dtype) if out is None else out
     return elementwise(op, out, [x], cast)
 

@@ -863,3 +863,23 @@ def test_math_at_the_edges_gives_inf_and_nan_as_numpy_does(dtype):
                         ("tanh", np.tanh), ("sigmoid", lambda v: 1 / (1 + np.exp(-v)))]:  # fmt: skip
             expected = ref(values.astype(np.float32 if dtype is tp.float32 else np.float64))
             np.testing.assert_allclose(getattr(x, op)().numpy(), expected, rtol=1e-6, err_msg=op)
+
+
+@pytest.mark.parametrize("n", [16, 17, 1])
+@pytest.mark.parametrize("offset", [0, 1, 4])
+def test_flat_ops_on_aligned_and_unaligned_operands_of_any_count(n, offset):
+    # Aligned arrays of a multiple of four elements take the kernel that moves groups of four with no bounds
+    # check, the others the general one; on the simulator a vector load at an unaligned address faults as on
+    # the GPU, so a wrong choice fails here.
+    base = np.arange(n + offset, dtype=np.float32)
+    x = tp.tensor(base)[offset:]
+    y = tp.tensor(base * 3)[offset:]
+    want_x, want_y = base[offset:].astype(np.float64), (base * 3)[offset:].astype(np.float64)
+    np.testing.assert_allclose((x + y).numpy(), want_x + want_y)
+    np.testing.assert_allclose((x * 2.0).numpy(), want_x * 2)
+    np.testing.assert_allclose((-x).numpy(), -want_x)
+    out = tp.empty(n + 1)[1:]  # an unaligned output
+    tp.mul(x, y, out=out)
+    np.testing.assert_allclose(out.numpy(), want_x * want_y)
+    x += y
+    np.testing.assert_allclose(x.numpy(), want_x + want_y)

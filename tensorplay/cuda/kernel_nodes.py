@@ -122,7 +122,10 @@ class KernelNodes:
             )
         if node._plan is None:
             launcher = node._launcher
-            node._plan = arg_plan(launcher.argtypes, getattr(launcher.kernel, "tp_counted", False))
+            kernel = launcher.kernel
+            node._plan = arg_plan(
+                launcher.argtypes, getattr(kernel, "tp_counted", False), getattr(kernel, "tp_exact", False)
+            )
         setter = self._setters.get(node.index)
         if setter is None:
             setter = self._setters[node.index] = get_backend().kernel_node_setter(
@@ -158,22 +161,24 @@ class KernelNodes:
 
 
 _COUNT = "count"  # the plan of a flat kernel's element count: not an argument of set_args, the output's size
+_EXACT_COUNT = "exact count"  # the same of a flat_exact kernel: aligned arrays, a multiple of four elements
 
 
-def arg_plan(argtypes, counted: bool = False) -> list[tuple]:
+def arg_plan(argtypes, counted: bool = False, exact: bool = False) -> list[tuple]:
     """Per parameter of a captured launch: (dtype name, ndim, C-contiguous,
     None) of an array, (dtype name, None, True, None) of an element pointer, or
     (None, NumPy scalar type, type name, packing) of a number (Numba's parameter
     layout: ``runtime/backend/params.py``). ``counted``: a flat kernel's, whose
     second parameter is the output's element count (``_COUNT``), not an
-    argument of ``set_args``."""
+    argument of ``set_args``; ``exact``: of the kernel for 16-byte aligned arrays
+    of a multiple of four elements (``_EXACT_COUNT``)."""
     from numba.cuda import types
     from numba.cuda.np.numpy_support import as_dtype
 
     plan = []
     for ty in argtypes:
         if counted and len(plan) == 1:
-            plan.append((_COUNT, None, True, POINTER.pack))
+            plan.append((_EXACT_COUNT if exact else _COUNT, None, True, POINTER.pack))
         elif isinstance(ty, types.Array):
             plan.append((as_dtype(ty.dtype).name, ty.ndim, ty.layout == "C", None))
         elif isinstance(ty, types.CPointer):
@@ -187,7 +192,7 @@ def arg_plan(argtypes, counted: bool = False) -> list[tuple]:
 def pack_args(plan: list, args: tuple, name: str) -> bytes:
     """``args`` packed as the captured launch's parameters, or a TypeError that
     says which argument does not fit (one pass: this is ``set_args``'s host time)."""
-    counted = len(plan) > 1 and plan[1][0] is _COUNT
+    counted = len(plan) > 1 and plan[1][0] in (_COUNT, _EXACT_COUNT)
     if len(args) != len(plan) - counted:
         raise TypeError(f"{name} takes {len(plan) - counted} arguments as captured; set_args got {len(args)}")
     if counted:  # the output's count after it, the operands' checked against it
@@ -198,10 +203,12 @@ def pack_args(plan: list, args: tuple, name: str) -> bytes:
                 f"got {type(out).__name__}"
             )
         args = (out, out.numel(), *args[1:])
+        if plan[1][0] is _EXACT_COUNT:
+            _refuse_unaligned(plan, args, name)
     parts = []
     for p, (want, ndim, contig, pack) in enumerate(plan):
         a, i = args[p], p - (counted and p > 1)  # i: the argument's place among set_args's
-        if want is _COUNT:
+        if want in (_COUNT, _EXACT_COUNT):
             parts.append(pack(a))
         elif want is None:  # a number: ndim is its NumPy type, contig its name
             if type(a) in _NUMBERS:
@@ -223,6 +230,20 @@ def pack_args(plan: list, args: tuple, name: str) -> bytes:
 
 
 _NUMBERS = (float, int, bool)
+
+
+def _refuse_unaligned(plan: list, args: tuple, name: str) -> None:
+    """A flat_exact node reads and writes groups of four with no bounds check:
+    its tensors must be 16-byte aligned and of a multiple of four elements."""
+    n = args[1]
+    tensors = [(i, a) for i, (a, entry) in enumerate(zip(args, plan, strict=True)) if entry[1] is None and i != 1]
+    bad = [f"argument {i - (i > 1)}" for i, a in tensors if type(a) in TENSOR_TYPES and a._ptr & 15]
+    if n & 3 or bad:
+        why = f"{n} elements, not a multiple of four" if n & 3 else f"{', '.join(bad)} not 16-byte aligned"
+        raise TypeError(
+            f"{name} was captured with 16-byte aligned tensors of a multiple of four elements (its kernel reads "
+            f"and writes groups of four); got {why}: capture the op again with these tensors instead"
+        )
 
 
 def _pointer(a, i: int, want: str, n: int, name: str) -> bytes:

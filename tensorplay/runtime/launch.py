@@ -22,7 +22,7 @@ from .streams import current_stream
 
 __all__ = [
     "ArrayArg", "KernelArray", "grid_1d", "grid_rows", "grid_tiles",
-    "launch", "launch_packed", "layout_packer", "numba_type", "pointer_key",
+    "grid_groups", "launch", "launch_packed", "layout_packer", "numba_type", "pointer_key",
 ]  # fmt: skip
 
 _launchers = BoundedCache("launch.launchers", 16384)  # (kernel, argument keys...) -> the backend's launcher
@@ -211,6 +211,17 @@ def grid_tiles(nrows: int, ncols: int) -> tuple[tuple[int, int, int], tuple[int,
     gx = max(1, min(tiles_c, cap, 65535))
     gy = max(1, min(tiles_r, cap // gx, 65535))
     return (gx, gy, 1), (32, 8, 1)
+
+
+def grid_groups(n: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """Grid and block giving a thread to each group of four of ``n`` items (the
+    flat kernels' ``flat_exact`` layout, which does not loop)."""
+    shape = _grids.get((n, "groups"))
+    if shape is None:
+        groups = -(-n // 4)
+        threads = min(256, max(32, -(-groups // 32) * 32))
+        shape = _grids.put((n, "groups"), ((-(-groups // threads), 1, 1), (threads, 1, 1)))
+    return shape
 
 
 def grid_1d(n: int, block: int = 256) -> tuple[tuple[int, int, int], tuple[int, int, int]]:

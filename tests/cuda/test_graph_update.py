@@ -208,7 +208,7 @@ def test_an_op_node_takes_its_operands_as_addresses_and_refuses_one_not_of_the_o
     (node,) = g.nodes()
     params = node._launcher.pack([y, np.uint64(16), a, b])
     assert params == struct.pack("<QQQQ", y._ptr, 16, a._ptr, b._ptr)
-    want = "argument 2 of .*add_aa_flat was captured as a contiguous tensor of 16 float32 elements"
+    want = "argument 2 of .*add_aa_flat_exact was captured as a contiguous tensor of 16 float32 elements"
     for wrong, got in [
         (tp.ones(8), "a contiguous tensor of 8 float32 elements"),
         (tp.ones(32)[::2], "a non-contiguous tensor of 16 float32 elements"),
@@ -217,12 +217,12 @@ def test_an_op_node_takes_its_operands_as_addresses_and_refuses_one_not_of_the_o
     ]:
         with pytest.raises(TypeError, match=f"{want} \\(the output's number\\); got {got}$"):
             node.set_args(y, a, wrong)
-    with pytest.raises(TypeError, match="add_aa_flat takes 3 arguments as captured; set_args got 4"):
+    with pytest.raises(TypeError, match="add_aa_flat_exact takes 3 arguments as captured; set_args got 4"):
         node.set_args(y, np.uint64(16), a, b)  # the count is the output's, not an argument
-    with pytest.raises(TypeError, match="argument 0 of .*add_aa_flat was captured as a contiguous tensor of "
+    with pytest.raises(TypeError, match="argument 0 of .*add_aa_flat_exact was captured as a contiguous tensor of "
                        "float32 \\(the output\\); got float"):  # fmt: skip
         node.set_args(2.0, a, b)
-    with pytest.raises(TypeError, match="argument 0 of .*add_aa_flat was captured as a contiguous tensor of "
+    with pytest.raises(TypeError, match="argument 0 of .*add_aa_flat_exact was captured as a contiguous tensor of "
                        "16 float32 elements"):  # fmt: skip
         node.set_args(tp.empty(32)[::2], a, b)
     g.replay()
@@ -230,6 +230,31 @@ def test_an_op_node_takes_its_operands_as_addresses_and_refuses_one_not_of_the_o
     node.set_args(y, tp.full((4, 4), 5.0), b)  # any contiguous tensor of the output's size
     g.replay()
     assert y.tolist() == [7.0] * 16
+
+
+def test_an_op_node_of_aligned_tensors_refuses_unaligned_ones_and_a_node_of_others_takes_them():
+    # Aligned tensors of a multiple of four elements launch the flat kernel that moves groups of four with no
+    # bounds check (flat_exact): its node refuses what would make it read or write out of place.
+    a, b = tp.ones(16), tp.full((16,), 2.0)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y = a + b
+    (node,) = g.nodes()
+    assert node.kernel.endswith("add_aa_flat_exact")
+    shifted = tp.full((17,), 5.0)[1:]  # contiguous, 4 bytes past an aligned address
+    with pytest.raises(TypeError, match="argument 1 not 16-byte aligned: capture the op again"):
+        node.set_args(y, shifted, b)
+    g.replay()
+    assert y.tolist() == [3.0] * 16  # nothing changed
+    # captured with the unaligned view, the node takes the general kernel and any contiguous tensors
+    g2 = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g2):
+        z = shifted + b
+    (node2,) = g2.nodes()
+    assert node2.kernel.endswith("add_aa_flat")
+    node2.set_args(z, a, b)
+    g2.replay()
+    assert z.tolist() == [3.0] * 16
 
 
 def test_set_args_on_a_strided_op_node_takes_the_count_from_its_output():
