@@ -18,14 +18,14 @@ def raw_launch_us(n: int = 1024) -> float:
     """cuLaunchKernel of tensorplay's compiled add kernel with parameters packed
     once: the floor any Python launch path can reach."""
     from tensorplay.kernels import elementwise as ew
-    from tensorplay.runtime.launch import _launchers, grid_1d
+    from tensorplay.runtime.launch import _launchers, grid_groups
 
     x, y = tp.rand(n), tp.rand(n)
     z = x + y  # compiles and caches the launcher
-    key = next(k for k in _launchers if k[0] is ew.kernel("add", "aa", "flat", "none"))
+    key = next(k for k in _launchers if k[0] is ew.kernel("add", "aa", "flat_exact", "none"))
     launcher = _launchers[key]
     stream = tp.cuda.current_stream()._h
-    grid, block = grid_1d(n)
+    grid, block = grid_groups(n)
     launcher(grid, block, stream, [z, np.uint64(n), x, y])  # packs the parameters into its buffer once
     from cuda.bindings import driver as drv
 

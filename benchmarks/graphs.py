@@ -45,14 +45,14 @@ def _raw_graph(n_kernels: int, x):
     from cuda.bindings import driver as drv
 
     from tensorplay.kernels import elementwise as ew
-    from tensorplay.runtime.launch import _launchers, grid_1d
+    from tensorplay.runtime.launch import _launchers, grid_groups
 
     x.add_(1.0)
-    key = next(k for k in _launchers if k[0] is ew.kernel("add", "as", "flat", "none"))
+    key = next(k for k in _launchers if k[0] is ew.kernel("add", "as", "flat_exact", "none"))
     launcher = _launchers[key]
     err, stream = drv.cuStreamCreate(1)
     drv.cuStreamBeginCapture(stream, drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
-    grid, block = grid_1d(x.numel())
+    grid, block = grid_groups(x.numel())
     flat = x._flat()
     one = x.dtype.np.type(1.0)
     for _ in range(n_kernels):

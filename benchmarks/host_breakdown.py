@@ -30,13 +30,13 @@ from benchmarks.common import host_us, peer  # noqa: E402
 def _raw_add(n: int):
     """tensorplay's compiled add kernel, its parameters packed once: (function, grid, block, parameter table)."""
     from tensorplay.kernels import elementwise as ew
-    from tensorplay.runtime.launch import _launchers, grid_1d
+    from tensorplay.runtime.launch import _launchers, grid_groups
 
     x, y = tp.rand(n), tp.rand(n)
     z = x + y
-    key = next(k for k in _launchers if k[0] is ew.kernel("add", "aa", "flat", "none"))
+    key = next(k for k in _launchers if k[0] is ew.kernel("add", "aa", "flat_exact", "none"))
     launcher = _launchers[key]
-    grid, block = grid_1d(n)
+    grid, block = grid_groups(n)
     launcher(grid, block, tp.cuda.current_stream()._h, [z, np.uint64(n), x, y])
     return launcher._func, grid, block, launcher._buffers()[2], (x, y, z)
 
