@@ -176,10 +176,12 @@ def transpose_bandwidth(rows: list, progress) -> None:
 
 def bandwidth_launch_shapes(rows: list, progress, mib: int = 1024) -> None:
     """The same ``x + y`` with larger grids than the default (the grid-stride
-    kernels allow any): a measurement for choosing ``grid_1d``'s limit."""
+    kernels allow any): a measurement for choosing ``grid_1d``'s limit. One
+    element short of ``mib``: a count that is not a multiple of four takes the
+    grid-stride kernel (the aligned multiple-of-four one does not loop)."""
     from tensorplay.runtime import launch
 
-    n = int(mib * (1 << 20)) // 4
+    n = int(mib * (1 << 20)) // 4 - 1
     gbytes = 3 * n * 4 / 1e9
     launch.grid_1d(1)  # reads the backend's limits
     limits, figures = list(launch._limits), {}
