@@ -53,6 +53,23 @@ def torch_events(torch):
     return start.record, end.record, lambda: start.elapsed_time(end)
 
 
+def tp_hold():
+    """A ``hold`` for ``device_ms`` on tensorplay's current stream: a one-thread
+    kernel of about 2 ms (``kernels/timing.py``)."""
+    import tensorplay as tp
+    from tensorplay.kernels import timing
+    from tensorplay.runtime.launch import launch
+
+    scratch, steps = tp.empty(1), timing.HOLD_STEPS if on_gpu() else 1  # the simulator runs it in Python
+    return lambda: launch(timing.hold, (1, 1, 1), (1, 1, 1), [scratch, steps])
+
+
+def torch_hold(torch, cycles: int = 4_000_000):
+    """A ``hold`` for ``device_ms`` on torch's current stream: ``torch.cuda._sleep``
+    (about 2 ms at the H200's 1.98 GHz)."""
+    return lambda: torch.cuda._sleep(cycles)
+
+
 def cupy_events(cp):
     start, end = cp.cuda.Event(), cp.cuda.Event()
     return start.record, end.record, lambda: cp.cuda.get_elapsed_time(start, end)
@@ -89,15 +106,22 @@ def host_us(fn, sync, n: int = 2000, repeats: int = 5) -> float:
     return statistics.median(samples)
 
 
-def device_ms(fn, record_start, record_end, elapsed, sync, n: int = 20, warmup: int = 3, batch: int = 1) -> float:
+def device_ms(
+    fn, record_start, record_end, elapsed, sync, n: int = 20, warmup: int = 3, batch: int = 1, hold=None
+) -> float:
     """Median device milliseconds per call of ``fn``: events around ``batch`` calls
     in a row, so that the host's time to issue a call overlaps the previous one's
-    GPU work, as in any loop (host time per call is measured by ``host_us``)."""
+    GPU work, as in any loop (host time per call is measured by ``host_us``).
+    ``hold`` (``tp_hold()``, ``torch_hold(torch)``) queues a kernel that keeps the
+    device busy before each sample, so that the calls wait queued and run back to
+    back: the figure is then the device's time alone, whatever the host's speed."""
     for _ in range(warmup):
         fn()
     sync()
     samples = []
     for _ in range(n):
+        if hold is not None:
+            hold()
         record_start()
         for _ in range(batch):
             fn()

@@ -98,20 +98,22 @@ def _tp_steps(sizes, weights, x, y, optimizer):
     return eager, graphed_step, g.replay, losses
 
 
-def _torch_steps(torch, sizes, weights, x, y, optimizer):
+def _torch_model(torch, sizes, weights, optimizer="SGD", capturable=False):
     torch.backends.cuda.matmul.allow_tf32 = False
     layers = []
     for i, o in zip(sizes[:-1], sizes[1:], strict=True):
         layers += [torch.nn.Linear(i, o), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers[:-1]).cuda()
+    with torch.no_grad():
+        for p, w in zip(model.parameters(), weights, strict=True):
+            p.copy_(torch.tensor(w, dtype=torch.float32))
+    if optimizer == "Adam":  # its default on CUDA: foreach; a captured step needs capturable
+        return model, torch.optim.Adam(model.parameters(), lr=LR, capturable=capturable)
+    return model, torch.optim.SGD(model.parameters(), lr=LR)
 
-    def model_and_opt(capturable=False):
-        model = torch.nn.Sequential(*layers[:-1]).cuda()
-        with torch.no_grad():
-            for p, w in zip(model.parameters(), weights, strict=True):
-                p.copy_(torch.tensor(w, dtype=torch.float32))
-        if optimizer == "Adam":  # its default on CUDA: foreach; a captured step needs capturable
-            return model, torch.optim.Adam(model.parameters(), lr=LR, capturable=capturable)
-        return model, torch.optim.SGD(model.parameters(), lr=LR)
+
+def _torch_steps(torch, sizes, weights, x, y, optimizer):
+    model_and_opt = partial(_torch_model, torch, sizes, weights, optimizer)
 
     def make_step(forward, opt):
         def step():
