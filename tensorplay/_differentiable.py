@@ -4,7 +4,8 @@ Tensor methods come here only when an operand requires grad, so ops on plain
 tensors pay one attribute test. Each function runs the op with recording off,
 then records a node whose backward gives the gradient of every input that
 needs one; composite ops (``nn.functional``) are built from these, so they
-carry no gradient code of their own.
+carry no gradient code of their own, except the two a training step spends
+most nodes on, ``linear`` and ``mse_loss``, which are primitives here.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ._tape import Meta, needs_grad, record, sum_to
 from ._tensor import Tensor
 from .kernels import elementwise as ew
 
-__all__ = ["binary", "cat", "clamp", "copy", "matmul", "reduce", "tracked", "unary", "where"]
+__all__ = ["binary", "cat", "clamp", "copy", "linear", "matmul", "mse_loss", "reduce", "tracked", "unary", "where"]
 
 
 def tracked(x) -> bool:
@@ -179,6 +180,45 @@ def matmul(a, b):
         return _grad_for(ga, a) if ga is not None else None, _grad_for(gb, b) if gb is not None else None
 
     return record("MmBackward", out, (a, b), grads)
+
+
+def linear(x, weight, bias):
+    """``x @ weight.t() + bias`` as one node, as ``nn.Linear`` and the backward of
+    a training step use it: the weight's gradient is made in the weight's own
+    layout (``g.t() @ x``, no transposed copy to accumulate), the bias's as a sum
+    over rows, and there is one node where a transpose, a product and an add
+    would make three."""
+    with no_grad():
+        out = _matmul(x, weight.t())
+        if bias is not None:
+            out = ops.binary("add", out, bias)
+
+    def grads(gs):
+        g = gs[0]
+        gx = g @ weight if needs_grad(x) else None
+        rows = g.reshape(-1, weight.shape[0]) if needs_grad(weight) or needs_grad(bias) else None
+        gw = rows.t() @ x.reshape(-1, weight.shape[1]) if needs_grad(weight) else None
+        gb = rows.sum(0) if needs_grad(bias) else None
+        return tuple(None if gr is None else _grad_for(gr, t) for gr, t in ((gx, x), (gw, weight), (gb, bias)))
+
+    return record("AddmmBackward" if bias is not None else "MmBackward", out, (x, weight, bias), grads)
+
+
+def mse_loss(input, target, reduction: str):  # noqa: A002 (PyTorch's name)
+    """The squared error of ``input`` against ``target`` (same shapes), reduced,
+    as one node whose backward is ``2 (input - target) g`` (scaled by the count
+    for "mean"): two launches where the ops it is made of would take five."""
+    with no_grad():
+        diff = ops.binary("sub", input, target)
+        squared = ops.binary("mul", diff, diff)
+        out = squared if reduction == "none" else _reduce.reduce(reduction, squared, None, False)
+    scale = 2.0 / max(diff.numel(), 1) if reduction == "mean" else 2.0
+
+    def grads(gs):
+        g = diff * (gs[0] * scale)
+        return _grad_for(g, input), _grad_for(-g, target) if needs_grad(target) else None
+
+    return record("MseLossBackward", out, (input, target), grads)
 
 
 # -- joining ----------------------------------------------------------------------------------

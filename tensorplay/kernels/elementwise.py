@@ -184,9 +184,26 @@ def _pow_exponent(g, a, b, out):
     return _select(positive, grad, rest)
 
 
+def _wants(x) -> bool:
+    """Whether an operand gets a gradient: a backward computes only those (a
+    number, or a tensor that needs none, is given None)."""
+    return getattr(x, "requires_grad", False)
+
+
+def _sub_grads(g, a, b, out):
+    return g, -g if _wants(b) else None
+
+
+def _mul_grads(g, a, b, out):
+    return g * b if _wants(a) else None, g * a if _wants(b) else None
+
+
+def _div_grads(g, a, b, out):
+    return g / b if _wants(a) else None, -g * out / b if _wants(b) else None
+
+
 def _pow(g, a, b, out):
-    wants_a, wants_b = getattr(a, "requires_grad", False), getattr(b, "requires_grad", False)
-    return (_pow_base(g, a, b) if wants_a else None, _pow_exponent(g, a, b, out) if wants_b else None)
+    return (_pow_base(g, a, b) if _wants(a) else None, _pow_exponent(g, a, b, out) if _wants(b) else None)
 
 
 def _pick(g, a, b, wins):
@@ -215,11 +232,11 @@ OPS: dict[str, Op] = {
         _unary("invert", lambda x: ~x, "logical", symbol="~", method="logical_not", function=None),
         _unary("logical_not", lambda x: not x, "logical", method=None),
         _binary("add", lambda a, b: a + b, symbol="+", inplace="add_", backward=lambda g, a, b, out: (g, g)),
-        _binary("sub", lambda a, b: a - b, symbol="-", inplace="sub_", backward=lambda g, a, b, out: (g, -g)),
-        _binary("mul", lambda a, b: a * b, symbol="*", inplace="mul_", backward=lambda g, a, b, out: (g * b, g * a)),
+        _binary("sub", lambda a, b: a - b, symbol="-", inplace="sub_", backward=_sub_grads),
+        _binary("mul", lambda a, b: a * b, symbol="*", inplace="mul_", backward=_mul_grads),
         _binary(
             "truediv", lambda a, b: a / b, "divide", symbol="/", inplace="div_", method="div", function="div",
-            backward=lambda g, a, b, out: (g / b, -g * out / b), uses_result=True, grad_name="DivBackward",
+            backward=_div_grads, uses_result=True, grad_name="DivBackward",
         ),
         _binary("floordiv", lambda a, b: a // b, symbol="//", method=None, function=None),
         _binary("mod", lambda a, b: a % b, symbol="%", method=None, function=None),

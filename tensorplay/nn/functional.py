@@ -2,12 +2,16 @@
 
 Everything here is a composite of differentiable primitives (``exp``, ``log``,
 ``sum``, ``max``, ``matmul``, ``*``...): the gradients come from those, so this
-file holds no gradient code. Inputs are checked with a sentence that names the
-function and prints the shapes involved.
+file holds no gradient code. ``linear`` and ``mse_loss`` are primitives of
+their own there (one autograd node each, the most common of a training
+step). Inputs are checked with a sentence that names the function and prints
+the shapes involved.
 """
 
 from __future__ import annotations
 
+from .. import _differentiable as AG
+from .._differentiable import tracked
 from .._factories import arange
 from .._random import dropout as _dropout
 from .._tensor import Tensor
@@ -147,16 +151,17 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"linear expects input of shape (*, {weight.shape[1]}) for a weight of shape {weight.shape}, "
             f"got input of shape {x.shape}"
         )
+    if bias is not None:
+        _check_tensor("linear", "bias", bias)
+        if bias.shape != (weight.shape[0],):
+            raise ValueError(
+                f"linear expects a bias of shape ({weight.shape[0]},) for a weight of shape {weight.shape}, "
+                f"got bias of shape {bias.shape}"
+            )
+    if tracked(x) or tracked(weight) or tracked(bias):
+        return AG.linear(x, weight, bias)
     out = x @ weight.t()
-    if bias is None:
-        return out
-    _check_tensor("linear", "bias", bias)
-    if bias.shape != (weight.shape[0],):
-        raise ValueError(
-            f"linear expects a bias of shape ({weight.shape[0]},) for a weight of shape {weight.shape}, "
-            f"got bias of shape {bias.shape}"
-        )
-    return out + bias
+    return out if bias is None else out + bias
 
 
 def softmax(x: Tensor, dim: int) -> Tensor:
@@ -212,6 +217,8 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
         raise ValueError(
             f"mse_loss expects input and target of the same shape, got input {input.shape} and target {target.shape}"
         )
+    if tracked(input) or tracked(target):
+        return AG.mse_loss(input, target, reduction)
     diff = input - target
     return _reduce(diff * diff, reduction)
 

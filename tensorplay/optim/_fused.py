@@ -22,7 +22,10 @@ from .. import _dtype as dt
 from .._tensor import Tensor
 from ..kernels.multi_tensor import multi_tensor
 from ..runtime.backend import get as get_backend
-from ..runtime.launch import launch
+from ..runtime.backend.params import scalar_struct
+from ..runtime.caches import BoundedCache
+from ..runtime.capture import capture_state
+from ..runtime.launch import ArrayArg, launch, launch_packed, layout_packer, resolve
 
 __all__ = ["fusable", "launch_fused", "lr_prologue"]
 
@@ -59,19 +62,61 @@ def lr_prologue(lr, dtype: dt.DType) -> tuple[str, object]:
 def launch_fused(name: str, rows: list[tuple[Tensor, ...]], roles: tuple, scalars: dict, prologue: str, head, loop):
     """Launch ``multi_tensor(name, ...)`` over ``rows`` (one tuple of tensors per
     parameter, in ``roles`` order), with ``scalars`` (name -> value) shared.
-    Python numbers are passed in the parameters' dtype."""
+    Python numbers are passed in the parameters' dtype. A plan per layout of
+    the rows keeps the kernels, launch shapes and packers, so that a step only
+    packs addresses and numbers (an optimizer's step is host-bound)."""
     dtype = rows[0][0].dtype
     cast = np.dtype(dtype.name).type
-    names = tuple(scalars)
     values = [v if isinstance(v, (Tensor, np.generic)) else cast(v) for v in scalars.values()]
+    tensors = [t for row in rows for t in row]
+    if capture_state.fusers or not all(t._contig for t in tensors):  # tp.compile notes what launches write
+        _launch_unplanned(name, rows, roles, tuple(scalars), values, prologue, head, loop)
+        return
+    key = (name, roles, tuple(scalars), prologue, head, loop, dtype, tuple(t.numel() for t in tensors))
+    key += tuple((v._kkey, v.numel()) if isinstance(v, Tensor) else type(v) for v in values)
+    plan = _PLANS.get(key) or _PLANS.put(key, _plan(name, rows, roles, tuple(scalars), values, prologue, head, loop))
+    packed_values = b"".join(pack(v) for pack, v in zip(plan[0][4], values, strict=True))
+    for launcher, grid, block, (first, last, packers), _ in plan:
+        parts = [pack(t) for pack, t in zip(packers, tensors[first:last], strict=True)]
+        launch_packed(launcher, grid, block, b"".join(parts) + packed_values)
+
+
+_PLANS = BoundedCache("optim.fused_launches", 512)  # launch_fused's arguments' layout -> its launches
+
+
+def _chunks(rows: list, roles: tuple):
+    """The rows of each launch, a chunk at a time, and the launch shape."""
     per_launch = max(1, MAX_ARRAYS // len(roles))
     dev = get_backend()
     block = min(256, dev.max_block)
     for first in range(0, len(rows), per_launch):
         chunk = rows[first : first + per_launch]
-        kernel = multi_tensor(name, len(chunk), roles, names, prologue, head, loop)
         longest = max(row[0].numel() for row in chunk)
         blocks = -(-longest // (block * ELEMENTS_PER_THREAD))
         blocks = max(1, min(blocks, dev.max_threads_per_launch // block // len(chunk)))
+        yield first, chunk, (blocks, len(chunk), 1), (block, 1, 1)
+
+
+def _launch_unplanned(name, rows, roles, names, values, prologue, head, loop) -> None:
+    for _, chunk, grid, block in _chunks(rows, roles):
+        kernel = multi_tensor(name, len(chunk), roles, names, prologue, head, loop)
         arrays = [t.reshape(-1) for row in chunk for t in row]
-        launch(kernel, (blocks, len(chunk), 1), (block, 1, 1), arrays + values)
+        launch(kernel, grid, block, arrays + values)
+
+
+def _plan(name, rows, roles, names, values, prologue, head, loop) -> list:
+    """Per launch: (launcher, grid, block, (first tensor, last, their packers), the values' packers)."""
+    flat = lambda t: ArrayArg.contiguous((t.numel(),), t.dtype.name, t.dtype.itemsize)  # noqa: E731
+    value_args = [flat(v) if isinstance(v, Tensor) else type(v) for v in values]
+    value_packers = [
+        layout_packer(a) if isinstance(a, ArrayArg) else scalar_struct(a).pack for a in value_args
+    ]  # fmt: skip
+    plan = []
+    for first, chunk, grid, block in _chunks(rows, roles):
+        kernel = multi_tensor(name, len(chunk), roles, names, prologue, head, loop)
+        arrays = [flat(t) for row in chunk for t in row]
+        keys = [a._kkey for a in arrays] + [a._kkey if isinstance(a, ArrayArg) else a for a in value_args]
+        start = first * len(roles)
+        span = (start, start + len(arrays), [layout_packer(a) for a in arrays])
+        plan.append((resolve(kernel, keys), grid, block, span, value_packers))
+    return plan

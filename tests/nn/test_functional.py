@@ -122,6 +122,40 @@ def test_activation_gradients(fn):
 def test_linear_gradients():
     check_gradients(F.linear, X[:2, :3], W[:, :3], B)
     check_gradients(lambda x, w: F.linear(x, w), X[:2, :3], W[:, :3])
+    check_gradients(F.linear, X3, W[:, :2], B)  # (2, 3, 2) input: rows of every leading index
+    check_gradients(F.linear, X[0, :3], W[:, :3], B)  # 1-D input
+
+
+def test_linear_is_one_node_whose_weight_gradient_is_dense_in_the_weights_layout():
+    x, w, b = (tp.tensor(a).requires_grad_() for a in (X, W, B))
+    out = F.linear(x, w, b)
+    assert out.grad_fn.name == "AddmmBackward" and F.linear(x, w).grad_fn.name == "MmBackward"
+    assert all(node is None for node in out.grad_fn.next_functions)  # straight to the leaves
+    (out * out).sum().backward()
+    assert w.grad.is_contiguous() and w.grad.shape == w.shape
+    g = 2 * (X @ W.T + B)
+    assert_close(w.grad, g.T @ X)
+    assert_close(b.grad, g.sum(0))
+    assert_close(x.grad, g @ W)
+
+
+def test_linear_gradients_of_gradients_match_the_ops_it_is_made_of():
+    def second(f):
+        x, w, b = (tp.tensor(a).requires_grad_() for a in (X, W, B))
+        (gx,) = tp.autograd.grad((f(x, w, b) ** 2).sum(), x, create_graph=True)
+        return tp.autograd.grad((gx * gx).sum(), (x, w, b))
+
+    for got, want in zip(second(F.linear), second(lambda x, w, b: x @ w.t() + b), strict=True):
+        assert_close(got, want)
+
+
+def test_mse_loss_is_one_node_and_gives_the_target_its_gradient_only_when_it_needs_one():
+    x, y = tp.tensor(X).requires_grad_(), tp.tensor(X[::-1].copy())
+    loss = F.mse_loss(x, y)
+    assert loss.grad_fn.name == "MseLossBackward"
+    loss.backward()
+    assert_close(x.grad, 2 * (X - X[::-1]) / X.size)
+    assert y.grad is None
 
 
 @pytest.mark.parametrize("dim", [0, -1])
