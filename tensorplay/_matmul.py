@@ -24,7 +24,7 @@ from ._tensor import TENSOR_TYPES, Tensor
 from .kernels import matmul as mk
 from .runtime.backend.params import scalar_struct
 from .runtime.caches import BoundedCache, track_factories
-from .runtime.launch import ArrayArg, grid_1d, launch_packed, layout_packer, resolve
+from .runtime.launch import ArrayArg, launch_packed, layout_packer, resolve
 
 __all__ = ["matmul"]
 
@@ -178,7 +178,7 @@ def _plan(
         partial_dtype = dt.float32 if out.dtype is dt.float16 else out.dtype  # partial sums keep their bits
         target = ArrayArg.contiguous(partial_shape, partial_dtype.name, partial_dtype.itemsize)
         sum_launcher = resolve(mk.matmul_sum_splits, [target._kkey, out._kkey])
-        sum_grid, sum_block = grid_1d(out.numel())
+        sum_grid, sum_block = mk.matmul_sum_launch_shape(p.batch, p.m * p.n)
         sum_packers = (layout_packer(target), layout_packer(out))
     keys = [a3._kkey, b3._kkey, target._kkey, int]
     return MatmulPlan(

@@ -184,6 +184,22 @@ def test_exact_variant_needs_runs_of_four():
         mm.matmul_tiled_variant(scalar, exact=True)
 
 
+@pytest.mark.parametrize("splits", [2, 5, 9])
+@pytest.mark.parametrize("launch_shape", ["per entry", "one row of blocks"])
+def test_sum_splits_adds_the_runs_in_order(splits, launch_shape):
+    # the sum is left to right, as a host loop in float32 makes it: equal bits
+    batch, m, n = 3, 5, 7
+    partial = np.random.default_rng(splits).standard_normal((batch * splits, m, n)).astype(np.float32)
+    want = partial[::splits].copy()
+    for s in range(1, splits):
+        want = want + partial[s::splits]
+    d_c = cuda.to_device(np.full((batch, m, n), np.nan, np.float32))
+    one_row = ((2, 1, 1), (16, 1, 1))  # fewer threads than elements, every entry in one row of blocks
+    grid, block = mm.matmul_sum_launch_shape(batch, m * n, 32) if launch_shape == "per entry" else one_row
+    mm.matmul_sum_splits[grid, block](cuda.to_device(partial), d_c)
+    np.testing.assert_array_equal(d_c.copy_to_host(), want)
+
+
 def test_tiled_split_k_integers_exact():
     a, b, c = random_operands(3, 5, 30, 7, np.int64, seed=8)
     run_tiled(a, b, c, splits=3, trans_a=True)
