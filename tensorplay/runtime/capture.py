@@ -29,6 +29,7 @@ True
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable
 from typing import Protocol
@@ -69,7 +70,8 @@ class _CaptureState:
         # for the whole device": otherwise another thread could begin a capture
         # between the test and the wait, which would break it.
         self.lock = threading.RLock()
-        self.deferred: list[Callable[[], None]] = []  # releases waiting for the captures to end
+        # releases waiting for the captures to end: a deque, which threads append to without the lock
+        self.deferred: collections.deque[Callable[[], None]] = collections.deque()
         # tp.compile's fusion passes while they trace (tensorplay/compiler/fusion.py),
         # by thread: the tensor layer hands a thread's elementwise ops to its own, and
         # every other launch of that thread writes out what it holds first (see
@@ -292,24 +294,41 @@ def release_after_captures(release: Callable[[], None]) -> None:
     """Call ``release`` (which destroys executable graphs) now, or, while any
     capture is in progress, once the last one has ended: ``cuGraphExecDestroy``
     inside a capture invalidates it (measured on the H200, driver 580), and a
-    graph collected by Python may be freed in the middle of another's capture."""
-    with capture_state.lock:
+    graph collected by Python may be freed in the middle of another's capture.
+
+    The release runs under the capture lock, which a capture's begin holds: a
+    destroy checked outside it could run just after another thread began a
+    global capture, and the driver then breaks that capture (seen on the
+    H200). Where another thread holds the lock (perhaps to begin a capture),
+    the release waits with the others rather than for the lock: a collected
+    graph may be released from inside any call, one holding another lock too."""
+    if not capture_state.lock.acquire(blocking=False):
+        capture_state.deferred.append(release)  # a deque's append is safe without the lock
+        return
+    try:
         if capture_state.active:
             capture_state.deferred.append(release)
             return
-    release()
+        _release_waiting()
+        release()
+    finally:
+        capture_state.lock.release()
 
 
 def release_deferred() -> None:
     """Run the releases ``release_after_captures`` kept back, once no capture is
     in progress (the graph layer calls this after the driver ends a capture)."""
     with capture_state.lock:
-        if capture_state.active or not capture_state.deferred:
-            return
-        waiting, capture_state.deferred = capture_state.deferred, []
-    for release in waiting:
+        if not capture_state.active:
+            _release_waiting()
+
+
+def _release_waiting() -> None:
+    """The releases kept back, run now (the capture lock held, no capture in progress)."""
+    waiting = capture_state.deferred
+    while waiting:
         try:
-            release()
+            waiting.popleft()()
         except Exception:
             pass  # as in __del__: nothing to tell the caller, whose graph this was not
 

@@ -29,3 +29,38 @@ def test_threads_with_their_own_streams():
         t.join()
     assert errors == []
     assert tp.cuda.current_stream() is tp.cuda.default_stream()  # this thread's stream is untouched
+
+
+def test_a_graph_released_while_another_thread_begins_a_global_capture_does_not_break_it():
+    """A graph's executable is destroyed only where no capture is in progress,
+    and the check and the destroy are one step under the capture lock: on the
+    H200 a destroy that ran just after another thread began a global capture
+    broke that capture (cuGraphExecDestroy refused with 900, the capture
+    invalidated). Here the release holds on until the other thread has tried
+    to begin: the begin must wait for it, and both graphs come out right."""
+    from tensorplay.runtime.capture import capture_state, release_after_captures
+
+    x = tp.tensor([1.0, 2.0, 3.0])
+    releasing, begin_tried = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def release() -> None:
+        releasing.set()
+        begin_tried.wait(5)
+        order.append("released while no capture" if not capture_state.active else "released during a capture")
+
+    def capture() -> None:
+        releasing.wait(5)
+        g = tp.cuda.CUDAGraph()
+        threading.Timer(0.2, begin_tried.set).start()  # the begin below blocks while the release runs
+        with tp.cuda.graph(g):
+            order.append("capture begun")
+            y = x * 2.0
+        g.replay()
+        order.append(str(y.tolist()))
+
+    other = threading.Thread(target=capture)
+    other.start()
+    release_after_captures(release)
+    other.join(10)
+    assert order == ["released while no capture", "capture begun", "[2.0, 4.0, 6.0]"]
