@@ -196,12 +196,17 @@ def linear(x, weight, bias):
     def grads(gs):
         g = gs[0]
         gx = g @ weight if needs_grad(x) else None
-        rows = g.reshape(-1, weight.shape[0]) if needs_grad(weight) or needs_grad(bias) else None
-        gw = rows.t() @ x.reshape(-1, weight.shape[1]) if needs_grad(weight) else None
+        rows = _rows(g) if needs_grad(weight) or needs_grad(bias) else None
+        gw = rows.t() @ _rows(x) if needs_grad(weight) else None
         gb = rows.sum(0) if needs_grad(bias) else None
         return tuple(None if gr is None else _grad_for(gr, t) for gr, t in ((gx, x), (gw, weight), (gb, bias)))
 
     return record("AddmmBackward" if bias is not None else "MmBackward", out, (x, weight, bias), grads)
+
+
+def _rows(t):
+    """``t`` as a matrix of its last dimension's rows (itself when 2-D)."""
+    return t if len(t.shape) == 2 else t.reshape(-1, t.shape[-1] if t.shape else 1)
 
 
 def mse_loss(input, target, reduction: str):  # noqa: A002 (PyTorch's name)

@@ -287,9 +287,14 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
         return self.permute(dims)
 
     def t(self) -> Tensor:
-        if self.ndim > 2:
-            raise ValueError(f"t() expects a tensor of at most 2 dimensions, got {self.ndim}")
-        return self if self.ndim < 2 else self.transpose(0, 1)
+        if len(self.shape) != 2:
+            if len(self.shape) > 2:
+                raise ValueError(f"t() expects a tensor of at most 2 dimensions, got {self.ndim}")
+            return self
+        if self._ag is not None and is_grad_enabled():  # recorded, as every view of such a tensor
+            return self.permute(1, 0)
+        (rows, cols), (row_stride, col_stride) = self.shape, self._strides  # the common case, in one step
+        return Tensor._make(self._storage, self._ptr, (cols, rows), (col_stride, row_stride), self.dtype)
 
     @property
     def T(self) -> Tensor:
