@@ -206,7 +206,7 @@ def linear(x, weight, bias):
 
 def _rows(t):
     """``t`` as a matrix of its last dimension's rows (itself when 2-D)."""
-    return t if len(t.shape) == 2 else t.reshape(-1, t.shape[-1] if t.shape else 1)
+    return t if len(t.shape) == 2 else t.reshape(-1, t.shape[-1])
 
 
 def mse_loss(input, target, reduction: str):  # noqa: A002 (PyTorch's name)

@@ -69,15 +69,17 @@ def launch_fused(name: str, rows: list[tuple[Tensor, ...]], roles: tuple, scalar
     cast = np.dtype(dtype.name).type
     values = [v if isinstance(v, (Tensor, np.generic)) else cast(v) for v in scalars.values()]
     tensors = [t for row in rows for t in row]
-    if capture_state.fusers or not all(t._contig for t in tensors):  # tp.compile notes what launches write
+    # a plan packs addresses as of C-contiguous tensors, and tp.compile notes what launches write
+    if capture_state.fusers or not all(t._contig for t in tensors):
         _launch_unplanned(name, rows, roles, tuple(scalars), values, prologue, head, loop)
         return
     key = (name, roles, tuple(scalars), prologue, head, loop, dtype, tuple(t.numel() for t in tensors))
     key += tuple((v._kkey, v.numel()) if isinstance(v, Tensor) else type(v) for v in values)
     plan = _PLANS.get(key) or _PLANS.put(key, _plan(name, rows, roles, tuple(scalars), values, prologue, head, loop))
-    packed_values = b"".join(pack(v) for pack, v in zip(plan[0][4], values, strict=True))
-    for launcher, grid, block, (first, last, packers), _ in plan:
-        parts = [pack(t) for pack, t in zip(packers, tensors[first:last], strict=True)]
+    value_packers, launches = plan
+    packed_values = b"".join(pack(v) for pack, v in zip(value_packers, values, strict=True))
+    for launcher, grid, block, first, packers in launches:
+        parts = [pack(t) for pack, t in zip(packers, tensors[first : first + len(packers)], strict=True)]
         launch_packed(launcher, grid, block, b"".join(parts) + packed_values)
 
 
@@ -104,19 +106,17 @@ def _launch_unplanned(name, rows, roles, names, values, prologue, head, loop) ->
         launch(kernel, grid, block, arrays + values)
 
 
-def _plan(name, rows, roles, names, values, prologue, head, loop) -> list:
-    """Per launch: (launcher, grid, block, (first tensor, last, their packers), the values' packers)."""
+def _plan(name, rows, roles, names, values, prologue, head, loop) -> tuple[list, list]:
+    """(the values' packers, and per launch: (launcher, grid, block, its first
+    tensor's place among the rows' tensors, the packers of its tensors))."""
     flat = lambda t: ArrayArg.contiguous((t.numel(),), t.dtype.name, t.dtype.itemsize)  # noqa: E731
     value_args = [flat(v) if isinstance(v, Tensor) else type(v) for v in values]
-    value_packers = [
-        layout_packer(a) if isinstance(a, ArrayArg) else scalar_struct(a).pack for a in value_args
-    ]  # fmt: skip
-    plan = []
+    value_packers = [layout_packer(a) if isinstance(a, ArrayArg) else scalar_struct(a).pack for a in value_args]
+    value_keys = [a._kkey if isinstance(a, ArrayArg) else a for a in value_args]
+    launches = []
     for first, chunk, grid, block in _chunks(rows, roles):
         kernel = multi_tensor(name, len(chunk), roles, names, prologue, head, loop)
         arrays = [flat(t) for row in chunk for t in row]
-        keys = [a._kkey for a in arrays] + [a._kkey if isinstance(a, ArrayArg) else a for a in value_args]
-        start = first * len(roles)
-        span = (start, start + len(arrays), [layout_packer(a) for a in arrays])
-        plan.append((resolve(kernel, keys), grid, block, span, value_packers))
-    return plan
+        launcher = resolve(kernel, [a._kkey for a in arrays] + value_keys)
+        launches.append((launcher, grid, block, first * len(roles), [layout_packer(a) for a in arrays]))
+    return value_packers, launches

@@ -117,3 +117,21 @@ def test_fused_kernels_can_be_read():
     texts = [key[0].tp_source for key in list(_launchers) if hasattr(key[0], "tp_source")]
     signature = "def sgd_2(p0, g0, b0, p1, g1, b1, lr, weight_decay, momentum, undamped):"
     assert any(signature in text and "d = d + b * momentum" in text for text in texts)
+
+
+@pytest.mark.parametrize("name", ["sgd-momentum", "adam-wd"])
+def test_a_fused_step_reads_options_changed_between_steps(name):
+    # a step's launches are planned once per layout; the numbers are packed at every step
+    def run(foreach):
+        params = _params(SHAPES, 4)
+        opt = OPTIMIZERS[name](params, foreach)
+        rng = np.random.default_rng(5)
+        for step in range(4):
+            for p in params:
+                p.grad = tp.tensor(rng.uniform(-1, 1, p.shape), dtype=tp.float32)
+            opt.param_groups[0]["lr"] = 0.1 / (step + 1)  # as a learning-rate schedule sets it
+            opt.param_groups[0]["weight_decay"] = 0.01 * step
+            opt.step()
+        return [p.numpy() for p in params]
+
+    _assert_same(run(None), run(False))
