@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+_STRIDES: dict[tuple, tuple] = {}  # shape -> its C-contiguous strides: a program makes few shapes, many times
+
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    if len(shape) == 1:
-        return (1,)
+    if type(shape) is not tuple:
+        shape = tuple(shape)
+    found = _STRIDES.get(shape)
+    if found is not None:
+        return found
     strides, acc = [], 1
     for d in reversed(shape):
         strides.append(acc)
         acc *= max(d, 1)
-    return tuple(reversed(strides))
+    if len(_STRIDES) >= 4096:  # a program of ever new shapes: start again rather than grow
+        _STRIDES.clear()
+    found = _STRIDES[shape] = tuple(reversed(strides))
+    return found
 
 
 def is_contiguous(shape, strides) -> bool:
