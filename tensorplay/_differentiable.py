@@ -72,6 +72,8 @@ class _Saved:
 
 
 def binary(op: str, a, b):
+    if not is_grad_enabled():  # a backward pass, or no_grad: nothing is recorded
+        return ops.binary(op, a, b)
     with no_grad():
         out = ops.binary(op, a, b)
     entry = ew.OPS[op]
@@ -89,6 +91,8 @@ def binary(op: str, a, b):
 
 
 def unary(op: str, x):
+    if not is_grad_enabled():
+        return ops.unary(op, x)
     with no_grad():
         out = ops.unary(op, x)
     entry = ew.OPS[op]
@@ -147,6 +151,8 @@ def copy(x, dtype=None):
 
 
 def reduce(op: str, x, dim, keepdim: bool):
+    if not is_grad_enabled():
+        return _reduce.reduce(op, x, dim, keepdim)
     with no_grad():
         out = _reduce.reduce(op, x, dim, keepdim)
     dims = _reduce.reduce_dims(x, dim)
@@ -167,6 +173,8 @@ def reduce(op: str, x, dim, keepdim: bool):
 
 
 def matmul(a, b):
+    if not is_grad_enabled():
+        return _matmul(a, b)
     with no_grad():
         out = _matmul(a, b)
 
