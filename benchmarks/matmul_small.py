@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 
 import tensorplay as tp  # noqa: E402
 from benchmarks.common import device_ms, peer, torch_events, torch_hold, tp_events, tp_hold  # noqa: E402
+from benchmarks.matmul import _operands  # noqa: E402
 from tensorplay import _matmul  # noqa: E402
 from tensorplay._matmul_choice import MATMUL, MatmulChoice, Problem  # noqa: E402
 from tensorplay._tensor import Tensor  # noqa: E402
@@ -42,12 +43,6 @@ EXTRA_TILES = (  # not among TILE_CHOICES: other K tiles of its tile shapes
 REPS = {"n": 7, "warmup": 3, "batch": 20}
 
 
-def _operands(m: int, k: int, n: int, layout: str):
-    a = tp.rand(k, m).t() if layout[0] == "T" else tp.rand(m, k)
-    b = tp.rand(n, k).t() if layout[1] == "T" else tp.rand(k, n)
-    return a, b
-
-
 def _three_d(t: Tensor, trans: bool) -> Tensor:
     return (t.t() if trans else t).reshape(1, *(t.shape[::-1] if trans else t.shape))
 
@@ -63,7 +58,7 @@ def main() -> None:
     hold = tp_hold()
     for m, k, n, layout in SHAPES:
         p = Problem(1, m, n, k, "float32", layout[0] == "T", layout[1] == "T")
-        a, b = _operands(m, k, n, layout)
+        a, b = _operands(lambda *shape: tp.rand(shape), m, k, n, layout)
         a3, b3 = _three_d(a, p.trans_a), _three_d(b, p.trans_b)
         want = a.numpy().astype(np.float64) @ b.numpy().astype(np.float64)
         print(f"-- {m}x{k}x{n} {layout}: GPU us a product, 20 in a row, host hidden")

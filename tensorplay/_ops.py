@@ -181,20 +181,17 @@ class FlatKernels:
     def launch(self, n: int, addresses: int, params: bytes) -> None:
         """Launch over ``n`` elements; ``addresses``: every array's address or-ed."""
         if n & 3 or addresses & 15:
-            launcher = self._general or self._resolve("flat")
-            launch_packed(launcher, *grid_1d(n), params)
+            if self._general is None:
+                self._general = self._resolve("flat")
+            launch_packed(self._general, *grid_1d(n), params)
         else:
-            launcher = self._exact or self._resolve("flat_exact")
-            launch_packed(launcher, *grid_groups(n), params)
+            if self._exact is None:
+                self._exact = self._resolve("flat_exact")
+            launch_packed(self._exact, *grid_groups(n), params)
 
     def _resolve(self, layout: str):
         op, pattern, cast = self._kernels
-        launcher = resolve(ew.kernel(op, pattern, layout, cast), self._keys)
-        if layout == "flat":
-            self._general = launcher
-        else:
-            self._exact = launcher
-        return launcher
+        return resolve(ew.kernel(op, pattern, layout, cast), self._keys)
 
 
 @dataclass(frozen=True, slots=True)

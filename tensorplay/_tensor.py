@@ -294,7 +294,7 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
         if self._ag is not None and is_grad_enabled():  # recorded, as every view of such a tensor
             return self.permute(1, 0)
         (rows, cols), (row_stride, col_stride) = self.shape, self._strides  # the common case, in one step
-        return Tensor._make(self._storage, self._ptr, (cols, rows), (col_stride, row_stride), self.dtype)
+        return self._view((cols, rows), (col_stride, row_stride))
 
     @property
     def T(self) -> Tensor:

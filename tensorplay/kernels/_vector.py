@@ -8,9 +8,9 @@ dtype as ``a[k] = v`` converts it. The array must be C-contiguous and the
 vector aligned to its size (up to 16 bytes): a kernel checks both first, as
 ``vector_base(a) % 16 == 0``. All three also take an element pointer (a
 ``CPointer`` parameter: the flat kernels' arrays, see
-``kernels/elementwise.py``), as does ``store(a, i, v)``, one element. On the simulator (no ``@intrinsic`` lowering)
-they are Python twins over the same elements, so the kernels' vector loops
-run there too.
+``kernels/elementwise.py``), as does ``store(a, i, v)``, one element. On the
+simulator (no ``@intrinsic`` lowering) they are Python twins over the same
+elements, so the kernels' vector loops run there too.
 
 This module must not import the rest of tensorplay (the GPU compile check
 loads the kernel modules on their own).
