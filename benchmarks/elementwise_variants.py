@@ -31,9 +31,10 @@ from numba.cuda.extending import intrinsic  # noqa: E402
 
 import tensorplay as tp  # noqa: E402
 from benchmarks.common import device_ms, peer, torch_events, tp_events  # noqa: E402
-from benchmarks.graph_ops import OPS  # noqa: E402
+from benchmarks.graph_ops import OPS, run_ops  # noqa: E402
 from tensorplay.kernels import elementwise as ew  # noqa: E402
 from tensorplay.kernels._vector import load4, store, store4, vector_base  # noqa: E402
+from tensorplay.runtime import launch  # noqa: E402
 from tensorplay.runtime.launch import grid_1d, launch_packed, pointer_key, resolve  # noqa: E402
 
 LAUNCHES = 100
@@ -197,6 +198,21 @@ def scale_d_tail(out, size, x, s):
         i += step
 
 
+@cuda.jit
+def scale_e_two_groups(out, size, x, s):
+    """Two groups of four a thread, a grid apart: half the threads of
+    ``scale_a_straight``, each with two loads in flight."""
+    i = np.uint64(cuda.grid(1))
+    groups = np.uint64(size) // np.uint64(4)
+    if i < groups:
+        a0, a1, a2, a3 = load4(x, i)
+        j = i + np.uint64(cuda.gridsize(1))
+        if j < groups:
+            b0, b1, b2, b3 = load4(x, j)
+            store4(out, j, b0 * s, b1 * s, b2 * s, b3 * s)
+        store4(out, i, a0 * s, a1 * s, a2 * s, a3 * s)
+
+
 def _per_launch_us(launch_once) -> float:
     launch_once()
     g = tp.cuda.CUDAGraph()
@@ -296,6 +312,18 @@ def _scale_table(n: int) -> dict:
         )
         if not np.array_equal(out.numpy(), x.numpy() * np.float32(2)):
             raise AssertionError(f"{kernel.py_func.__name__} computed a different product")
+    groups = n // 4
+    shapes = {scale_a_straight: [(-(-groups // b), b) for b in (64, 128, 256, 512, 1024)],
+              scale_e_two_groups: [(-(-groups // (2 * b)), b) for b in (128, 256, 512)]}  # fmt: skip
+    for kernel, grids in shapes.items():
+        launcher = resolve(kernel, keys)
+        for blocks, block in grids:
+            out.zero_()
+            rows[f"{kernel.py_func.__name__}, {blocks} x {block}"] = _per_launch_us(
+                lambda k=launcher, g=blocks, b=block: launch_packed(k, (g, 1, 1), (b, 1, 1), params)
+            )
+            if not np.array_equal(out.numpy(), x.numpy() * np.float32(2)):
+                raise AssertionError(f"{kernel.py_func.__name__} computed a different product")
     groups, addresses = np.uint64(n // 4), (np.uint64(out.data_ptr()), np.uint64(x.data_ptr()))
     for kernel, what in ((scale_at, "plain loads"), (scale_nc_at, "read-only loads")):
         rows[f"one group a thread, addresses, {what}"] = _per_launch_us(
@@ -328,10 +356,61 @@ def _per_op_us(n: int) -> list[tuple[str, float, float | None]]:
     return rows
 
 
+def _chain_us(n: int, blocks=(256, 128, 512, 1024, 64), rounds: int = 2) -> dict:
+    """Replay GPU us of ``benchmarks/graph_ops.py``'s 100-op graph with the
+    ``flat_exact`` kernels at each block size (``launch.GROUP_BLOCK``), beside
+    torch's graph of the same ops, in ``rounds`` interleaved rounds."""
+    torch = peer("torch")
+    x = tp.rand(n)
+    expected = run_ops(x).numpy()
+    graphs = {}
+    for block in blocks:
+        launch.GROUP_BLOCK = block
+        launch._grids.clear()
+        g = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(g):
+            y = run_ops(x)
+        graphs[f"tensorplay, {block} threads a block"] = (g, y)
+    launch.GROUP_BLOCK = 256
+    launch._grids.clear()
+    s = tp.cuda.Stream()
+    k = 20
+    timers = {
+        name: (lambda g=g: [g.replay(s) for _ in range(k)], tp_events(s), s.synchronize)
+        for name, (g, _) in graphs.items()
+    }
+    if torch is not None:
+        xt = torch.from_numpy(x.numpy()).cuda()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            run_ops(xt)
+        torch.cuda.current_stream().wait_stream(side)
+        tg = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(tg):
+            run_ops(xt)
+        timers["torch"] = (lambda: [tg.replay() for _ in range(k)], torch_events(torch), torch.cuda.synchronize)
+    times = {name: [] for name in timers}
+    for _ in range(rounds):
+        for name, (fn, events, sync) in timers.items():
+            times[name].append(device_ms(fn, *events, sync, n=20, warmup=3, batch=5) * 1e3 / k)
+    for name, (g, y) in graphs.items():
+        g.replay(s)
+        s.synchronize()
+        if not np.allclose(y.numpy(), expected, rtol=1e-5, atol=1e-6):
+            raise AssertionError(f"the 100-op graph ({name}) replayed to a different result than eager")
+    return times
+
+
 def main() -> None:
     if tp.cuda.backend() != "cuda":
         sys.exit("elementwise_variants.py times kernels: run it on a GPU (TENSORPLAY_BACKEND=cuda)")
     n = 1 << 20
+    torch = peer("torch")
+    print(f"torch {torch.__version__ if torch is not None else 'absent'}")
+    print(f"-- the 100-op graph on {n} float32, replay GPU us, flat_exact at each block size (rounds)")
+    for name, us in _chain_us(n).items():
+        print(f"{name:45} {'  '.join(f'{u:8.2f}' for u in us)}")
     print(f"-- each op of the 100-op graph on {n} float32, GPU us per launch in a graph of {LAUNCHES}")
     print(f"{'op':20} {'tensorplay':>10} {'torch':>8} {'ratio':>6}")
     for name, ours, theirs in _per_op_us(n):

@@ -213,13 +213,16 @@ def grid_tiles(nrows: int, ncols: int) -> tuple[tuple[int, int, int], tuple[int,
     return (gx, gy, 1), (32, 8, 1)
 
 
+GROUP_BLOCK = 256  # threads a block of grid_groups
+
+
 def grid_groups(n: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """Grid and block giving a thread to each group of four of ``n`` items (the
     flat kernels' ``flat_exact`` layout, which does not loop)."""
     shape = _grids.get((n, "groups"))
     if shape is None:
         groups = -(-n // 4)
-        threads = min(256, max(32, -(-groups // 32) * 32))
+        threads = min(GROUP_BLOCK, max(32, -(-groups // 32) * 32))
         shape = _grids.put((n, "groups"), ((-(-groups // threads), 1, 1), (threads, 1, 1)))
     return shape
 
