@@ -34,7 +34,7 @@ def _edge_kinds(graph) -> list[str]:
 
     count = drv.cuGraphGetEdges(graph, 0)[-1]
     _, _, _, data, _ = drv.cuGraphGetEdges(graph, count)
-    return [d.type.name for d in data]
+    return [drv.CUgraphDependencyType(d.type).name for d in data]
 
 
 def test_a_chain_of_ops_in_a_graph_gives_the_host_loop_at_every_replay():

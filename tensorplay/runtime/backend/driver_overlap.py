@@ -54,7 +54,7 @@ def overlap_kernels(graph) -> int:
     count = check("cuGraphGetEdges", _get_edges(graph, 0))[-1]
     if not count:
         return 0
-    _, froms, tos, data, _ = check("cuGraphGetEdges", _get_edges(graph, count))
+    froms, tos, data, _ = check("cuGraphGetEdges", _get_edges(graph, count))
     waits: dict[int, bool] = {}  # node -> a kernel node whose function waits
     kernels: dict[int, bool] = {}  # node -> a kernel node
 
