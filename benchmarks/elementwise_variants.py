@@ -9,7 +9,9 @@ loop), and how arrays are passed (Numba's array structs, 56 bytes each, or
 bare addresses, 8 bytes each: the library's flat kernels take addresses and
 the element count). A second table times each op of
 ``benchmarks/graph_ops.py``'s 100-op graph on its own, tensorplay beside
-torch, so that a gap in that graph can be put down to the ops that make it.
+torch, so that a gap in that graph can be put down to the ops that make it; the
+first table times that whole graph with the ``flat_exact`` kernels at several
+block sizes (``launch.GROUP_BLOCK``), beside torch's, in interleaved rounds.
 
     python3 benchmarks/elementwise_variants.py        (needs a GPU)
 """
