@@ -249,11 +249,13 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
                 "handle: give each to an if, if/else or switch node, or do not make it (the capture was discarded)"
             )
         self._stream = None
-        capture_state.end(s)
         capture_state.recorders.pop(s.handle, None)
         self._end_side_stream()
         try:
-            graph = get_backend().end_capture(s._h)
+            try:
+                graph = get_backend().end_capture(s._h)
+            finally:  # ended only now: until the driver's end, another thread's "no capture
+                capture_state.end(s)  # in progress, so wait for the whole device" would break it (seen on the H200)
         except BaseException:
             self._discard_pool(s)
             raise
@@ -301,7 +303,6 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
             except Exception:
                 pass  # the capture is being discarded anyway
         self._stream = None
-        capture_state.end(s)
         capture_state.recorders.pop(s.handle, None)
         self._end_side_stream()
         try:
@@ -309,6 +310,8 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
             get_backend().graph_destroy(graph)
         except Exception:
             pass  # an invalidated capture still ends; its partial graph is gone
+        finally:
+            capture_state.end(s)  # after the driver's end, as in capture_end
         release_deferred()
         self._loops = []
         self._discard_pool(s)

@@ -64,3 +64,46 @@ def test_a_graph_released_while_another_thread_begins_a_global_capture_does_not_
     release_after_captures(release)
     other.join(10)
     assert order == ["released while no capture", "capture begun", "[2.0, 4.0, 6.0]"]
+
+
+def test_a_device_wide_wait_while_another_thread_ends_its_capture_leaves_that_capture_whole(monkeypatch):
+    """A capture counts as in progress until the driver has ended it: on the
+    H200 a pool released by one thread (which waits for the whole device where
+    no capture is in progress) broke another thread's capture that was ending,
+    because the capture was marked ended before the driver's end. Here the end
+    holds on until the other thread has tried its wait, which must be skipped."""
+    from tensorplay.runtime.backend import get as get_backend
+    from tensorplay.runtime.capture import wait_for_device_unless_capturing
+
+    backend = get_backend()
+    real_end = backend.end_capture
+    ending, waited = threading.Event(), threading.Event()
+
+    def end_capture(stream):
+        ending.set()
+        waited.wait(5)
+        return real_end(stream)
+
+    monkeypatch.setattr(backend, "end_capture", end_capture)
+    x = tp.tensor([1.0, 2.0, 3.0])
+    x * 2.0  # the kernel is loaded before the capture
+    results: list = []
+
+    def capture() -> None:
+        try:
+            g = tp.cuda.CUDAGraph()
+            with tp.cuda.graph(g, capture_error_mode="thread_local"):
+                y = x * 2.0
+            g.replay()
+            results.append(y.tolist())
+        except Exception as e:  # surfaced below
+            results.append(e)
+            ending.set()
+
+    other = threading.Thread(target=capture)
+    other.start()
+    assert ending.wait(5)
+    ran = wait_for_device_unless_capturing(backend.synchronize)
+    waited.set()
+    other.join(10)
+    assert (ran, results) == (False, [[2.0, 4.0, 6.0]])
