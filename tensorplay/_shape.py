@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-_STRIDES: dict[tuple, tuple] = {}  # shape -> its C-contiguous strides: a program makes few shapes, many times
+from .runtime.caches import BoundedCache
+
+_STRIDES = BoundedCache("shape.strides", 4096)  # shape -> its C-contiguous strides: few shapes, made many times
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -15,10 +17,7 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     for d in reversed(shape):
         strides.append(acc)
         acc *= max(d, 1)
-    if len(_STRIDES) >= 4096:  # a program of ever new shapes: start again rather than grow
-        _STRIDES.clear()
-    found = _STRIDES[shape] = tuple(reversed(strides))
-    return found
+    return _STRIDES.put(shape, tuple(reversed(strides)))
 
 
 def is_contiguous(shape, strides) -> bool:
