@@ -25,8 +25,6 @@ tensor([3., 3., 3., 3.])
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import weakref
 from contextlib import contextmanager
 from functools import partial
@@ -510,20 +508,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
         >>> "elementwise.mul" in g.draw()
         True
         """
-        text = self.dot()
-        fmt = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() if path is not None else "svg"
-        drawn = _graphviz(text, fmt) if shutil.which("dot") else None
-        if drawn is None and fmt != "svg":
-            raise ValueError(
-                f"drawing a .{fmt} file needs Graphviz's dot program, which is not installed here; "
-                "draw an .svg instead (g.draw('graph.svg'))"
-            )
-        if drawn is None:
-            drawn = picture.dot_to_svg(text).encode()
-        if path is not None:
-            with open(path, "wb") as f:
-                f.write(drawn)
-        return drawn.decode(errors="replace") if fmt == "svg" else os.fspath(path)
+        return picture.draw(self.dot(), path)
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         if self._graph is None:
@@ -534,15 +519,6 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
         state = "capturing" if self._stream is not None else "captured" if self._exec is not None else "empty"
         nodes = f", {get_backend().graph_node_count(self._graph)} nodes" if self._graph is not None else ""
         return f"<tensorplay.cuda.CUDAGraph {state}{nodes}, pool={self._pool}>"
-
-
-def _graphviz(text: str, fmt: str) -> bytes | None:
-    """``text`` drawn by the ``dot`` program in ``fmt``; None where it fails."""
-    try:
-        done = subprocess.run(["dot", f"-T{fmt}"], input=text.encode(), capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 and done.stdout else None
 
 
 def export_dot(file_path: str) -> str:

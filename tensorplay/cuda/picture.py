@@ -6,9 +6,9 @@ Each graph (the top one, and every body of a conditional node) is a column of
 layers: a node sits one layer below the lowest node it depends on. Nodes show
 their kind, the Python kernel's name and its launch shape; a conditional
 node's bodies are boxes to its right, named as the DOT names them, with a
-dashed arrow from the node. Where the ``dot`` program exists,
-``CUDAGraph.draw`` asks it instead (its layout is better); this is what every
-user gets otherwise.
+dashed arrow from the node. ``draw``, behind ``CUDAGraph.draw``, asks the
+``dot`` program instead where it exists (its layout is better); this is what
+every user gets otherwise.
 
 Examples
 --------
@@ -21,7 +21,10 @@ True
 from __future__ import annotations
 
 import html
+import os
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 
 __all__ = ["Picture", "dot_to_svg", "parse_dot"]
@@ -199,6 +202,35 @@ class _Layout:
         box = (x, y, w + PAD, h + LINE_H + 2 * PAD, g.label or g.name)
         self.frames[g.name] = box
         return box[2], box[3]
+
+
+def draw(text: str, path: str | os.PathLike | None = None) -> str:
+    """The DOT ``text`` drawn, for ``CUDAGraph.draw`` (see there): by Graphviz's
+    ``dot`` where it is installed and works, else by ``dot_to_svg`` (SVG only);
+    written to ``path`` if given. Returns the SVG text, or the path written for
+    another format."""
+    fmt = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() if path is not None else "svg"
+    drawn = _graphviz(text, fmt) if shutil.which("dot") else None
+    if drawn is None and fmt != "svg":
+        raise ValueError(
+            f"drawing a .{fmt} file needs Graphviz's dot program, which is not installed here; "
+            "draw an .svg instead (g.draw('graph.svg'))"
+        )
+    if drawn is None:
+        drawn = dot_to_svg(text).encode()
+    if path is not None:
+        with open(path, "wb") as f:
+            f.write(drawn)
+    return drawn.decode(errors="replace") if fmt == "svg" else os.fspath(path)
+
+
+def _graphviz(text: str, fmt: str) -> bytes | None:
+    """``text`` drawn by the ``dot`` program in ``fmt``; None where it fails."""
+    try:
+        done = subprocess.run(["dot", f"-T{fmt}"], input=text.encode(), capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 and done.stdout else None
 
 
 def dot_to_svg(text: str) -> str:

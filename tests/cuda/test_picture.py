@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tensorplay as tp
-from tensorplay.cuda import graphs as graphs_module
+from tensorplay.cuda import picture as picture_module
 from tensorplay.cuda.picture import dot_to_svg, parse_dot
 
 H200_HEAT = (Path(__file__).parent / "data" / "h200_heat.dot").read_text()
@@ -74,7 +74,7 @@ def test_a_graph_with_nested_bodies_is_drawn():
 
 
 def test_draw_without_graphviz(tmp_path, monkeypatch):
-    monkeypatch.setattr(graphs_module.shutil, "which", lambda name: None)
+    monkeypatch.setattr(picture_module.shutil, "which", lambda name: None)
     g = _captured()
     svg = g.draw(tmp_path / "graph.svg")
     assert (tmp_path / "graph.svg").read_text() == svg and svg.startswith("<svg")
@@ -86,8 +86,8 @@ def test_draw_without_graphviz(tmp_path, monkeypatch):
 
 
 def test_a_failing_dot_program_falls_back(monkeypatch):
-    monkeypatch.setattr(graphs_module.shutil, "which", lambda name: "/usr/bin/dot")
-    monkeypatch.setattr(graphs_module, "_graphviz", lambda text, fmt: None)
+    monkeypatch.setattr(picture_module.shutil, "which", lambda name: "/usr/bin/dot")
+    monkeypatch.setattr(picture_module, "_graphviz", lambda text, fmt: None)
     assert _captured().draw().startswith("<svg")
 
 
