@@ -14,8 +14,8 @@ from numba import cuda
 from numba.cuda.core import config
 
 __all__ = [
-    "ALIGNED_SHARED", "DISK_CACHE", "INTRINSICS", "IEEE_MATH", "LIBDEVICE", "SMALL_BLOCKS", "WARP_SHUFFLES",
-    "device_function",
+    "ALIGNED_SHARED", "DISK_CACHE", "GRID_DEPENDENCY", "INTRINSICS", "IEEE_MATH", "LIBDEVICE", "SMALL_BLOCKS",
+    "WARP_SHUFFLES", "device_function",
 ]  # fmt: skip
 
 _SIMULATED = bool(config.ENABLE_CUDASIM)
@@ -27,6 +27,21 @@ IEEE_MATH = not _SIMULATED  # math.* gives inf and NaN (Python's raises instead)
 LIBDEVICE = not _SIMULATED  # numba.cuda.libdevice (the bit casts float_as_int, int_as_float)
 SMALL_BLOCKS = _SIMULATED  # a Python thread per CUDA thread: keep tiles and blocks small
 DISK_CACHE = not _SIMULATED  # cuda.jit(cache=True): compiled kernels kept on disk across processes
+
+
+def _capability() -> tuple[int, int]:
+    """The current device's compute capability; where there is no driver, the
+    9.0 that the GPU compile check (``tests/helpers/gpu_compile.py``) targets."""
+    from numba.cuda.cudadrv.error import CudaSupportError
+
+    try:
+        return tuple(cuda.get_current_device().compute_capability)
+    except CudaSupportError:
+        return (9, 0)
+
+
+# griddepcontrol (sm_90): a kernel may start while the one before it drains (_dependency.py)
+GRID_DEPENDENCY = not _SIMULATED and _capability() >= (9, 0)
 
 
 def device_function(fn):

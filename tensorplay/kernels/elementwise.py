@@ -34,6 +34,7 @@ import numpy as np
 from numba import cuda
 
 from . import bfloat16 as bf16
+from ._dependency import GRID_DEPENDENCY, wait_for_prior_grids
 from ._target import IEEE_MATH, INTRINSICS, device_function
 from ._vector import load4, store, store4, vector_base
 
@@ -317,8 +318,11 @@ _FLAT_VECTOR = """
 # count a multiple of four, a thread per group of four (launch.grid_groups). No
 # check, loop or tail: in a graph on the H200, x * 2 on 1M float32 took 2.28 us a
 # launch written so, against 2.48 for _FLAT (torch 2.23; benchmarks/RESULTS.md).
+# It begins by waiting for the kernels before it (kernels/_dependency.py): in a
+# graph it may then launch while the one before it drains.
 _FLAT_EXACT = """
 def {name}(out, size, {params}):
+    wait_for_prior_grids()
     i = u64(cuda.grid(1))
     if i < u64(size) // u64(4):
 {loads}
@@ -507,6 +511,7 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
     source = _source(name, layout, params, pattern, loads, "w" if cast == "bfloat16" else "")
     namespace = {"cuda": cuda, "f": _op(op), "c": CASTS[cast], "h": bf16.decode, "w": bf16.encode, "u64": np.uint64}
     namespace.update(load4=load4, store=store, store4=store4, vector_base=vector_base)
+    namespace.update(wait_for_prior_grids=wait_for_prior_grids)
     if layout.startswith("transpose"):
         from numba.cuda.np.numpy_support import from_dtype
 
@@ -521,4 +526,5 @@ def kernel(op: str, pattern: str, layout: str, cast: str = "none"):
     compiled.tp_recipe = ("elementwise", "kernel", (op, pattern, layout, cast))  # how to build it again elsewhere
     compiled.tp_counted = layout.startswith("flat")  # its second parameter, the count, follows from the output
     compiled.tp_exact = layout == "flat_exact"  # its arrays must be aligned and the count a multiple of four
+    compiled.tp_waits_for_prior_grids = compiled.tp_exact and GRID_DEPENDENCY  # see kernels/_dependency.py
     return compiled

@@ -16,6 +16,7 @@ import numpy as np
 from cuda.bindings import driver as drv
 
 from .driver_calls import _SUCCESS, _done, _wait_until_done, check, fail
+from .driver_overlap import overlap_kernels, register_waiting
 from .driver_staging import NodeSetter, StagedGraph, update_refusal
 from .errors import CudaError
 from .params import POINTER, PackedLaunch, pack_pointer, param_formats
@@ -106,6 +107,8 @@ class Launcher:
         self.name = kernel_name(dispatcher)
         KERNEL_NAMES[cufunc.name] = self.name
         self._func = drv.CUfunction(int(cufunc.handle))
+        if getattr(dispatcher, "tp_waits_for_prior_grids", False):  # kernels/_dependency.py
+            register_waiting(self._func)
         self._packers, self._nbytes = _param_packers(argtypes)
         self._local = threading.local()
 
@@ -497,7 +500,10 @@ class DriverBackend:
             self.stream_destroy(body_stream)
 
     def graph_instantiate(self, graph):
+        """The executable graph of ``graph``, its kernels that wait for the ones
+        before them launched early (``driver_overlap.py``)."""
         with self._relaxed_capture_mode():  # leaves other threads' global captures alone
+            overlap_kernels(graph)
             return check("cuGraphInstantiate", drv.cuGraphInstantiate(graph, 0))
 
     # replay()'s hot path calls this directly: (err,) = graph_launch_raw(exec, stream)
@@ -525,6 +531,7 @@ class DriverBackend:
         ``instantiated`` (``cuGraphExecUpdate``); None when done, else why the
         driver refused (then nothing changed)."""
         with self._relaxed_capture_mode():
+            overlap_kernels(graph)  # the edges graph_instantiate gave the graph instantiated
             err, info = drv.cuGraphExecUpdate(graph_exec, graph)
         if err == _SUCCESS:
             return None
