@@ -8,7 +8,7 @@ then lets the kernels that depend on it begin to launch
 (``griddepcontrol.launch_dependents``). Launched as usual, after a plain
 dependency, both instructions do nothing. The graph code turns a kernel ->
 kernel edge into a programmatic one only where the second kernel begins with
-this call (``runtime/backend/driver.py``, ``overlap_kernels``): its launch
+this call (``runtime/backend/driver_overlap.py``, ``overlap_kernels``): its launch
 then overlaps the first kernel's last blocks and the flush of its writes, and
 no memory access of it comes before the first kernel is done, reads or writes
 (so a buffer the first kernel reads may be the second's output).

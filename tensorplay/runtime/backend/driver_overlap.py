@@ -47,8 +47,7 @@ def register_waiting(function) -> None:
     numba-cuda loads kernels through ``cuLibraryLoadData``: the handle it gives
     is a ``CUkernel`` (launched as a ``CUfunction``), while a captured kernel
     node may report the context's ``CUfunction`` of it (``func``) or the
-    ``CUkernel`` (``kern``): both are noted. (At ``c4adc9f`` only the handle
-    was, and on the H200 no edge was rewritten.)"""
+    ``CUkernel`` (``kern``): both are noted."""
     _WAITING.add(int(function))
     err, in_context = drv.cuKernelGetFunction(drv.CUkernel(int(function)))
     if not err:
