@@ -12,6 +12,7 @@ import contextlib
 import copy
 import gc
 import pickle
+import signal
 import threading
 
 import numpy as np
@@ -281,8 +282,11 @@ def test_a_thread_waiting_during_another_threads_global_capture_is_told_what_to_
 def _interrupting_every(seconds: float):
     """Ctrl-C in the main thread every ``seconds`` until the block ends: one
     that lands in a destructor or a weakref callback (a tensor freed by the
-    simulated loop) is printed and dropped by Python, and the loop would run on."""
+    simulated loop) is printed and dropped by Python, and the loop would run on.
+    Python's own Ctrl-C handler is put in place for the block: a process started
+    with SIGINT ignored (a shell's background job) would drop every interrupt."""
     done, lock = threading.Event(), threading.Lock()
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def interrupt():
         while not done.wait(seconds):
@@ -298,6 +302,7 @@ def _interrupting_every(seconds: float):
         with lock:
             done.set()
         thread.join()
+        signal.signal(signal.SIGINT, handler)
 
 
 def test_a_wait_on_a_loop_that_never_ends_can_be_interrupted_and_the_loop_stopped():
