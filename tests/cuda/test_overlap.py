@@ -121,9 +121,9 @@ def test_the_rewrite_makes_programmatic_only_kernel_edges_into_kernels_that_wait
     )
     monkeypatch.setattr(overlap, "drv", fake)
     monkeypatch.setattr(overlap, "_WAITING", {20, 40})
-    monkeypatch.setattr(overlap, "_get_edges", get_edges)
-    monkeypatch.setattr(overlap, "_remove_dependencies", lambda *a: calls.append(("remove", *a[1:])) or (0,))
-    monkeypatch.setattr(overlap, "_add_dependencies", lambda *a: calls.append(("add", *a[1:])) or (0,))
+    monkeypatch.setattr(overlap, "get_edges", get_edges)
+    monkeypatch.setattr(overlap, "remove_dependencies", lambda *a: calls.append(("remove", *a[1:])) or (0,))
+    monkeypatch.setattr(overlap, "add_dependencies", lambda *a: calls.append(("add", *a[1:])) or (0,))
 
     assert overlap.overlap_kernels("graph") == 2
     (remove, a, b, data, n), (add, a2, b2, data2, n2) = calls

@@ -11,10 +11,15 @@ from cuda.bindings import driver as drv
 
 from .errors import CaptureError, CudaError
 
-__all__ = ["R", "check", "fail"]
+__all__ = ["R", "add_dependencies", "check", "fail", "get_edges", "remove_dependencies"]
 
 R = drv.CUresult
 _SUCCESS = R.CUDA_SUCCESS
+
+# The edge-data forms of the graph's edge calls: cuda-bindings 12 names them _v2, 13 gives them the plain names
+get_edges = getattr(drv, "cuGraphGetEdges_v2", None) or drv.cuGraphGetEdges
+add_dependencies = getattr(drv, "cuGraphAddDependencies_v2", None) or drv.cuGraphAddDependencies
+remove_dependencies = getattr(drv, "cuGraphRemoveDependencies_v2", None) or drv.cuGraphRemoveDependencies
 
 
 def _code_name(err) -> str:

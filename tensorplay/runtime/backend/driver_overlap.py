@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from cuda.bindings import driver as drv
 
-from .driver_calls import check
+from .driver_calls import add_dependencies, check, get_edges, remove_dependencies
 
 __all__ = ["overlap_kernels", "register_waiting"]
 
@@ -27,11 +27,6 @@ _WAITING: set[int] = set()  # CUfunction handles of the kernels that wait for th
 
 _KERNEL = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
 _PLAIN = drv.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_DEFAULT
-
-# cuda-bindings 12 names the edge-data forms _v2; 13 gives the plain names those forms
-_get_edges = getattr(drv, "cuGraphGetEdges_v2", None) or drv.cuGraphGetEdges
-_remove_dependencies = getattr(drv, "cuGraphRemoveDependencies_v2", None) or drv.cuGraphRemoveDependencies
-_add_dependencies = getattr(drv, "cuGraphAddDependencies_v2", None) or drv.cuGraphAddDependencies
 
 
 def _programmatic_edge():
@@ -59,10 +54,10 @@ def overlap_kernels(graph) -> int:
     kernel node whose function waits; return how many were changed."""
     if not _WAITING:
         return 0
-    count = check("cuGraphGetEdges", _get_edges(graph, 0))[-1]
+    count = check("cuGraphGetEdges", get_edges(graph, 0))[-1]
     if not count:
         return 0
-    froms, tos, data, _ = check("cuGraphGetEdges", _get_edges(graph, count))
+    froms, tos, data, _ = check("cuGraphGetEdges", get_edges(graph, count))
     waits: dict[int, bool] = {}  # node -> a kernel node whose function waits
     kernels: dict[int, bool] = {}  # node -> a kernel node
 
@@ -88,6 +83,6 @@ def overlap_kernels(graph) -> int:
     if not pairs:
         return 0
     a, b = [p[0] for p in pairs], [p[1] for p in pairs]
-    check("cuGraphRemoveDependencies", _remove_dependencies(graph, a, b, None, len(pairs)))
-    check("cuGraphAddDependencies", _add_dependencies(graph, a, b, [_programmatic_edge()] * len(pairs), len(pairs)))
+    check("cuGraphRemoveDependencies", remove_dependencies(graph, a, b, None, len(pairs)))
+    check("cuGraphAddDependencies", add_dependencies(graph, a, b, [_programmatic_edge()] * len(pairs), len(pairs)))
     return len(pairs)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from cuda.bindings import driver as drv
 
-from .driver_calls import check, fail
+from .driver_calls import add_dependencies, check, fail
 from .params import PackedLaunch
 
 if TYPE_CHECKING:
@@ -55,10 +55,6 @@ def _params_setter(graph_exec, exec_node, params):
     if raw is not None:  # the three pointers converted once
         return partial(raw, int(graph_exec), int(exec_node), params.getPtr())
     return lambda: _set_kernel_node(graph_exec, exec_node, params)[0]
-
-
-# cuda-bindings 12 names the edge-data form of cuGraphAddDependencies _v2; 13 gives the plain name that form
-_add_dependencies = getattr(drv, "cuGraphAddDependencies_v2", None) or drv.cuGraphAddDependencies
 
 
 def _nodes(graph, roots_only: bool = False) -> list:
@@ -172,7 +168,7 @@ class StagedGraph:
             for kn in self._nodes:
                 kn.node = check("cuGraphAddKernelNode", drv.cuGraphAddKernelNode(self._graph, None, 0, kn.params))
                 if roots:
-                    edges = _add_dependencies(self._graph, [kn.node] * len(roots), roots, None, len(roots))
+                    edges = add_dependencies(self._graph, [kn.node] * len(roots), roots, None, len(roots))
                     check("cuGraphAddDependencies", edges)
             self._exec = check("cuGraphInstantiate", drv.cuGraphInstantiate(self._graph, 0))
             for kn in self._nodes:
