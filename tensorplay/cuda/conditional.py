@@ -10,10 +10,12 @@ bodies, and a stream of its own captures into the first body, made current.
 A while node always has a counter (three int64 from the graph's pool, held by
 its ``Loop``; ``reset()`` lets go of them, and refuses while you hold
 ``loop.iterations``, as for any tensor of the capture): the passes of its last
-run, and whether it stopped at its cap. Its start and end-of-pass kernels
-keep it, so counting and ``max_iters`` add no kernel to a pass of a loop with
-a flag. A do-while (no flag: the user's kernels call ``set_conditional``)
-counts only when it has a cap, which adds one kernel to each pass.
+run, and why it stopped (its cap, or ``CUDAGraph.cancel``). It reads the
+graph's cancel request (see ``kernels/conditional.py``). Its start and
+end-of-pass kernels keep the counter, so counting, ``max_iters`` and
+cancelling add no kernel to a pass of a loop with a flag. A do-while (no flag: the user's kernels call
+``set_conditional``) gets one end-of-pass kernel, after the user's, which stops
+it at its cap or when cancelled.
 """
 
 from __future__ import annotations
@@ -65,26 +67,36 @@ class Handle:
 class Loop(Handle):
     """What ``with g.while_(...) as loop`` gives: the node's handle, and after a
     replay (synchronised) ``loop.iterations``, a one-element int64 device tensor
-    holding the passes of the loop's last run, and ``loop.hit_limit``, True when
+    holding the passes of the loop's last run, ``loop.hit_limit``, True when
     that run stopped at ``max_iters`` with the condition still true (for a
-    do-while: when it ran ``max_iters`` passes). A replay that does not reach
-    the loop (an if around it did not run) leaves both as they were."""
+    do-while: when it ran ``max_iters`` passes), and ``loop.cancelled``, True
+    when ``CUDAGraph.cancel`` (or Ctrl-C) stopped it. A replay that does not
+    reach the loop (an if around it did not run) leaves them as they were."""
 
-    __slots__ = ("counter", "max_iters")
+    __slots__ = ("cancel", "counter", "max_iters")
 
-    def __init__(self, handle: int, counter: Tensor | None, max_iters: int | None) -> None:
+    def __init__(self, handle: int, counter: Tensor | None, max_iters: int | None, cancel: int) -> None:
         super().__init__(handle)
         self.counter, self.max_iters = counter, max_iters
+        self.cancel = cancel  # the address of its graph's cancel request
 
     @property
     def iterations(self) -> Tensor | None:
-        """The passes of the last replay (None for a do-while without ``max_iters``, which keeps no counter)."""
+        """The passes of the last replay (None once the graph is reset)."""
         return None if self.counter is None else self.counter[:1]
 
     @property
     def hit_limit(self) -> bool:
         """True when the last replay stopped this loop at its cap (reads the device: synchronise first)."""
-        return self.counter is not None and bool(self.counter[1].item())
+        return self._stopped() == ck.STOPPED_AT_CAP
+
+    @property
+    def cancelled(self) -> bool:
+        """True when the last replay's loop was stopped by a cancel (reads the device: synchronise first)."""
+        return self._stopped() == ck.STOPPED_BY_CANCEL
+
+    def _stopped(self) -> int:
+        return 0 if self.counter is None else int(self.counter[1].item())
 
     def __repr__(self) -> str:
         cap = "" if self.max_iters is None else f", max_iters={self.max_iters}"
@@ -267,10 +279,15 @@ def unshared_counter_blocks(loops) -> set[int]:
     return own
 
 
-def _counter_arg(counter: Tensor) -> ArrayArg:
-    """The counter as a kernel argument by address only: a recorded graph must
-    not keep it alive past ``reset()``, which lets go of it."""
-    return ArrayArg(counter.data_ptr(), (3,), (8,), "int64", 8, True)
+def _int64s(address: int, n: int) -> ArrayArg:
+    """``n`` int64 as a kernel argument by address only: a recorded graph must
+    not keep a loop's counter alive past ``reset()``, which lets go of it."""
+    return ArrayArg(address, (n,), (8,), "int64", 8, True)
+
+
+def _loop_args(loop: Loop) -> list:
+    """A loop kernel's counter and cancel-request arguments."""
+    return [_int64s(loop.counter.data_ptr(), 3), _int64s(loop.cancel, 1)]
 
 
 def set_from_flag(handle: int, pred: Tensor, stream: Stream) -> None:
@@ -289,28 +306,24 @@ def _start(kind: str, handle: int, pred, size: int, loop: Loop | None, stream: S
         launch(ck.set_from_index(), *_ONE, [h, pred.reshape(1)._flat(), np.int64(size)], stream)
     elif kind != "while":
         set_from_flag(handle, pred, stream)
-    elif loop.counter is None:  # a do-while without a cap: its first pass always runs
-        launch(ck.set_to(), *_ONE, [h, np.uint32(1)], stream)
     else:
         cap = np.int64(NO_CAP if loop.max_iters is None else loop.max_iters)
         if pred is None:
-            launch(ck.loop_start_do_while(), *_ONE, [h, _counter_arg(loop.counter), cap], stream)
+            launch(ck.loop_start_do_while(), *_ONE, [h, *_loop_args(loop), cap], stream)
         else:
-            launch(ck.loop_start(), *_ONE, [h, pred.reshape(1)._flat(), _counter_arg(loop.counter), cap], stream)
+            launch(ck.loop_start(), *_ONE, [h, pred.reshape(1)._flat(), *_loop_args(loop), cap], stream)
 
 
 def _end_pass(node: OpenNode) -> None:
     """The kernel at the end of a while node's pass: count it, cap it, set whether another runs."""
     loop = node.loop
-    if loop.counter is None:
-        return  # a do-while without a cap: the user's kernels set the handle
     h, cap = np.uint64(node.handle), np.int64(NO_CAP if loop.max_iters is None else loop.max_iters)
     if node.copies:
         handles = [np.uint64(c) for c in node.copies] + [np.uint64(0)] * (ck.MAX_UNROLL - 1 - len(node.copies))
         k = np.int64(len(node.copies) + 1)
         flag = node.pred.reshape(1)._flat()
-        launch(ck.loop_pass_unrolled(), *_ONE, [flag, _counter_arg(loop.counter), cap, k, h, *handles], node.body)
+        launch(ck.loop_pass_unrolled(), *_ONE, [flag, *_loop_args(loop), cap, k, h, *handles], node.body)
     elif node.pred is None:
-        launch(ck.loop_pass_do_while(), *_ONE, [h, _counter_arg(loop.counter), cap], node.body)
+        launch(ck.loop_pass_do_while(), *_ONE, [h, *_loop_args(loop), cap], node.body)
     else:
-        launch(ck.loop_pass(), *_ONE, [h, node.pred.reshape(1)._flat(), _counter_arg(loop.counter), cap], node.body)
+        launch(ck.loop_pass(), *_ONE, [h, node.pred.reshape(1)._flat(), *_loop_args(loop), cap], node.body)

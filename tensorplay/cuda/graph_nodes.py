@@ -206,8 +206,10 @@ class ConditionalNodes:
 
         With no ``flag`` the loop is a do-while driven by your own kernels: the
         body runs once, then again while a kernel of the last pass called
-        ``tp.cuda.set_conditional(loop, 1)``. That saves the kernel that copies
-        a flag into the condition on every pass (a cap adds one back).
+        ``tp.cuda.set_conditional(loop, 1)``; one kernel of tensorplay's ends
+        each pass (it stops the loop at its cap, or when cancelled).
+        ``g.cancel()``, or Ctrl-C during a wait, stops every loop of the graph
+        at its next pass; ``g.cancelled()`` lists the loops it stopped.
 
         Examples
         --------
@@ -234,6 +236,13 @@ class ConditionalNodes:
             raise RuntimeError("hit_limits() during a capture; call it after a replay")
         return [loop for loop in self._loops if loop.hit_limit]
 
+    def cancelled(self) -> list[Loop]:
+        """The while loops whose last replay was stopped by ``cancel()`` or
+        Ctrl-C (reads the device: synchronise the replay's stream first)."""
+        if self._stream is not None:
+            raise RuntimeError("cancelled() during a capture; call it after a replay")
+        return [loop for loop in self._loops if loop.cancelled]
+
     def _open_node(self, kind: str, pred, n: int | None = None, max_iters: int | None = None, unroll: int = 1):
         if self._stream is None:
             raise RuntimeError(f"begin_capture_to_{kind}_node() needs a capture in progress")
@@ -253,8 +262,7 @@ class ConditionalNodes:
         loop = None
         if kind == "while":
             self._checked(conditional.check_loop, pred, max_iters, unroll)
-            counter = None if pred is None and max_iters is None else conditional.new_counter()
-            loop = Loop(0, counter, max_iters)
+            loop = Loop(0, conditional.new_counter(), max_iters, self._cancel_request().data_ptr())
         missing = get_backend().conditional_support(kind)
         if missing:
             self._refuse(RuntimeError, missing)

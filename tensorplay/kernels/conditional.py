@@ -4,12 +4,18 @@ Each is launched with one thread (``kernel[1, 1](...)``). The setter is
 ``cudaGraphSetConditional`` on the GPU and its Python twin on the simulator,
 so each kernel is built once per process for the backend.
 
-A while node's counter is three int64: the passes of its last replay, 1
-when the loop stopped at its cap (``max_iters``) although its condition still
-held, and (for an unrolled body) the copy of the body running.
+A while node's counter is three int64: the passes of its last replay, why
+the loop stopped although its condition still held (``STOPPED_AT_CAP`` at
+``max_iters``, ``STOPPED_BY_CANCEL`` by ``CUDAGraph.cancel``; 0 when the
+condition ended it), and (for an unrolled body) the copy of the body running.
+``cancel`` is the graph's cancel request, one int64 outside the graph's pool
+(a block of the pool may hold other tensors before the loop starts), which
+the host sets non-zero from another stream while the graph runs and clears
+before the next replay; no kernel writes it.
 ``loop_start`` runs before the node, ``loop_pass`` at the end of every pass
 (``*_do_while`` for a loop without a flag, ``loop_pass_unrolled`` at the end
-of every copy of an unrolled body): counting costs no kernel of its own.
+of every copy of an unrolled body): counting, the cap and the cancel request
+cost no kernel of their own, one load and compare in a kernel that runs anyway.
 """
 
 from __future__ import annotations
@@ -23,9 +29,12 @@ from ..runtime.backend import get as get_backend
 from ._target import device_function
 
 __all__ = [
-    "MAX_UNROLL", "loop_pass", "loop_pass_do_while", "loop_pass_unrolled", "loop_start", "loop_start_do_while",
-    "set_from_flag", "set_from_index", "set_to",
+    "MAX_UNROLL", "STOPPED_AT_CAP", "STOPPED_BY_CANCEL", "loop_pass", "loop_pass_do_while", "loop_pass_unrolled",
+    "loop_start", "loop_start_do_while", "set_from_flag", "set_from_index",
 ]  # fmt: skip
+
+
+STOPPED_AT_CAP, STOPPED_BY_CANCEL = 1, 2
 
 
 def _one_thread_kernel(name: str, body):
@@ -46,18 +55,6 @@ def set_from_flag():
 
 
 @functools.cache
-def set_to():
-    """``(handle, value)``: set the handle to a constant (a do-while's first pass)."""
-    setter = get_backend().conditional_setter()
-
-    def set_conditional_to(handle, value):
-        if cuda.grid(1) == 0:
-            setter(handle, value)
-
-    return _one_thread_kernel("set_to", set_conditional_to)
-
-
-@functools.cache
 def set_from_index():
     """``(handle, index, n)``: a switch runs body ``index[0]``; an index outside
     ``[0, n)`` (negative, or too large for 32 bits) runs none."""
@@ -73,48 +70,57 @@ def set_from_index():
 
 @functools.cache
 def loop_start():
-    """``(handle, flag, counter, max_iters)`` before a while node: zero its
+    """``(handle, flag, counter, cancel, max_iters)`` before a while node: zero its
     counter; the first pass runs iff ``flag[0]`` and the cap allows one."""
     setter = get_backend().conditional_setter()
 
-    def start_loop(handle, flag, counter, max_iters):
+    def start_loop(handle, flag, counter, cancel, max_iters):
         if cuda.grid(1) == 0:
             go = flag[0] != 0
             counter[0] = 0
-            counter[1] = 1 if go and max_iters <= 0 else 0
+            counter[1] = 0
             counter[2] = 0
-            setter(handle, np.uint32(1 if go and max_iters > 0 else 0))
+            if go and cancel[0] != 0:
+                go = False
+                counter[1] = 2
+            elif go and max_iters <= 0:
+                go = False
+                counter[1] = 1
+            setter(handle, np.uint32(1 if go else 0))
 
     return _one_thread_kernel("loop_start", start_loop)
 
 
 @functools.cache
 def loop_start_do_while():
-    """``(handle, counter, max_iters)`` before a do-while node: zero its counter;
+    """``(handle, counter, cancel, max_iters)`` before a do-while node: zero its counter;
     the first pass runs unless the cap is 0."""
     setter = get_backend().conditional_setter()
 
-    def start_do_while(handle, counter, max_iters):
+    def start_do_while(handle, counter, cancel, max_iters):
         if cuda.grid(1) == 0:
             counter[0] = 0
-            counter[1] = 1 if max_iters <= 0 else 0
-            setter(handle, np.uint32(1 if max_iters > 0 else 0))
+            counter[1] = 2 if cancel[0] != 0 else 1 if max_iters <= 0 else 0
+            setter(handle, np.uint32(1 if counter[1] == 0 else 0))
 
     return _one_thread_kernel("loop_start_do_while", start_do_while)
 
 
 @functools.cache
 def loop_pass():
-    """``(handle, flag, counter, max_iters)`` at the end of a pass: count it;
+    """``(handle, flag, counter, cancel, max_iters)`` at the end of a pass: count it;
     loop again iff ``flag[0]`` and the cap is not reached (then mark the cap hit)."""
     setter = get_backend().conditional_setter()
 
-    def end_pass(handle, flag, counter, max_iters):
+    def end_pass(handle, flag, counter, cancel, max_iters):
         if cuda.grid(1) == 0:
             passes = counter[0] + 1
             counter[0] = passes
             go = flag[0] != 0
-            if go and passes >= max_iters:
+            if go and cancel[0] != 0:
+                go = False
+                counter[1] = 2
+            elif go and passes >= max_iters:
                 go = False
                 counter[1] = 1
             setter(handle, np.uint32(1 if go else 0))
@@ -127,7 +133,7 @@ MAX_UNROLL = 8  # copies of a while body per driver pass
 
 @functools.cache
 def loop_pass_unrolled():
-    """``(flag, counter, cap, k, h0, h1, ..., h7)`` at the end of each of the k
+    """``(flag, counter, cancel, cap, k, h0, h1, ..., h7)`` at the end of each of the k
     copies of an unrolled while body: ``h0`` is the while node's handle, ``h1``
     to ``h(k-1)`` the if nodes' around copies 2 to k. Counts the pass as
     ``loop_pass`` does; ``counter[2]`` is the copy running. While the loop goes
@@ -153,12 +159,15 @@ def loop_pass_unrolled():
         elif m == 7:
             setter(h7, value)
 
-    def end_copy(flag, counter, cap, k, h0, h1, h2, h3, h4, h5, h6, h7):
+    def end_copy(flag, counter, cancel, cap, k, h0, h1, h2, h3, h4, h5, h6, h7):
         if cuda.grid(1) == 0:
             passes = counter[0] + 1
             counter[0] = passes
             go = flag[0] != 0
-            if go and passes >= cap:
+            if go and cancel[0] != 0:
+                go = False
+                counter[1] = 2
+            elif go and passes >= cap:
                 go = False
                 counter[1] = 1
             j = counter[2] + 1  # the next copy
@@ -176,15 +185,19 @@ def loop_pass_unrolled():
 
 @functools.cache
 def loop_pass_do_while():
-    """``(handle, counter, max_iters)`` at the end of a do-while's pass, after
-    the user's kernels: count it; at the cap, stop the loop whatever they set."""
+    """``(handle, counter, cancel, max_iters)`` at the end of a do-while's pass, after
+    the user's kernels: count it; at the cap or on a cancel request, stop the
+    loop whatever they set."""
     setter = get_backend().conditional_setter()
 
-    def end_do_while_pass(handle, counter, max_iters):
+    def end_do_while_pass(handle, counter, cancel, max_iters):
         if cuda.grid(1) == 0:
             passes = counter[0] + 1
             counter[0] = passes
-            if passes >= max_iters:
+            if cancel[0] != 0:
+                counter[1] = 2
+                setter(handle, np.uint32(0))
+            elif passes >= max_iters:
                 counter[1] = 1
                 setter(handle, np.uint32(0))
 

@@ -312,7 +312,7 @@ def count_down(n, loop):
         tp.cuda.set_conditional(loop, np.uint32(1 if n[0] > 0 else 0))
 
 
-def test_an_uncapped_do_while_keeps_no_counter():
+def test_an_uncapped_do_while_counts_its_passes_too():
     g = tp.cuda.CUDAGraph()
     n = tp.tensor([3], dtype=tp.int32)
     with tp.cuda.graph(g):
@@ -320,7 +320,8 @@ def test_an_uncapped_do_while_keeps_no_counter():
             count_down[1, 1](n, loop)
     g.replay()
     assert n.item() == 0
-    assert loop.iterations is None and not loop.hit_limit and g.hit_limits() == []
+    assert loop.iterations.item() == 3 and not loop.hit_limit and g.hit_limits() == []
+    assert not loop.cancelled and g.cancelled() == []
 
 
 def test_reset_lets_go_of_the_loop_counters_but_not_of_one_you_hold():

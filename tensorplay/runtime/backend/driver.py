@@ -211,6 +211,7 @@ class DriverBackend:
         self.ensure_thread()  # a thread's first call may be this one
         for key in list(self._streams):
             _wait_until_done("cuStreamSynchronize", self._query_made_stream, key)
+        _wait_until_done("cuStreamSynchronize", drv.cuStreamQuery, self.legacy_stream)  # Numba's default
         check("cuCtxSynchronize", drv.cuCtxSynchronize())
 
     def jit(self):
@@ -264,6 +265,7 @@ class DriverBackend:
             finally:
                 self._staging_lock.release()
         host = np.empty(nbytes, np.uint8)
+        self.stream_synchronize(stream)  # interruptibly: a copy into pageable memory waits inside the driver
         self._copy_dtoh(host.ctypes.data, src, nbytes, stream)
         return host
 

@@ -10,6 +10,7 @@ import time
 from cuda.bindings import driver as drv
 
 from .errors import CaptureError, CudaError
+from .interrupts import interrupted
 
 __all__ = ["R", "add_dependencies", "check", "fail", "get_edges", "remove_dependencies"]
 
@@ -53,19 +54,24 @@ def _done(function: str, err) -> bool:
 def _wait_until_done(function: str, query, handle) -> None:
     """Wait for a stream or an event as its synchronise call would, but in
     Python, so that Ctrl-C (KeyboardInterrupt) reaches a waiting main thread:
-    poll for 2 ms, then sleep 0.1 ms between polls."""
+    poll for 2 ms, then sleep 0.1 ms between polls. Ctrl-C runs the interrupt
+    hooks (they stop running graphs' loops) before it goes on."""
     err = query(handle)[0]
     if err != R.CUDA_ERROR_NOT_READY:
         _done(function, err)
         return
     spin_until = time.perf_counter() + 2e-3
-    while True:
-        err = query(handle)[0]
-        if err != R.CUDA_ERROR_NOT_READY:
-            _done(function, err)
-            return
-        if time.perf_counter() > spin_until:
-            time.sleep(1e-4)
+    try:
+        while True:
+            err = query(handle)[0]
+            if err != R.CUDA_ERROR_NOT_READY:
+                _done(function, err)
+                return
+            if time.perf_counter() > spin_until:
+                time.sleep(1e-4)
+    except KeyboardInterrupt:
+        interrupted()
+        raise
 
 
 def check(function: str, result):

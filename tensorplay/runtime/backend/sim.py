@@ -19,6 +19,7 @@ import weakref
 import numpy as np
 
 from .errors import CaptureError, CudaError
+from .interrupts import deferred
 from .params import PackedLaunch
 from .protocol import conditional_missing
 from .simgraph import Capture, SimCondition, SimGraph, SimGraphExec, SimNodeSetter, SimStagedGraph
@@ -531,7 +532,8 @@ class SimBackend:
             raise _fail("cuGraphLaunch", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
         if stream is self.legacy_stream:
             self._check_legacy("graph")
-        graph_exec.run()
+        with deferred():  # Ctrl-C stops the loops at their next pass, then interrupts
+            graph_exec.run()
 
     def graph_launch_raw(self, graph_exec: SimGraphExec, stream) -> tuple[int]:
         self.graph_launch(graph_exec, stream)
