@@ -3,6 +3,8 @@ kind repeated in one graph, replayed, time per node (or per pass)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 import tensorplay as tp
@@ -182,4 +184,67 @@ def unrolled(rows: list, progress) -> None:
     progress.step("unrolled loops")
 
 
-SECTIONS = [(branches, 1), (loop_caps, 1), (unrolled, 1)]
+@contextlib.contextmanager
+def _pass_kernel_without_cancel():
+    """Captures in the block end a flag loop's pass with the kernel as it was
+    before cancelling existed: the same work, without reading the cancel request."""
+    from tensorplay.kernels import conditional as ck
+    from tensorplay.runtime.backend import get as get_backend
+
+    setter = get_backend().conditional_setter()
+
+    def end_pass_unchecked(handle, flag, counter, cancel, max_iters):
+        if tp.cuda.grid(1) == 0:
+            passes = counter[0] + 1
+            counter[0] = passes
+            go = flag[0] != 0
+            if go and passes >= max_iters:
+                go = False
+                counter[1] = 1
+            setter(handle, np.uint32(1 if go else 0))
+
+    today, unchecked = ck.loop_pass, ck._one_thread_kernel("loop_pass_unchecked", end_pass_unchecked)
+    ck.loop_pass = lambda: unchecked
+    try:
+        yield
+    finally:
+        ck.loop_pass = today
+
+
+def cancel_check(rows: list, progress) -> None:
+    """What a loop's readiness to be cancelled costs a pass: the flag loop's
+    end-of-pass kernel reads the graph's cancel request; beside it, the same
+    loop whose end-of-pass kernel does not (the kernel before cancelling),
+    sampled alike, in alternation."""
+    iters = 2000 if tp.cuda.backend() == "cuda" else 10
+    n, flag = tp.zeros(1, dtype=tp.int32), tp.empty(1, dtype=tp.bool)
+    count_down[1, 32](n, flag)
+    graphs = {}
+    for checked in (True, False):
+        with contextlib.nullcontext() if checked else _pass_kernel_without_cancel():
+            g = tp.cuda.CUDAGraph()
+            with tp.cuda.graph(g):
+                tp.gt(n, 0, out=flag)
+                with g.while_(flag):
+                    count_down[1, 32](n, flag)
+        graphs[checked] = g
+    samples = {True: [], False: []}
+    for _ in range(5):
+        for checked in (True, False):
+            samples[checked].append(_per_iteration_us(graphs[checked], n, iters, repeats=1))
+    checked, unchecked = min(samples[True]), min(samples[False])
+    rows.append(
+        {
+            "name": "while node (flag, 1-kernel body) cancellable (its pass reads the cancel request), us per pass "
+            "(driver column: the same pass without the read)",
+            "unit": "us",
+            "lower_is_better": True,
+            "tensorplay": checked,
+            "driver": unchecked,
+            "target": f"<= 0.1 us per pass more ({checked - unchecked:+.3f} us here)",
+        }
+    )
+    progress.step("while cancel check")
+
+
+SECTIONS = [(branches, 1), (loop_caps, 1), (unrolled, 1), (cancel_check, 1)]
