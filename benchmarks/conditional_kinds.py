@@ -216,7 +216,7 @@ def cancel_check(rows: list, progress) -> None:
     end-of-pass kernel reads the graph's cancel request; beside it, the same
     loop whose end-of-pass kernel does not (the kernel before cancelling),
     sampled alike, in alternation."""
-    iters = 2000 if tp.cuda.backend() == "cuda" else 10
+    iters = 5000 if tp.cuda.backend() == "cuda" else 10
     n, flag = tp.zeros(1, dtype=tp.int32), tp.empty(1, dtype=tp.bool)
     count_down[1, 32](n, flag)
     graphs = {}
@@ -229,7 +229,7 @@ def cancel_check(rows: list, progress) -> None:
                     count_down[1, 32](n, flag)
         graphs[checked] = g
     samples = {True: [], False: []}
-    for _ in range(5):
+    for _ in range(15 if tp.cuda.backend() == "cuda" else 2):
         for checked in (True, False):
             samples[checked].append(_per_iteration_us(graphs[checked], n, iters, repeats=1))
     checked, unchecked = min(samples[True]), min(samples[False])
