@@ -30,7 +30,7 @@ from .._factories import empty
 from .._tensor import Tensor
 from ..kernels import conditional as ck
 from ..runtime.backend import get as get_backend
-from ..runtime.launch import ArrayArg, launch
+from ..runtime.launch import ArrayArg, KernelArray, launch_with, pointer_key, resolve
 from ..runtime.memory import allocator
 from ..runtime.streams import Stream, current_stream, set_stream
 
@@ -279,6 +279,14 @@ def unshared_counter_blocks(loops) -> set[int]:
     return own
 
 
+def _launch(kernel, args: list, stream: Stream) -> None:
+    """Launch a one-thread kernel with its arrays as element pointers: 8 bytes of
+    parameters where an array takes 56, which a loop's kernels, launched at
+    every pass, would pay at every pass (0.07 us an array on the H200)."""
+    keys = [pointer_key(a._kkey[0]) if isinstance(a, KernelArray) else type(a) for a in args]
+    launch_with(resolve(kernel, keys), *_ONE, args, stream)
+
+
 def _int64s(address: int, n: int) -> ArrayArg:
     """``n`` int64 as a kernel argument by address only: a recorded graph must
     not keep a loop's counter alive past ``reset()``, which lets go of it."""
@@ -291,7 +299,7 @@ def _loop_args(loop: Loop) -> list:
 
 
 def set_from_flag(handle: int, pred: Tensor, stream: Stream) -> None:
-    launch(ck.set_from_flag(), *_ONE, [np.uint64(handle), pred.reshape(1)._flat()], stream)
+    _launch(ck.set_from_flag(), [np.uint64(handle), pred.reshape(1)._flat()], stream)
 
 
 def _end_body(node: OpenNode) -> None:
@@ -303,15 +311,15 @@ def _start(kind: str, handle: int, pred, size: int, loop: Loop | None, stream: S
     """The kernel before the node: it sets the handle (and zeroes a loop's counter)."""
     h = np.uint64(handle)
     if kind == "switch":
-        launch(ck.set_from_index(), *_ONE, [h, pred.reshape(1)._flat(), np.int64(size)], stream)
+        _launch(ck.set_from_index(), [h, pred.reshape(1)._flat(), np.int64(size)], stream)
     elif kind != "while":
         set_from_flag(handle, pred, stream)
     else:
         cap = np.int64(NO_CAP if loop.max_iters is None else loop.max_iters)
         if pred is None:
-            launch(ck.loop_start_do_while(), *_ONE, [h, *_loop_args(loop), cap], stream)
+            _launch(ck.loop_start_do_while(), [h, *_loop_args(loop), cap], stream)
         else:
-            launch(ck.loop_start(), *_ONE, [h, pred.reshape(1)._flat(), *_loop_args(loop), cap], stream)
+            _launch(ck.loop_start(), [h, pred.reshape(1)._flat(), *_loop_args(loop), cap], stream)
 
 
 def _end_pass(node: OpenNode) -> None:
@@ -322,8 +330,8 @@ def _end_pass(node: OpenNode) -> None:
         handles = [np.uint64(c) for c in node.copies] + [np.uint64(0)] * (ck.MAX_UNROLL - 1 - len(node.copies))
         k = np.int64(len(node.copies) + 1)
         flag = node.pred.reshape(1)._flat()
-        launch(ck.loop_pass_unrolled(), *_ONE, [flag, *_loop_args(loop), cap, k, h, *handles], node.body)
+        _launch(ck.loop_pass_unrolled(), [flag, *_loop_args(loop), cap, k, h, *handles], node.body)
     elif node.pred is None:
-        launch(ck.loop_pass_do_while(), *_ONE, [h, *_loop_args(loop), cap], node.body)
+        _launch(ck.loop_pass_do_while(), [h, *_loop_args(loop), cap], node.body)
     else:
-        launch(ck.loop_pass(), *_ONE, [h, node.pred.reshape(1)._flat(), *_loop_args(loop), cap], node.body)
+        _launch(ck.loop_pass(), [h, node.pred.reshape(1)._flat(), *_loop_args(loop), cap], node.body)
