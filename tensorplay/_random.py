@@ -78,17 +78,19 @@ def manual_seed(seed: int) -> None:
     sequence again; the graphs captured before draw from it too."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"manual_seed expects an int, got {type(seed).__name__}")
-    if capture_state.active and current_stream().is_capturing():
-        raise CaptureError(
-            "tp.manual_seed() was called while a graph is being captured; seed before capture_begin(): "
-            "the graph's draws go on from the generator's state at each replay"
-        )
+    _refuse_in_capture("tp.manual_seed()", "; seed before capture_begin(): " + _REPLAYS_DRAW_ON)
     _seed(generator.state(), seed)
 
 
 def get_rng_state() -> Tensor:
     """A copy of the generator's state (a device tensor of the seed and the
-    offset, 2 int64 values), for ``set_rng_state``."""
+    offset, 2 int64 values), for ``set_rng_state``. Refused while the current
+    stream captures a graph, as ``manual_seed`` and ``set_rng_state`` are: the
+    state is taken and set between captures, and a graph's draws go on from it."""
+    _refuse_in_capture(
+        "tp.get_rng_state()",
+        ", where the copy would be made only at each replay; take the state before capture_begin()",
+    )
     return generator.state()[:2].clone()
 
 
@@ -96,7 +98,23 @@ def set_rng_state(state: Tensor) -> None:
     """Restore a state from ``get_rng_state``: the draws that followed it repeat."""
     if not isinstance(state, Tensor) or state.dtype != dt.int64 or state.shape != (2,):
         raise TypeError("set_rng_state expects a tensor from tp.get_rng_state() (2 int64 values)")
+    _refuse_in_capture(
+        "tp.set_rng_state()",
+        ", where every replay would restore the state and draw the same numbers; restore it before "
+        "capture_begin(): " + _REPLAYS_DRAW_ON,
+    )
     generator.state()[:2].copy_(state)
+
+
+_REPLAYS_DRAW_ON = "the graph's draws go on from the generator's state at each replay"
+
+
+def _refuse_in_capture(call: str, rest: str) -> None:
+    """CaptureError (nothing done) if the current stream is capturing: the
+    generator's state is set and read on the host's schedule, and a captured
+    seed or restore would rewind it at every replay."""
+    if capture_state.active and current_stream().is_capturing():
+        raise CaptureError(f"{call} was called while a graph is being captured{rest}")
 
 
 def _draw(kernel, shape, dtype) -> Tensor:

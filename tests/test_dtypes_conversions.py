@@ -7,6 +7,7 @@ NumPy references computed on Python ints and reduced explicitly with
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -84,6 +85,42 @@ def test_floats_convert_towards_zero(dtype):
     values = [0.0, 2.7, 99.5, 127.9] + ([-2.7, -99.5] if dtype.is_signed else [])
     got = tp.tensor(values).to(dtype)
     assert got.tolist() == [int(v) for v in values]
+
+
+OUT_OF_RANGE = [300.0, 300.7, -1.0, -1.5, -200.0, 255.9, 256.0, 1000.0, 32767.0, 32768.0, 40000.0, 65535.0]
+OUT_OF_RANGE += [65536.0, 70000.0, -32769.0, -70000.0, 3e9, -3e9, 1e20, -1e20, float("inf"), float("-inf")]
+
+
+def gpu_float_to_int(value: float, dtype) -> int:
+    """The README's rule: towards zero, saturating at the bounds of the type,
+    or for 8-bit types at those of its 16-bit sibling, keeping the low byte."""
+    bits = max(dtype.itemsize * 8, 16)
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if dtype.is_signed else (0, (1 << bits) - 1)
+    kept = hi if value >= hi else lo if value <= lo else int(value)  # int() goes towards zero
+    return int(wrapped([kept], dtype)[0])
+
+
+@pytest.mark.parametrize("source", [tp.float16, tp.float32, tp.float64], ids=str)
+@pytest.mark.parametrize("dtype", NARROW_INT_DTYPES + (tp.int32, tp.int64), ids=str)
+def test_out_of_range_floats_convert_as_the_readme_says(source, dtype):
+    """README, "Where tensorplay differs from PyTorch": 8-bit types keep the low
+    byte of a saturated 16-bit conversion (300.0 -> uint8 is 44), wider ones saturate."""
+    with np.errstate(over="ignore"):  # 70000 and beyond are inf in float16
+        host = np.array(OUT_OF_RANGE).astype(source.np)
+    got = tp.tensor(host).to(dtype)
+    assert got.tolist() == [gpu_float_to_int(float(v), dtype) for v in host]
+    assert tp.tensor(host)[::2].to(dtype).tolist() == got.tolist()[::2]  # the strided kernels too
+
+
+def test_the_readmes_conversion_examples_hold():
+    """Each "`tp....` is N" of the README's bullet on floats converted to integers
+    (values below, inside and above uint8's range)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    bullet = re.search(r"^- a float converted to an integer type.*?(?=^- )", readme, flags=re.M | re.S).group(0)
+    claims = re.findall(r"`(tp\.[^`]*)` is (-?\d+)", " ".join(bullet.split()))
+    assert len(claims) >= 3, bullet
+    for expression, value in claims:
+        assert eval(expression, {"tp": tp}).tolist() == [int(value)], expression
 
 
 def test_byte_char_short_and_dtype_names():

@@ -255,3 +255,30 @@ def test_dropout_follows_the_model_for_every_size_alignment_and_dtype(dtype, n, 
     y.sum().backward()
     np.testing.assert_allclose(x.grad.to(tp.float32).numpy(), np.where(kept, 1 / (1 - p), 0.0), rtol=tol)
     np.testing.assert_array_equal(tp.rand(2).numpy(), uniform_model(17, 5 + n, 2))  # the offset moved past n
+
+
+def test_rng_state_calls_inside_a_capture_are_refused_and_leave_the_state_as_it_was():
+    """A captured set_rng_state would restore the state at every replay (each
+    replay drawing the same numbers), and a captured get_rng_state would copy
+    it only at replay: both are refused, as manual_seed is, with nothing changed."""
+    tp.manual_seed(12)
+    tp.rand(4)
+    saved = tp.get_rng_state()
+    tp.rand(3)  # the offset moves on to 7
+    g = tp.cuda.CUDAGraph()
+    with pytest.raises(tp.cuda.CaptureError, match=r"^tp.set_rng_state\(\) was called while a graph is being captured"):
+        with tp.cuda.graph(g):
+            tp.set_rng_state(saved)
+    assert not tp.cuda.graphs.is_current_stream_capturing()
+    with pytest.raises(tp.cuda.CaptureError, match=r"^tp.get_rng_state\(\) was called while a graph is being captured"):
+        with tp.cuda.graph(g):
+            tp.get_rng_state()
+    assert not tp.cuda.graphs.is_current_stream_capturing()
+    np.testing.assert_array_equal(tp.rand(5).numpy(), uniform_model(12, 7, 5))  # the state was left as it was
+    tp.set_rng_state(saved)  # and outside a capture both still work
+    np.testing.assert_array_equal(tp.rand(3).numpy(), uniform_model(12, 4, 3))
+    with tp.cuda.graph(g):
+        u = tp.rand(2)
+    g.replay()
+    g.replay()
+    np.testing.assert_array_equal(u.numpy(), uniform_model(12, 9, 2))  # replays draw on from the state

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from .. import _dtype as dt
 from .._factories import zeros, zeros_like
 from ._fused import fusable, launch_fused, lr_prologue
-from .optimizer import Optimizer, check_lr, check_number, scalar_lr
+from .optimizer import Optimizer, check_lr, check_number, is_real, scalar_lr
 
 __all__ = ["Adam"]
 
@@ -83,13 +83,21 @@ class Adam(Optimizer):
         check_number("eps", group["eps"])
         check_number("weight_decay", group["weight_decay"])
 
+    def _state_layout(self, p) -> dict:
+        return {"step": ((), _step_dtype(p)), **super()._state_layout(p)}
+
+    def _check_state(self, index: int, p, entries) -> None:
+        super()._check_state(index, p, entries)
+        step = entries.get("step")
+        if is_real(step) and not (step >= 0 and float(step).is_integer()):
+            raise ValueError(f"the loaded state 'step' of parameter {index} is {step}, expected a whole number >= 0")
+
     def _state_of(self, p) -> dict:
         """``p``'s state, made (zeros) at its first step."""
         state = self.state.get(p)
         if not state:
-            step_dtype = dt.float64 if p.dtype is dt.float64 else dt.float32
             state = self.state[p] = {
-                "step": zeros((), dtype=step_dtype),  # 0-d: it broadcasts against 0-d parameters too
+                "step": zeros((), dtype=_step_dtype(p)),  # 0-d: it broadcasts against 0-d parameters too
                 "exp_avg": zeros_like(p),
                 "exp_avg_sq": zeros_like(p),
             }
@@ -160,3 +168,8 @@ class Adam(Optimizer):
             "one": 1.0,
         }
         launch_fused("adam", rows, ("p", "g", "m", "v", "s"), scalars, prologue, head, "\n".join(loop))
+
+
+def _step_dtype(p) -> dt.DType:
+    """The step count's dtype: the parameter's, float32 for narrower ones."""
+    return dt.float64 if p.dtype is dt.float64 else dt.float32

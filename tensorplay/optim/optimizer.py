@@ -11,6 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+
+from .._dtype import DType
+from .._factories import full
 from .._tensor import Tensor
 from ..autograd import enable_grad, no_grad
 from ..autograd._engine import clear_grads
@@ -61,7 +65,9 @@ class Optimizer:
     param_groups : list of dict
         One dict per group: ``"params"`` (a list) and the group's options.
         Options are read at each ``step()``; a captured step keeps the values
-        it was captured with (use a tensor ``lr`` to change it between replays).
+        it was captured with (use a tensor ``lr`` to change it between replays,
+        and write into it, ``group["lr"].fill_(x)``: a value assigned to
+        ``group["lr"]`` replaces the tensor that the graph reads).
     state : dict
         Per-parameter state (momentum buffers, moments), keyed by parameter.
 
@@ -214,9 +220,45 @@ class Optimizer:
         """Take the state and group options of ``state_dict`` (from ``state_dict()``
         of an optimizer over parameters of the same shapes, in the same order).
 
-        State tensors that already exist are written with ``copy_``, so a
-        captured ``step()`` sees the loaded values; new ones are copies.
+        Everything is checked before anything changes: the groups' options as
+        the constructor checks them, and each parameter's state against what
+        this optimizer keeps (its entries, their shapes and dtypes); an empty
+        state means none (it is made at the next step). Tensors that already
+        exist are written in place (``copy_``, ``fill_``): the state's, and a
+        tensor option such as a tensor ``lr``, so that a captured ``step()``
+        reads the loaded values. New state tensors are copies, in the dtype the
+        optimizer keeps; a number (a step count) becomes a tensor.
+
+        Examples
+        --------
+        >>> import tensorplay as tp
+        >>> import tensorplay.nn as nn
+        >>> import tensorplay.optim as optim
+        >>> lr = tp.tensor([0.1])
+        >>> opt = optim.SGD([nn.Parameter(tp.ones(2))], lr=lr)
+        >>> sd = opt.state_dict()
+        >>> opt.load_state_dict({"state": {}, "param_groups": [{**sd["param_groups"][0], "lr": 0.5}]})
+        >>> opt.param_groups[0]["lr"] is lr, lr.tolist()
+        (True, [0.5])
         """
+        by_index, options = self._check_loaded(state_dict)
+        with no_grad():
+            loaded = {id(by_index[i]) for i, entries in state_dict["state"].items() if entries}
+            for p in [p for p in self.state if id(p) not in loaded]:
+                del self.state[p]
+            for index, entries in state_dict["state"].items():
+                if entries:
+                    p = by_index[index]
+                    layout, current = self._state_layout(p), self.state.setdefault(p, {})
+                    for key, value in entries.items():
+                        current[key] = _loaded_entry(current.get(key), value, *layout[key])
+            for group, taken in zip(self.param_groups, options, strict=True):
+                for key, value in taken.items():
+                    group[key] = _loaded_option(group.get(key), value)
+
+    def _check_loaded(self, state_dict: Any) -> tuple[dict[int, Tensor], list[dict[str, Any]]]:
+        """(the parameters by their index in ``state_dict``, each group's loaded
+        options as checked), or ValueError/TypeError with a sentence."""
         if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
             raise ValueError("expected a dict with 'state' and 'param_groups', as Optimizer.state_dict() returns")
         saved = state_dict["param_groups"]
@@ -225,49 +267,57 @@ class Optimizer:
                 f"the loaded state has {len(saved)} parameter groups, this optimizer has {len(self.param_groups)}"
             )
         by_index: dict[int, Tensor] = {}
+        options = []
         for i, (group, saved_group) in enumerate(zip(self.param_groups, saved, strict=True)):
+            if not isinstance(saved_group, dict) or "params" not in saved_group:
+                raise ValueError(f"expected parameter group {i} of the loaded state as a dict with 'params'")
             if len(group["params"]) != len(saved_group["params"]):
                 raise ValueError(
                     f"parameter group {i} has {len(saved_group['params'])} parameters in the loaded state, "
                     f"{len(group['params'])} in this optimizer"
                 )
             by_index.update(zip(saved_group["params"], group["params"], strict=True))
+            merged = {**group, **saved_group, "params": group["params"]}
+            try:
+                self._check_options(merged)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"parameter group {i} of the loaded state: {e}") from None
+            options.append({key: merged[key] for key in saved_group if key != "params"})
         for index, entries in state_dict["state"].items():
             if index not in by_index:
                 raise ValueError(f"the loaded state has an entry for parameter {index}, which no group lists")
             self._check_state(index, by_index[index], entries)
-        with no_grad():
-            loaded = {id(by_index[i]) for i in state_dict["state"]}
-            for p in [p for p in self.state if id(p) not in loaded]:
-                del self.state[p]
-            for index, entries in state_dict["state"].items():
-                p = by_index[index]
-                current = self.state.setdefault(p, {})
-                for key, value in entries.items():
-                    current[key] = self._loaded(current.get(key), value, p if key in self._PARAM_SHAPED else None)
-            for group, saved_group in zip(self.param_groups, saved, strict=True):
-                for key, value in saved_group.items():
-                    if key != "params":
-                        group[key] = self._loaded(group.get(key), value, None)
+        return by_index, options
 
-    def _check_state(self, index: int, p: Tensor, entries: dict) -> None:
-        current = self.state.get(p, {})
-        for key, value in entries.items():
-            if not isinstance(value, Tensor):
-                continue
-            want = p.shape if key in self._PARAM_SHAPED else getattr(current.get(key), "shape", value.shape)
-            if value.shape != want:
+    def _state_layout(self, p: Tensor) -> dict[str, tuple[tuple[int, ...], DType]]:
+        """The (shape, dtype) of each state entry this optimizer keeps for ``p``."""
+        return {key: (p.shape, p.dtype) for key in self._PARAM_SHAPED}
+
+    def _check_state(self, index: int, p: Tensor, entries: Any) -> None:
+        """ValueError/TypeError with a sentence unless the loaded ``entries`` of
+        parameter ``index`` are empty or are those of ``_state_layout(p)``, each
+        a tensor of its shape, of floats (a number or a tensor of integers is
+        taken for a 0-d entry too)."""
+        if not isinstance(entries, dict):
+            raise TypeError(f"expected a dict as the loaded state of parameter {index}, got {type(entries).__name__}")
+        if not entries:
+            return
+        layout, name = self._state_layout(p), type(self).__name__
+        keeps = ", ".join(map(repr, layout)) or "nothing"
+        for key in entries:
+            if key not in layout:
                 raise ValueError(
-                    f"the loaded state {key!r} of parameter {index} has shape {value.shape}, expected shape {want}"
+                    f"the loaded state of parameter {index} has {key!r}, which {name} does not keep "
+                    f"(it keeps {keeps}); load a state dict saved by a {name}"
                 )
-
-    @staticmethod
-    def _loaded(current: Any, value: Any, like: Tensor | None) -> Any:
-        if not isinstance(value, Tensor):
-            return value
-        if isinstance(current, Tensor) and current.shape == value.shape:
-            return current.copy_(value)
-        return value.detach().to(like.dtype if like is not None else value.dtype, copy=True)
+        for key in layout:
+            if key not in entries:
+                raise ValueError(
+                    f"the loaded state of parameter {index} lacks {key!r}; {name} keeps {keeps} for each "
+                    "parameter, or nothing before its first step"
+                )
+        for key, value in entries.items():
+            _check_entry(f"the loaded state {key!r} of parameter {index}", value, *layout[key])
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
@@ -275,3 +325,44 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines += [f"    {k}: {group[k]}" for k in sorted(group) if k != "params"]
         return "\n".join(lines) + "\n)"
+
+
+def is_real(value: Any) -> bool:
+    """Whether ``value`` is a real number (Python's or NumPy's), not a bool."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_entry(where: str, value: Any, shape: tuple[int, ...], dtype: DType) -> None:
+    """``value`` can be kept as a state entry of ``shape`` and ``dtype``; else a sentence."""
+    if isinstance(value, Tensor):
+        if value.shape != shape:
+            raise ValueError(f"{where} has shape {value.shape}, expected shape {shape}")
+        if not (value.dtype.is_floating_point or (value.dtype.kind == "i" and shape == ())):
+            wanted = "a number or a tensor of integers or floats" if shape == () else "a floating point tensor"
+            raise TypeError(f"{where} has dtype {value.dtype.name}, expected {wanted} (it is kept as {dtype.name})")
+    elif not (shape == () and is_real(value)):
+        wanted = "a number or a 0-d tensor" if shape == () else f"a tensor of shape {shape}"
+        raise TypeError(f"{where} is a {type(value).__name__}, expected {wanted}")
+
+
+def _loaded_entry(current: Any, value: Any, shape: tuple[int, ...], dtype: DType) -> Tensor:
+    """A checked state entry as kept: written into the tensor there is (which a
+    captured step reads), else a new tensor of ``dtype``."""
+    if isinstance(current, Tensor) and current.shape == shape and current.dtype is dtype:
+        if value is current:
+            return current
+        return current.copy_(value) if isinstance(value, Tensor) else current.fill_(float(value))
+    if isinstance(value, Tensor):
+        return value.detach().to(dtype, copy=True)
+    return full(shape, float(value), dtype=dtype)
+
+
+def _loaded_option(current: Any, value: Any) -> Any:
+    """A checked group option as kept: written into the tensor the group holds
+    (a tensor lr, which a captured step reads), else taken (tensors copied)."""
+    if isinstance(current, Tensor) and value is not current:
+        if isinstance(value, Tensor) and value.numel() == current.numel():
+            return current.copy_(value.reshape(current.shape))
+        if is_real(value):
+            return current.fill_(float(value))
+    return value.detach().clone() if isinstance(value, Tensor) and value is not current else value
