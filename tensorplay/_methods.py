@@ -218,7 +218,7 @@ class TensorMath:
         if type(src) in TENSOR_TYPES:
             if (
                 src.dtype is self.dtype and src.shape == self.shape and src._contig and self._contig
-                and (src._storage is not self._storage or not overlaps(src, self))  # else copied first
+                and not overlaps(src, self)  # else copied first (cuMemcpy leaves overlapping copies undefined)
                 and not capture_state.fusers  # (a copy kernel while tp.compile fuses)
             ):  # fmt: skip
                 if self.numel():

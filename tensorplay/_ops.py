@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _dtype as dt
 from ._factories import tensor
-from ._overlap import overlaps, self_overlapping
+from ._overlap import may_alias, overlaps, self_overlapping
 from ._shape import broadcast_shapes, broadcast_strides, coalesce
 from ._tensor import _PACK_FLAT, TENSOR_TYPES, Tensor
 from .kernels import elementwise as ew
@@ -70,7 +70,7 @@ def elementwise(op: str, out: Tensor, operands, cast: str = "none") -> Tensor:
     fuser = current_fuser()  # tp.compile's fusion pass, while it traces
     if fuser is not None and fuser.take(op, out, operands, cast):
         return out
-    if any(isinstance(o, Tensor) and o._storage is out._storage for o in operands):
+    if any(isinstance(o, Tensor) and may_alias(o, out) for o in operands):
         operands = [_unaliased(o, out) if isinstance(o, Tensor) else o for o in operands]
     pattern = "".join(_letter(o) for o in operands)
     shape = out.shape
@@ -340,8 +340,10 @@ def _fast_binary(op: str, a, b, pattern: str) -> Tensor:
 def _fast_in_place(op: str, a, b, pattern: str) -> bool:
     """``a <op>= b`` through the plan of ``a <op> b`` when its result has ``a``'s
     dtype (True when launched; otherwise the general path says what is wrong)."""
-    if pattern == "aa" and b._storage is a._storage and overlaps(b, a):
-        return False  # the general path copies b first
+    if pattern == "aa":
+        sa, sb = a._storage, b._storage  # may_alias(), inlined: the common case costs no call
+        if (sa is sb or sa.block is None or sb.block is None) and overlaps(b, a):
+            return False  # the general path copies b first
     key = (op, pattern, a.dtype, b.dtype if pattern == "aa" else type(b))
     plan = _FAST_PLANS.get(key) or _fast_plan(key, a, b)
     if plan.out_dtype is not a.dtype:

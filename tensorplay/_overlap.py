@@ -8,9 +8,10 @@ arguments) all ask here.
 
 from __future__ import annotations
 
+from ._shape import numel
 from ._tensor import Tensor
 
-__all__ = ["byte_span", "overlap_groups", "overlaps", "same_view", "self_overlapping", "storage_key"]
+__all__ = ["byte_span", "may_alias", "overlap_groups", "overlaps", "same_view", "self_overlapping", "storage_key"]
 
 
 def storage_key(t: Tensor) -> int:
@@ -20,8 +21,12 @@ def storage_key(t: Tensor) -> int:
 
 def byte_span(t: Tensor) -> tuple[int, int]:
     """The bytes ``t`` reaches: from its lowest element's first byte to one past its highest's last."""
-    lo = hi = t._ptr
     isz = t.dtype.itemsize
+    if t._contig:  # the common case, without the loop (in-place ops on imports ask at every call)
+        n = numel(t.shape)
+        if n:
+            return t._ptr, t._ptr + n * isz
+    lo = hi = t._ptr
     for size, stride in zip(t.shape, t._strides, strict=True):
         step = (size - 1) * stride * isz
         if step < 0:
@@ -36,10 +41,25 @@ def same_view(a: Tensor, b: Tensor) -> bool:
     return a._ptr == b._ptr and a.shape == b.shape and a._strides == b._strides and a.dtype is b.dtype
 
 
+def may_alias(a: Tensor, b: Tensor) -> bool:
+    """False when ``a`` and ``b`` cannot share a byte: they lie in different
+    allocator blocks. Views of one storage may, and so may foreign memory (a
+    DLPack or CUDA Array Interface import), which can be another import of the
+    same buffer or one of our own blocks exported and imported back."""
+    sa, sb = a._storage, b._storage
+    return sa is sb or sa.block is None or sb.block is None
+
+
 def overlaps(x: Tensor, out: Tensor) -> bool:
-    """True when ``out`` and ``x`` are different views whose memory overlaps. The
+    """True when ``out`` and ``x`` are different views whose bytes overlap, decided
+    on addresses (not on storage objects: two imports of one buffer overlap). The
     same view is not counted: elementwise, each element is read before it is written."""
-    if x._storage is not out._storage or (x._ptr == out._ptr and x._strides == out._strides and x.shape == out.shape):
+    if not may_alias(x, out) or (
+        x._ptr == out._ptr
+        and x._strides == out._strides
+        and x.shape == out.shape
+        and x.dtype.itemsize == out.dtype.itemsize
+    ):
         return False
     (x_lo, x_hi), (out_lo, out_hi) = byte_span(x), byte_span(out)
     return x_lo < out_hi and out_lo < x_hi

@@ -15,6 +15,14 @@ gives one new arguments of the captured types, through
 ``cuGraphExecKernelNodeSetParams``, for every later replay. The graph keeps the
 tensors passed alive. A changed node also changes what ``stage_and_launch``
 replays (its staged copy is made again at its next call).
+
+**An elementwise op's node** takes tensors of another size than the capture's:
+its flat kernels launch over the output's elements, and where the captured grid
+would not cover more of them (``flat_exact`` gives a thread to each group of
+four, with no loop) the node gets the grid the op would launch now, which the
+same call sets (a grid only grows: the kernels skip elements past the output's).
+Every array operand must have the output's shape, as its kernel indexes it with
+the output's indices.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from .._tensor import TENSOR_TYPES
 from ..runtime.backend import get as get_backend
 from ..runtime.backend.params import POINTER, scalar_struct
 from ..runtime.capture import release_after_captures
+from ..runtime.launch import grid_1d, grid_groups
 
 __all__ = ["GraphUpdate", "KernelNode", "KernelNodes"]
 
@@ -48,34 +57,54 @@ class GraphUpdate:
         return "updated in place" if self.updated else f"instantiated again: {self.reason}"
 
 
+class NodeEdit:
+    """What ``set_args`` changes one node with, shared by every ``KernelNode``
+    of it: the backend's setter, the launch shape it sets, and for an
+    elementwise flat kernel the most elements that shape covers in one pass
+    (None for other kernels, whose launch shape stays the captured one)."""
+
+    __slots__ = ("setter", "grid", "block", "covers")
+
+    def __init__(self, setter, grid: tuple, block: tuple, flat: bool) -> None:
+        self.setter, self.grid, self.block = setter, grid, block
+        self.covers = grid[0] * block[0] * 4 if flat else None  # a thread per group of four
+
+
 class KernelNode:
     """A kernel node of a captured graph, from ``CUDAGraph.nodes()``.
 
     ``kernel`` is the Python kernel's name, ``where`` the ``file:line`` that
-    launched it, ``grid`` and ``block`` its launch shape.
+    launched it, ``grid`` and ``block`` its launch shape (as ``set_args`` last
+    set it).
     """
 
     __slots__ = (
         "index", "kernel", "where", "grid", "block",
-        "_graph", "_capture", "_node", "_origin", "_launcher", "_plan", "_setter",
+        "_graph", "_capture", "_node", "_origin", "_launcher", "_plan", "_edit",
     )  # fmt: skip
 
     def __init__(self, graph, capture: int, index: int, record: tuple, origin) -> None:
         self._node, self._launcher, self.grid, self.block, self.where = record
         self._origin = origin  # the same node in the graph the executable was instantiated from
         self._plan = None  # what set_args takes, made at its first call
-        self._setter = None  # the backend's setter of this node, from its first call
+        self._edit = None  # the node's NodeEdit, from its first call
         self.kernel = self._launcher.name
         self._graph, self._capture, self.index = graph, capture, index
 
     def set_args(self, *args) -> None:
         """Launch this node with ``args`` at every later replay: arrays of the
         captured dtypes and dimensions (a contiguous tensor may stand for a
-        1-D array of its elements) and numbers, in the kernel's order."""
-        graph, setter = self._graph, self._setter
-        if setter is None or self._capture != graph._captures or graph._stream is not None:
-            setter = self._setter = graph._node_setter(self)  # checks the node first
-        setter(pack_args(self._plan, args, self.kernel))
+        1-D array of its elements) and numbers, in the kernel's order. An
+        elementwise op's node takes tensors of any size, the output's first."""
+        graph, edit = self._graph, self._edit
+        if edit is None or self._capture != graph._captures or graph._stream is not None:
+            edit = self._edit = graph._node_edit(self)  # checks the node first
+        packed = pack_args(self._plan, args, self.kernel)
+        if edit.covers is not None and args[0].numel() > edit.covers:
+            graph._grow(self, edit, args[0].numel(), packed)
+        else:
+            edit.setter(packed)
+        self.grid, self.block = edit.grid, edit.block
         graph._held[self.index] = args  # the tensors themselves, kept alive
         if graph._stager is not None:  # it launches the old arguments
             graph._drop_stager()
@@ -94,19 +123,22 @@ class KernelNodes:
         if self._exec is None:
             raise RuntimeError("nodes() needs a captured graph; capture one first")
         same = len(self._origin_launches) == len(self._launches)  # else the origin's nodes are not known
-        return [
+        nodes = [
             KernelNode(self, self._captures, i, r, self._origin_launches[i][0] if same else None)
             for i, r in enumerate(self._launches)
         ]
+        for i, edit in self._setters.items():  # the launch shapes set_args changed
+            nodes[i].grid, nodes[i].block = edit.grid, edit.block
+        return nodes
 
     def _drop_stager(self) -> None:
         """Free the staged copy (``stage_and_launch``'s), made again at its next call."""
         release_after_captures(self._stager.release)
         self._stager = None
 
-    def _node_setter(self, node: KernelNode):
-        """The function that sets ``node``'s packed parameters on the executable,
-        once the node is known to be of the graph's current capture."""
+    def _node_edit(self, node: KernelNode) -> NodeEdit:
+        """What sets ``node``'s packed parameters on the executable, once the
+        node is known to be of the graph's current capture."""
         if node._graph is not self or node._capture != self._captures or self._exec is None:
             raise RuntimeError(
                 f"{node!r} belongs to an earlier capture of this graph (it was captured again, updated or "
@@ -120,23 +152,45 @@ class KernelNodes:
                 "the capture it was instantiated from, so its nodes cannot be told apart; reset() and capture "
                 "it anew to change a node's arguments"
             )
+        kernel = node._launcher.kernel
         if node._plan is None:
-            launcher = node._launcher
-            kernel = launcher.kernel
             node._plan = arg_plan(
-                launcher.argtypes, getattr(kernel, "tp_counted", False), getattr(kernel, "tp_exact", False)
+                node._launcher.argtypes,
+                getattr(kernel, "tp_counted", False),
+                getattr(kernel, "tp_exact", False),
+                _is_elementwise(kernel),
             )
-        setter = self._setters.get(node.index)
-        if setter is None:
-            setter = self._setters[node.index] = get_backend().kernel_node_setter(
-                self._exec, node._origin, self._graph, node._node, node._launcher, node.grid, node.block
-            )
-        return setter
+        edit = self._setters.get(node.index)
+        if edit is None:
+            _, _, grid, block, _ = self._launches[node.index]  # as captured
+            setter = self._node_setter(node, grid, block)
+            flat = _is_elementwise(kernel) and getattr(kernel, "tp_counted", False)
+            edit = self._setters[node.index] = NodeEdit(setter, grid, block, flat)
+        return edit
+
+    def _node_setter(self, node: KernelNode, grid: tuple, block: tuple):
+        return get_backend().kernel_node_setter(
+            self._exec, node._origin, self._graph, node._node, node._launcher, grid, block
+        )
+
+    def _grow(self, node: KernelNode, edit: NodeEdit, n: int, packed: bytes) -> None:
+        """Launch ``node``, an elementwise flat kernel's, with ``packed`` over
+        ``n`` elements, more than its grid covers in one pass: on the grid the
+        op launches for ``n`` (``flat_exact`` has no loop, so needs it) where
+        that is larger. The node is changed only once the driver took it."""
+        exact = getattr(node._launcher.kernel, "tp_exact", False)
+        grid, block = grid_groups(n) if exact else grid_1d(n)
+        if grid[0] * block[0] <= edit.grid[0] * edit.block[0]:  # the looping kernel at its grid's cap
+            edit.setter(packed)
+            return
+        setter = self._node_setter(node, grid, block)
+        setter(packed)
+        edit.setter, edit.grid, edit.block, edit.covers = setter, grid, block, grid[0] * block[0] * 4
 
     def _sync_template(self) -> None:
         """Give the captured graph the arguments set on its nodes (before it is cloned or drawn)."""
-        for setter in self._setters.values():
-            setter.set_template()
+        for edit in self._setters.values():
+            edit.setter.set_template()
 
     def _forget_nodes(self) -> None:
         self._launches, self._setters, self._held = [], {}, {}
@@ -162,16 +216,23 @@ class KernelNodes:
 
 _COUNT = "count"  # the plan of a flat kernel's element count: not an argument of set_args, the output's size
 _EXACT_COUNT = "exact count"  # the same of a flat_exact kernel: aligned arrays, a multiple of four elements
+_OUT_SHAPE = "the output's shape"  # the plan of an elementwise kernel's array: indexed with the output's indices
 
 
-def arg_plan(argtypes, counted: bool = False, exact: bool = False) -> list[tuple]:
+def _is_elementwise(kernel) -> bool:
+    return getattr(kernel, "tp_recipe", ("",))[0] == "elementwise"
+
+
+def arg_plan(argtypes, counted: bool = False, exact: bool = False, elementwise: bool = False) -> list[tuple]:
     """Per parameter of a captured launch: (dtype name, ndim, C-contiguous,
     None) of an array, (dtype name, None, True, None) of an element pointer, or
     (None, NumPy scalar type, type name, packing) of a number (Numba's parameter
     layout: ``runtime/backend/params.py``). ``counted``: a flat kernel's, whose
     second parameter is the output's element count (``_COUNT``), not an
     argument of ``set_args``; ``exact``: of the kernel for 16-byte aligned arrays
-    of a multiple of four elements (``_EXACT_COUNT``)."""
+    of a multiple of four elements (``_EXACT_COUNT``); ``elementwise``: an
+    elementwise op's, whose arrays must all have the output's shape (their
+    fourth entry ``_OUT_SHAPE``)."""
     from numba.cuda import types
     from numba.cuda.np.numpy_support import as_dtype
 
@@ -180,7 +241,7 @@ def arg_plan(argtypes, counted: bool = False, exact: bool = False) -> list[tuple
         if counted and len(plan) == 1:
             plan.append((_EXACT_COUNT if exact else _COUNT, None, True, POINTER.pack))
         elif isinstance(ty, types.Array):
-            plan.append((as_dtype(ty.dtype).name, ty.ndim, ty.layout == "C", None))
+            plan.append((as_dtype(ty.dtype).name, ty.ndim, ty.layout == "C", _OUT_SHAPE if elementwise else None))
         elif isinstance(ty, types.CPointer):
             plan.append((as_dtype(ty.dtype).name, None, True, None))
         else:
@@ -205,7 +266,7 @@ def pack_args(plan: list, args: tuple, name: str) -> bytes:
         args = (out, out.numel(), *args[1:])
         if plan[1][0] is _EXACT_COUNT:
             _refuse_unaligned(plan, args, name)
-    parts = []
+    parts, out_shape = [], None
     for p, (want, ndim, contig, pack) in enumerate(plan):
         a, i = args[p], p - (counted and p > 1)  # i: the argument's place among set_args's
         if want in (_COUNT, _EXACT_COUNT):
@@ -222,11 +283,27 @@ def pack_args(plan: list, args: tuple, name: str) -> bytes:
             parts.append(pack(ndim(a)))
         elif ndim is None:  # an element pointer: a flat kernel's array, as many elements as its output
             parts.append(_pointer(a, i, want, args[1], name))  # only flat kernels take pointers: counted
-        elif type(a) in TENSOR_TYPES and a.dtype.name == want and len(a.shape) == ndim and (a._contig or not contig):
+        else:
+            if not (
+                type(a) in TENSOR_TYPES and a.dtype.name == want and len(a.shape) == ndim and (a._contig or not contig)
+            ):
+                a = _array(a, i, want, ndim, contig, name)  # not a tensor as captured: a view of one, or an error
             parts.append(a._kbytes)
-        else:  # not a tensor as captured: a view of one, or an error
-            parts.append(_array(a, i, want, ndim, contig, name)._kbytes)
+            if pack is _OUT_SHAPE:  # an elementwise kernel's: the output's first
+                shape = tuple(a._karray[5 : 5 + ndim])
+                if out_shape is None:
+                    out_shape = shape
+                elif shape != out_shape:
+                    _refuse_shape(shape, out_shape, i, name)
     return b"".join(parts)
+
+
+def _refuse_shape(shape: tuple, out_shape: tuple, i: int, name: str) -> None:
+    broadcast = all(d in (1, o) for d, o in zip(shape, out_shape, strict=True))
+    raise TypeError(
+        f"argument {i} of {name} was captured as an array of the output's shape {out_shape}; got shape {shape}"
+        + (": pass a broadcast operand expand()ed to the output's shape" if broadcast else "")
+    )
 
 
 _NUMBERS = (float, int, bool)
