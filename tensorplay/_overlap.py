@@ -11,7 +11,16 @@ from __future__ import annotations
 from ._shape import numel
 from ._tensor import Tensor
 
-__all__ = ["byte_span", "may_alias", "overlap_groups", "overlaps", "same_view", "self_overlapping", "storage_key"]
+__all__ = [
+    "byte_span",
+    "foreign",
+    "may_alias",
+    "overlap_groups",
+    "overlaps",
+    "same_view",
+    "self_overlapping",
+    "storage_key",
+]
 
 
 def storage_key(t: Tensor) -> int:
@@ -39,6 +48,12 @@ def byte_span(t: Tensor) -> tuple[int, int]:
 def same_view(a: Tensor, b: Tensor) -> bool:
     """True when ``a`` and ``b`` are the same elements of the same memory, in the same dtype."""
     return a._ptr == b._ptr and a.shape == b.shape and a._strides == b._strides and a.dtype is b.dtype
+
+
+def foreign(t: Tensor) -> bool:
+    """True for memory tensorplay's allocator did not give (a DLPack or CUDA
+    Array Interface import): it may be any other tensor's memory too."""
+    return t._storage.block is None
 
 
 def may_alias(a: Tensor, b: Tensor) -> bool:

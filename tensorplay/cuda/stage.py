@@ -43,7 +43,7 @@ import weakref
 import numpy as np
 
 from .._factories import tensor
-from .._overlap import overlap_groups, same_view, self_overlapping, storage_key
+from .._overlap import foreign, overlap_groups, overlaps, same_view, self_overlapping, storage_key
 from .._tensor import Tensor
 from ..autograd import no_grad
 from ..kernels import gather
@@ -109,7 +109,7 @@ class Stager:
                     try:
                         if x.dtype is not dtype or x.shape != shape or not x.is_contiguous():
                             break
-                        if storage_key(x) in storages:
+                        if storage_key(x) in storages or foreign(x):
                             break
                     except AttributeError:  # not a Tensor: the general path says what is wrong
                         break
@@ -209,7 +209,7 @@ class _Plan:
         for i, (x, (slot, dtype, shape, nbytes)) in enumerate(zip(inputs, self.pairs, strict=True)):
             if (
                 slot >= 0 and isinstance(x, Tensor) and x.dtype is dtype and x.shape == shape and x.is_contiguous()
-                and storage_key(x) not in storages
+                and storage_key(x) not in storages and not foreign(x)
             ):  # fmt: skip
                 srcs[slot] = x.data_ptr()
                 sizes[slot] = nbytes
@@ -219,7 +219,7 @@ class _Plan:
         serial = host = False
         for i in slow:
             x, static = inputs[i], statics[i]
-            if isinstance(x, Tensor) and storage_key(x) in storages:
+            if isinstance(x, Tensor) and _aliases(x, storages, statics):
                 if same_view(x, static):
                     continue
                 serial = True
@@ -303,3 +303,11 @@ def _source(i: int, x, static: Tensor):
     if not isinstance(x, Tensor):
         x = np.asarray(x, dtype=static.dtype.np, order="C")
     return x
+
+
+def _aliases(x: Tensor, storages: set, statics) -> bool:
+    """Whether input ``x`` may share memory with a static input: a view of one,
+    or an import (whose storage is its own) reaching one's bytes."""
+    if storage_key(x) in storages:
+        return True
+    return foreign(x) and any(same_view(x, t) or overlaps(x, t) for t in statics)

@@ -152,6 +152,24 @@ def test_inputs_that_alias_static_inputs_copy_in_order():
     assert b.numpy().tolist() == [1.0] * 5
 
 
+def test_imports_of_static_inputs_copy_in_order_as_the_tensors_themselves_do():
+    """An import (DLPack) of a static input's memory is seen as that memory, not
+    as a tensor of its own: the copies go in order, as in the test above."""
+    a, b = tp.zeros(5), tp.zeros(5)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        out = a * 10 + b
+    for _ in range(2):  # the second call takes the plan's inline path
+        a.copy_(np.arange(5, dtype=np.float32))
+        b.copy_(np.full(5, 7, np.float32))
+        g.stage_and_launch([a, b], [tp.from_dlpack(b), tp.from_dlpack(a)])
+        assert a.numpy().tolist() == [7.0] * 5 and b.numpy().tolist() == [7.0] * 5
+        assert out.numpy().tolist() == [77.0] * 5
+    a.copy_(np.arange(5, dtype=np.float32))
+    g.stage_and_launch([a, b], [tp.from_dlpack(a), tp.from_dlpack(a)])  # a is its own: b takes it unchanged
+    assert a.numpy().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0] == b.numpy().tolist()
+
+
 def test_overlapping_static_inputs_copy_in_order():
     buf = tp.zeros(8)
     lo, hi = buf[:5], buf[3:]
