@@ -95,7 +95,9 @@ def op_functions(*ops: str) -> tuple:
     return tuple(ew._op(op) for op in ops)
 
 
-_CONVERT = {"bool": "bool", **{d: f"np.{d}" for d in ("int32", "int64", "float32", "float64")}}
+# np.bool_, not bool: on the simulator a Python bool divides as Python does
+# (True / False raises ZeroDivisionError), a NumPy one as the GPU (inf, NaN).
+_CONVERT = {"bool": "np.bool_", **{d: f"np.{d}" for d in ("int32", "int64", "float32", "float64")}}
 
 
 def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], stores: tuple[int, ...],

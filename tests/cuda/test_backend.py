@@ -211,3 +211,34 @@ def test_the_driver_entry_point_lookup_takes_the_bindings_flag_and_calls_what_it
     finally:
         staging._entry_point.cache_clear()
     assert [a[2] for a in asked] == [drv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT] * 2
+
+
+def test_the_simulated_device_has_the_memory_tensorplay_sim_memory_gives(monkeypatch):
+    code = (
+        "import tensorplay as tp\n"
+        "free, total = tp.cuda.mem_get_info()\n"
+        "x = tp.empty(1 << 20)\n"  # 4 MiB of the 6
+        "try:\n"
+        "    tp.empty(1 << 20)\n"
+        "except tp.cuda.CudaError as e:\n"
+        "    print(total, free <= total, e.code, sep='|')\n"
+        "    print(e)\n"
+    )
+    monkeypatch.setenv("TENSORPLAY_SIM_MEMORY", "6M")
+    proc = run_python(code, "sim")
+    assert proc.returncode == 0, proc.stderr
+    numbers, message = proc.stdout.splitlines()
+    assert numbers == f"{6 << 20}|True|CUDA_ERROR_OUT_OF_MEMORY"
+    assert message.startswith("out of memory: could not allocate 4194304 bytes (")
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "0", "8X", "8I"])
+def test_a_bad_tensorplay_sim_memory_is_a_value_error_with_an_example(monkeypatch, value):
+    monkeypatch.setenv("TENSORPLAY_SIM_MEMORY", value)
+    proc = run_python("import tensorplay\n", "sim")
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == (
+        "ValueError: TENSORPLAY_SIM_MEMORY must be the simulated device's memory as a positive whole number of "
+        f"bytes, optionally followed by K, M, G or T (e.g. 8G), got {value!r}"
+    )

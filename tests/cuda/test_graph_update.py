@@ -337,3 +337,160 @@ def test_set_args_packs_a_python_number_as_numpy_converts_it(dtype):
             continue
         with np.errstate(over="ignore"):
             assert pack_args([plan], (v,), "k") == want, (dtype, v)
+
+
+# The driver updates no conditional node's parameters (its kind, its number of
+# bodies) nor its bodies' topology: cuGraphExecUpdate fails with
+# CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, and as cuda-bindings gives no result
+# info then, the driver backend names the code (the top-level node counts match).
+REFUSED_CONDITIONAL = "the driver refused the update (CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE)"
+
+
+def _switch_of(g, index, x, n):
+    with g.switch_(index, n) as cases:
+        for i in range(n):
+            x[i : i + 1].add_(1.0)
+            if i < n - 1:
+                cases.next()
+
+
+def _if_of(g, flag, x, n):
+    with g.if_(flag):
+        for _ in range(n):
+            x[:1].add_(1.0)
+
+
+def _while_of(g, flag, x, n):
+    with g.while_(flag, max_iters=n):  # the loop runs its cap: the flag stays true
+        x[:1].add_(1.0)
+
+
+UPDATES = {  # what the first capture held -> what the second does, and x after one replay of the second
+    "a 2-case switch to a 3-case one": ((_switch_of, 2), (_switch_of, 3), [0.0, 0.0, 1.0]),
+    "an if node to a while node": ((_if_of, 1), (_while_of, 3), [3.0, 0.0, 0.0]),
+    "an if node whose body gets another node": ((_if_of, 1), (_if_of, 2), [2.0, 0.0, 0.0]),
+}
+
+
+@pytest.mark.parametrize("change", list(UPDATES))
+def test_a_changed_conditional_node_is_instantiated_again_as_the_driver_refuses_it(change):
+    (first, n1), (second, n2), want = UPDATES[change]
+    index, flag, x = tp.tensor([2]), tp.tensor([True]), tp.zeros(3)
+    pred = {_switch_of: index, _if_of: flag, _while_of: flag}
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        first(g, pred[first], x, n1)
+    with tp.cuda.graph(g, update=True):
+        second(g, pred[second], x, n2)
+    assert not g.last_update.updated and g.last_update.reason == REFUSED_CONDITIONAL
+    g.replay()
+    assert x.tolist() == want  # what the second capture does
+
+
+# ====================================================================================
+# set_args on an elementwise op's node with tensors of another size or shape: the
+# node launches a grid that covers them (grown where the captured one would not), and
+# refuses operands that are not of the output's shape.
+# ====================================================================================
+
+
+def _captured_op(fn, *inputs):
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y = fn(*inputs)
+    (node,) = g.nodes()
+    return g, node, y
+
+
+def _host(n, seed):
+    return np.random.default_rng(seed).uniform(-3.0, 3.0, n).astype(np.float32)
+
+
+def test_set_args_with_more_elements_than_an_exact_node_launched_for_writes_them_all():
+    # x * 2.0 on 8 aligned elements is the flat_exact kernel: a thread per group of four, no loop,
+    # on one block of 32 threads (128 elements); 1024 elements need a grid eight times as large.
+    g, node, _ = _captured_op(lambda x: x * 2.0, tp.ones(8))
+    assert node.kernel.endswith("mul_as_flat_exact") and node.grid[0] * node.block[0] * 4 < 1024
+    src, out = _host(1024, 0), tp.zeros(1024)
+    node.set_args(out, tp.tensor(src), 3.0)
+    g.replay()
+    np.testing.assert_allclose(out.numpy(), src.astype(np.float64) * 3.0, rtol=1e-6)
+    (grown,) = g.nodes()  # the node says what it launches now
+    assert grown.grid[0] * grown.block[0] * 4 >= 1024 and f"<<<{grown.grid}, {grown.block}>>>" in repr(grown)
+    small, out16 = _host(16, 1), tp.zeros(16)
+    node.set_args(out16, tp.tensor(small), 0.5)  # fewer elements: the larger grid's extra threads do nothing
+    g.replay()
+    np.testing.assert_allclose(out16.numpy(), small.astype(np.float64) * 0.5, rtol=1e-6)
+    big, out2k = _host(2048, 2), tp.zeros(2048)
+    static = tp.tensor(big)
+    grown.set_args(out2k, static, -1.0)  # another KernelNode of the same node grows it further
+    node.set_args(out2k, static, 2.0)  # and the first one launches that grid too
+    g.replay()
+    np.testing.assert_allclose(out2k.numpy(), big.astype(np.float64) * 2.0, rtol=1e-6)
+    fresh = _host(2048, 3)
+    g.stage_and_launch([static], [tp.tensor(fresh)])  # the staged copy launches the grown grid too
+    np.testing.assert_allclose(out2k.numpy(), fresh.astype(np.float64) * 2.0, rtol=1e-6)
+
+
+def test_set_args_with_more_elements_than_a_looping_node_launched_for_grows_its_grid():
+    # 10 elements (not a multiple of four) take the flat kernel, which loops over its grid:
+    # more elements are right on the captured grid, and given the grid the op would launch now.
+    from tensorplay.runtime.launch import grid_1d
+
+    g, node, _ = _captured_op(lambda x: x + 1.0, tp.ones(10))
+    assert node.kernel.endswith("add_as_flat")
+    src, out = _host(1000, 4), tp.zeros(1000)
+    node.set_args(out, tp.tensor(src), 1.5)
+    g.replay()
+    np.testing.assert_allclose(out.numpy(), src.astype(np.float64) + 1.5, rtol=1e-6)
+    (grown,) = g.nodes()
+    assert (grown.grid, grown.block) == grid_1d(1000)
+
+
+def test_set_args_on_an_exact_node_refuses_what_its_kernel_cannot_take_and_changes_nothing():
+    x = tp.ones(8)  # kept: the graph reads it at each replay
+    g, node, y = _captured_op(lambda x: x * 2.0, x)
+    name = ".*mul_as_flat_exact"
+    for args, message in [
+        ((tp.zeros(6), tp.ones(6), 1.0), "6 elements, not a multiple of four: capture the op again"),
+        (
+            (tp.zeros(1024, dtype=tp.float64), tp.ones(1024), 1.0),
+            f"argument 0 of {name} was captured as a contiguous tensor of 1024 float32 elements .* got a "
+            "contiguous tensor of 1024 float64 elements",
+        ),
+        (
+            (tp.zeros(2048)[::2], tp.ones(1024), 1.0),
+            f"argument 0 of {name} .* got a non-contiguous tensor of 1024 float32 elements",
+        ),
+        (
+            (tp.zeros(1024), tp.ones(512), 1.0),
+            f"argument 1 of {name} was captured as a contiguous tensor of 1024 float32 elements .* got a "
+            "contiguous tensor of 512 float32 elements",
+        ),
+    ]:
+        with pytest.raises(TypeError, match=message):
+            node.set_args(*args)
+    g.replay()
+    assert y.tolist() == [2.0] * 8 and node.grid == (1, 1, 1)  # nothing changed
+
+
+def test_set_args_refuses_an_operand_array_not_of_the_outputs_shape():
+    # Strided operands reach the kernel as arrays, indexed with the output's indices: one of
+    # another shape would be read past its end.
+    x = tp.arange(32, dtype=tp.float32)
+    g, node, y = _captured_op(lambda x: x[::2] * 2.0, x)
+    with pytest.raises(TypeError, match=r"argument 1 of .*mul_as_flat was captured as an array of the output's "
+                       r"shape \(16,\); got shape \(8,\)"):  # fmt: skip
+        node.set_args(y, tp.ones(64)[::8], 0.5)
+    g.replay()
+    np.testing.assert_array_equal(y.numpy(), np.arange(0, 32, 2) * 2.0)  # nothing changed
+    # a broadcast operand is captured expanded to the output's shape: set_args takes it so
+    a, b = tp.tensor(_host(80, 5).reshape(2, 40)), tp.tensor(_host(40, 6).reshape(1, 40))
+    g2, node2, z = _captured_op(lambda a, b: a + b, a, b)
+    with pytest.raises(TypeError, match=r"argument 2 of .*add_aa_rows2 was captured as an array of the output's "
+                       r"shape \(2, 40\); got shape \(1, 40\): pass a broadcast operand expand\(\)ed"):  # fmt: skip
+        node2.set_args(z, a, b)
+    c = tp.tensor(_host(40, 7).reshape(1, 40))
+    node2.set_args(z, a, c.expand(2, 40))
+    g2.replay()
+    np.testing.assert_allclose(z.numpy(), a.numpy().astype(np.float64) + c.numpy(), rtol=1e-6)

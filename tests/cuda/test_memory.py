@@ -286,3 +286,59 @@ def test_a_free_during_a_capture_records_its_events_after_the_capture():
     assert w.data_ptr() == ptr  # back in s1's free list once s2's work is done
     g.replay()
     assert z.tolist() == [4.0] * 40
+
+
+SIM_ONLY = pytest.mark.skipif(tp.cuda.backend() != "sim", reason="sets the size of the simulated device")
+OOM = r"^out of memory: could not allocate 4194304 bytes \(\d+ allocated, \d+ reserved by tensorplay\); free tensors"
+
+
+@pytest.fixture
+def device_of(monkeypatch):
+    """``device_of(extra)``: make the simulated device hold what is in use now
+    and ``extra`` bytes more (less, for a negative ``extra``)."""
+
+    def shrink(extra: int) -> int:
+        free, total = tp.cuda.mem_get_info()
+        monkeypatch.setattr(get_backend(), "memory", total - free + extra)
+        return total - free + extra
+
+    return shrink
+
+
+@SIM_ONLY
+def test_live_allocations_are_bounded_by_the_simulated_device(device_of):
+    size = device_of(9 * MiB)
+    a, b = tp.empty(MiB), tp.empty(MiB)  # 4 MiB each: 8 of the 9 MiB free
+    free, total = tp.cuda.mem_get_info()
+    assert (free, total) == (size - (total - free), size) and 0 <= free < 4 * MiB
+    with pytest.raises(tp.cuda.CudaError, match=OOM) as e:
+        tp.empty(MiB)
+    assert e.value.code == "CUDA_ERROR_OUT_OF_MEMORY" and e.value.function == "cuMemAlloc(4194304)"
+    # the backend's own error is the driver's sentence
+    with pytest.raises(tp.cuda.CudaError, match=r"^cuMemAlloc\(4194304\) failed: CUDA_ERROR_OUT_OF_MEMORY: the device"):
+        get_backend().mem_alloc(4 * MiB)
+    del a
+    c = tp.empty(MiB)  # a's block again
+    c.fill_(2.0)
+    assert c.tolist()[:2] == [2.0, 2.0] and b.numel() == MiB
+
+
+@SIM_ONLY
+def test_an_allocation_past_the_simulated_device_frees_the_cache_and_tries_again(device_of):
+    device_of(9 * MiB)
+    a, b = tp.empty(MiB), tp.empty(MiB)
+    del b  # cached: 8 MiB held, 1 MiB free
+    retries, reserved = stat("num_alloc_retries"), tp.cuda.memory_reserved()
+    c = tp.empty(MiB // 2)  # 2 MiB: another size class, which fits once the cached block is given back
+    assert stat("num_alloc_retries") == retries + 1
+    assert tp.cuda.memory_reserved() == reserved - 4 * MiB + 2 * MiB and a.numel() + c.numel() == 3 * MiB // 2
+
+
+@SIM_ONLY
+def test_mem_get_info_never_reports_negative_free_memory(device_of):
+    a = tp.empty(MiB)
+    size = device_of(-2 * MiB)  # a device smaller than what is in use
+    assert tp.cuda.mem_get_info() == (0, size)
+    with pytest.raises(tp.cuda.CudaError, match=r"^out of memory: could not allocate 512 bytes"):
+        tp.empty(1)
+    del a

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import itertools
+import os
 import threading
 import time
 import weakref
@@ -23,6 +24,7 @@ from .interrupts import deferred
 from .params import PackedLaunch
 from .protocol import conditional_missing
 from .simgraph import Capture, SimCondition, SimGraph, SimGraphExec, SimNodeSetter, SimStagedGraph
+from .simint import float_to_int, wrap_int
 from .simlaunch import SimLauncher
 from .simplain import StreamBase, TensorArgument, install
 
@@ -30,16 +32,43 @@ from .simplain import StreamBase, TensorArgument, install
 # handle table, written by ``set_conditional`` from inside kernels.
 _CONDITIONS: dict[int, SimCondition] = {}
 _HANDLES = itertools.count(0x1000)
+_UINT32 = np.dtype(np.uint32)
 
 
 def set_conditional(handle, value) -> int:
-    """Device-side setter of a conditional handle (``cudaGraphSetConditional``)."""
+    """Device-side setter of a conditional handle (``cudaGraphSetConditional``).
+    Its value is the driver's unsigned 32-bit int, converted as the GPU converts
+    the argument to it: an integer modulo 2**32 (-1 is 4294967295, past every
+    case of a switch; 2**32 is 0, false), a float as a store into a uint32."""
+    if isinstance(value, (float, np.floating)):
+        value = float_to_int(value, _UINT32)
+    else:
+        value = wrap_int(int(value), _UINT32)
     _CONDITIONS[int(handle)].value = int(value)
     return 0
 
 
 _ALIGN = 256
-_MEMORY = 1 << 34  # the simulated device's memory: larger allocations fail as on a GPU
+MEMORY_VARIABLE = "TENSORPLAY_SIM_MEMORY"
+DEFAULT_MEMORY = 1 << 34  # the simulated device's memory unless MEMORY_VARIABLE says otherwise
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def memory_size(text: str) -> int:
+    """The bytes ``text`` names: a whole number, optionally followed by K, M, G
+    or T (powers of 1024; ``KiB``, ``MB`` and the like are read alike), as in
+    ``TENSORPLAY_SIM_MEMORY=8G``."""
+    t = text.strip().upper()
+    t = t[:-2] if t.endswith("IB") else t.removesuffix("B")
+    unit = t[-1:] if t[-1:] in _UNITS else ""
+    number = t[: len(t) - len(unit)].strip()
+    if not number.isdigit() or int(number) == 0:
+        raise ValueError(
+            f"{MEMORY_VARIABLE} must be the simulated device's memory as a positive whole number of bytes, "
+            f"optionally followed by K, M, G or T (e.g. 8G), got {text!r}"
+        )
+    return int(number) * _UNITS[unit]
+
 
 # The H200's launch limits (cuDeviceGetAttribute; tests/test_launch_limits.py
 # compares them with the real device's): what the simulator refuses as the GPU does.
@@ -112,6 +141,8 @@ class SimBackend:
 
         self._numba_cuda = cuda
         self._buffers: dict[int, np.ndarray] = {}
+        self._used = 0  # bytes of the live allocations
+        self.memory = memory_size(os.environ.get(MEMORY_VARIABLE, str(DEFAULT_MEMORY)))
         self._bases: list[int] = []
         self._foreign: dict[int, tuple[int, np.ndarray]] = {}  # token -> (base, bytes)
         self._lock = threading.RLock()
@@ -144,13 +175,34 @@ class SimBackend:
         return self._numba_cuda
 
     # -- memory ------------------------------------------------------------
+    @property
+    def memory(self) -> int:
+        """The simulated device's memory in bytes (``TENSORPLAY_SIM_MEMORY``,
+        16 GiB unless it says otherwise): an allocation that would take the
+        live allocations past it fails with the driver's out-of-memory error.
+        Settable, e.g. to test what a program does when memory runs out."""
+        return self._memory
+
+    @memory.setter
+    def memory(self, nbytes: int) -> None:
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+            raise ValueError(f"expected the simulated device's memory as a positive int of bytes, got {nbytes!r}")
+        self._memory = int(nbytes)
+
     def mem_alloc(self, nbytes: int) -> int:
-        # More than the simulated device holds, or than the host gives, is the
-        # driver's out-of-memory error, never NumPy's MemoryError.
-        try:
-            buf = np.empty(nbytes + _ALIGN, np.uint8) if nbytes <= _MEMORY else None
-        except MemoryError:
-            buf = None
+        # More than the simulated device has left, or than the host gives, is
+        # the driver's out-of-memory error, never NumPy's MemoryError.
+        with self._lock:
+            fits = self._used + nbytes <= self._memory
+            if fits:
+                self._used += nbytes  # taken now, so that two threads cannot both fit in the last bytes
+        buf = None
+        if fits:
+            try:
+                buf = np.empty(nbytes + _ALIGN, np.uint8)
+            except MemoryError:
+                with self._lock:
+                    self._used -= nbytes
         if buf is None:
             raise _fail(f"cuMemAlloc({nbytes})", "CUDA_ERROR_OUT_OF_MEMORY", CudaError)
         ptr = (buf.ctypes.data + _ALIGN - 1) // _ALIGN * _ALIGN
@@ -163,14 +215,17 @@ class SimBackend:
     def mem_free(self, ptr: int) -> None:
         self._check_unsafe("cuMemFree")
         with self._lock:
-            if self._buffers.pop(ptr, None) is None:
+            buf = self._buffers.pop(ptr, None)
+            if buf is None:
                 raise _fail("cuMemFree", "CUDA_ERROR_INVALID_VALUE", CudaError)
             del self._bases[bisect.bisect_left(self._bases, ptr)]
+            self._used -= buf.nbytes
 
     def mem_info(self) -> tuple[int, int]:
-        used = sum(b.nbytes for b in self._buffers.values())
-        total = _MEMORY
-        return total - used, total
+        """(free, total) bytes: free is never negative, even on a device set
+        smaller than what is in use."""
+        total = self._memory
+        return max(0, total - self._used), total
 
     def adopt_foreign(self, ptr: int, nbytes: int) -> int | None:
         """Make ``nbytes`` of host memory at ``ptr`` that this backend did not
@@ -201,9 +256,12 @@ class SimBackend:
                 buf = self._buffers[base]
                 if ptr + nbytes <= base + buf.nbytes:
                     return base, buf
-            for base, buf in self._foreign.values():  # foreign ranges may nest
-                if base <= ptr and ptr + nbytes <= base + buf.nbytes:
-                    return base, buf
+            # Foreign ranges may nest or overlap (imports of a[:-1] and a[1:]): the one
+            # reaching furthest, so that view_to_end sees every element of each.
+            found = [(base + buf.nbytes, base, buf) for base, buf in self._foreign.values() if base <= ptr]
+            end, base, buf = max(found, key=lambda f: f[0], default=(0, 0, None))
+            if ptr + nbytes <= end:
+                return base, buf
         return 0, None
 
     def view(self, ptr: int, shape, strides, dtype) -> np.ndarray:
@@ -462,7 +520,7 @@ class SimBackend:
         cond = _CONDITIONS[handle]
         cond.kind, cond.bodies = kind, tuple(SimGraph(capture=capture) for _ in range(size))
         label = f"{kind.replace('_', '/')} (handle {handle:#x})"
-        node = capture.graph.add("conditional", cond.run, label, stream.frontier, cond.bodies)
+        node = capture.graph.add("conditional", cond.run, label, stream.frontier, cond.bodies, kind)
         stream.frontier = (node,)
         return cond.bodies
 
@@ -496,7 +554,7 @@ class SimBackend:
             cond.kind = "if"
             cond.bodies = (SimGraph(capture=target.capture),)
             cond.bodies[0].add("graph", SimGraphExec(copy).run, "a copy of the loop body", ())
-            last = (target.add("conditional", cond.run, f"if (handle {handle:#x})", last, cond.bodies),)
+            last = (target.add("conditional", cond.run, f"if (handle {handle:#x})", last, cond.bodies, "if"),)
         target.handles.extend(copy.handles)
         target.conditions.extend(copy.conditions)
 

@@ -23,6 +23,7 @@ class SimNode:
     label: str
     deps: tuple[int, ...]
     bodies: tuple[SimGraph, ...] = ()  # a conditional node's bodies
+    condition: str = ""  # a conditional node's kind: "if", "if_else", "switch" or "while"
 
 
 @dataclass
@@ -35,8 +36,8 @@ class SimGraph:
     capture: Capture | None = field(default=None, repr=False, compare=False)  # a body's: the capture holding its node
     _ids: itertools.count = field(default_factory=lambda: itertools.count(0), repr=False)
 
-    def add(self, kind: str, run, label: str, deps: tuple, bodies: tuple = ()) -> int:
-        node = SimNode(next(self._ids), kind, run, label, tuple(deps), tuple(bodies))
+    def add(self, kind: str, run, label: str, deps: tuple, bodies: tuple = (), condition: str = "") -> int:
+        node = SimNode(next(self._ids), kind, run, label, tuple(deps), tuple(bodies), condition)
         self.nodes.append(node)
         return node.id
 
@@ -98,12 +99,15 @@ class SimGraphExec:
     def update(self, graph: SimGraph) -> str | None:
         """Take ``graph``'s nodes if it has this graph's topology, with the
         driver's rules (``cuGraphExecUpdate``; conditional nodes too, as the
-        H200's driver 580 does); else say why, changing nothing."""
+        H200's driver 580 does, when their kinds, bodies and the bodies'
+        topologies are the same); else say why, changing nothing."""
         shape = _topology(graph)
         if len(shape) != len(self._shape) or [d for _, d, _ in shape] != [d for _, d, _ in self._shape]:
             return "the graph's topology changed (nodes or edges)"
         if [k for k, _, _ in shape] != [k for k, _, _ in self._shape]:
             return "a node's type changed"
+        if [c for _, _, c in shape] != [c for _, _, c in self._shape]:
+            return CONDITIONAL_REFUSED
         self._runs = [n.run for n in graph.nodes]
         self._conditions = list(graph.conditions)
         return None
@@ -112,12 +116,24 @@ class SimGraphExec:
         self._runs[node] = run  # node ids count the nodes in the order they were recorded
 
 
+# The driver updates no conditional node whose parameters (its kind, its
+# number of bodies) or whose bodies' topology changed: cuGraphExecUpdate fails
+# with CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, and cuda-bindings gives no result
+# info with it, so the driver backend names the code (``driver.graph_exec_update``
+# with ``driver_staging.update_refusal``): the same sentence here.
+CONDITIONAL_REFUSED = "the driver refused the update (CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE)"
+
+
 def _topology(graph: SimGraph) -> list:
-    return [(n.kind, n.deps, _topology_of_bodies(n)) for n in graph.nodes]
+    """Per node: its kind, its dependencies and, for a conditional node, its
+    kind and its bodies' topologies (nested conditional nodes too)."""
+    return [(n.kind, n.deps, _conditional(n)) for n in graph.nodes]
 
 
-def _topology_of_bodies(node: SimNode) -> tuple:
-    return tuple(tuple((k, d) for k, d, _ in _topology(b)) for b in node.bodies)
+def _conditional(node: SimNode) -> tuple:
+    if node.kind != "conditional":
+        return ()
+    return (node.condition, tuple(tuple(_topology(b)) for b in node.bodies))
 
 
 class SimNodeSetter:
@@ -217,7 +233,7 @@ class SimStagedGraph:
             ids: dict[int, int] = {}
             for n in graph.nodes:  # the clone: roots wait for the kernels
                 deps = tuple(ids[d] for d in n.deps) or first
-                ids[n.id] = staged.add(n.kind, n.run, n.label, deps, n.bodies)
+                ids[n.id] = staged.add(n.kind, n.run, n.label, deps, n.bodies, n.condition)
             self._graph, self._exec = staged, SimGraphExec(staged)
 
     def _run(self, i: int) -> None:
