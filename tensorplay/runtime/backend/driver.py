@@ -17,8 +17,8 @@ from cuda.bindings import driver as drv
 
 from .driver_calls import _SUCCESS, _done, _wait_until_done, check, fail
 from .driver_overlap import overlap_kernels, register_waiting
-from .driver_staging import NodeSetter, StagedGraph, update_refusal
-from .errors import CudaError
+from .driver_staging import NodeSetter, StagedGraph
+from .errors import CudaError, update_refusal
 from .params import POINTER, PackedLaunch, pack_pointer, param_formats
 from .protocol import conditional_missing
 

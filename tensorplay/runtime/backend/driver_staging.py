@@ -1,7 +1,7 @@
 """Kernel nodes whose parameters change after instantiation, on the driver:
 staged graphs (a captured graph behind kernels whose parameters each launch
-sets: ``CUDAGraph.stage_and_launch``'s copies), a captured node's new
-arguments (``KernelNode.set_args``), and why an update was refused."""
+sets: ``CUDAGraph.stage_and_launch``'s copies) and a captured node's new
+arguments (``KernelNode.set_args``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from .params import PackedLaunch
 if TYPE_CHECKING:
     from .driver import Launcher
 
-__all__ = ["NodeSetter", "StagedGraph", "update_refusal"]
+__all__ = ["NodeSetter", "StagedGraph"]
 
 
 # Nodes that keep a graph from being cloned or nested (cuGraphClone returns
@@ -102,22 +102,6 @@ class _KernelNode:
         err = self.set()
         if err:
             raise fail("cuGraphExecKernelNodeSetParams", err)
-
-
-_REFUSALS = {  # CUgraphExecUpdateResult names -> why, in words
-    "CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED": "the graph's topology changed (nodes or edges)",
-    "CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED": "a node's type changed",
-    "CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED": "a kernel node's function changed",
-    "CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE": "a kernel node's function changed",
-    "CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED": "a node's parameters changed in a way the driver cannot update",
-    "CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED": "a node's attributes changed",
-    "CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED": "the graph holds a node the driver cannot update",
-}
-
-
-def update_refusal(result_name: str) -> str:
-    """Why ``cuGraphExecUpdate`` refused, from its result's name."""
-    return _REFUSALS.get(result_name, f"the driver refused the update ({result_name})")
 
 
 class NodeSetter(_KernelNode):

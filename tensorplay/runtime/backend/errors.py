@@ -1,8 +1,9 @@
-"""Errors raised by the device layer, shared by both backends."""
+"""Errors raised by the device layer, shared by both backends, and the words
+both give for a graph update the driver refuses (``update_refusal``)."""
 
 from __future__ import annotations
 
-__all__ = ["CaptureError", "CudaError", "explain"]
+__all__ = ["CaptureError", "CudaError", "explain", "update_refusal"]
 
 # Plain words for the codes users meet; anything else falls back to the
 # driver's own description.
@@ -59,3 +60,19 @@ class CudaError(RuntimeError):
 
 class CaptureError(CudaError):
     """An operation that is not allowed while a stream is capturing."""
+
+
+_REFUSALS = {  # CUgraphExecUpdateResult names -> why, in words
+    "CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED": "the graph's topology changed (nodes or edges)",
+    "CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED": "a node's type changed",
+    "CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED": "a kernel node's function changed",
+    "CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE": "a kernel node's function changed",
+    "CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED": "a node's parameters changed in a way the driver cannot update",
+    "CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED": "a node's attributes changed",
+    "CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED": "the graph holds a node the driver cannot update",
+}
+
+
+def update_refusal(result_name: str) -> str:
+    """Why ``cuGraphExecUpdate`` refused, from its result's name."""
+    return _REFUSALS.get(result_name, f"the driver refused the update ({result_name})")

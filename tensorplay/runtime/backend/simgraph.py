@@ -9,6 +9,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .errors import update_refusal
 from .params import PackedLaunch
 
 if TYPE_CHECKING:
@@ -103,25 +104,20 @@ class SimGraphExec:
         topologies are the same); else say why, changing nothing."""
         shape = _topology(graph)
         if len(shape) != len(self._shape) or [d for _, d, _ in shape] != [d for _, d, _ in self._shape]:
-            return "the graph's topology changed (nodes or edges)"
+            return update_refusal("CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED")
         if [k for k, _, _ in shape] != [k for k, _, _ in self._shape]:
-            return "a node's type changed"
+            return update_refusal("CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED")
         if [c for _, _, c in shape] != [c for _, _, c in self._shape]:
-            return CONDITIONAL_REFUSED
+            # A conditional node's kind, number of bodies or bodies' topology:
+            # cuGraphExecUpdate fails with this code and cuda-bindings gives no
+            # result info, so the driver backend words the code alike.
+            return update_refusal("CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE")
         self._runs = [n.run for n in graph.nodes]
         self._conditions = list(graph.conditions)
         return None
 
     def set_run(self, node: int, run) -> None:
         self._runs[node] = run  # node ids count the nodes in the order they were recorded
-
-
-# The driver updates no conditional node whose parameters (its kind, its
-# number of bodies) or whose bodies' topology changed: cuGraphExecUpdate fails
-# with CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, and cuda-bindings gives no result
-# info with it, so the driver backend names the code (``driver.graph_exec_update``
-# with ``driver_staging.update_refusal``): the same sentence here.
-CONDITIONAL_REFUSED = "the driver refused the update (CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE)"
 
 
 def _topology(graph: SimGraph) -> list:
