@@ -1,9 +1,12 @@
 """fp32 matmul: TFLOP/s of ``a @ b`` (2*M*N*K / time) for 4096^3 and a batch of
 8 x 1024^3, next to PyTorch (TF32 off) and ``cupy.matmul``; the relative
-error of a 1024^3 product against a float64 reference; and a table of shapes
+error of a 1024^3 product against a float64 reference; a table of shapes
 (every square 128...4096, and the products of the training benchmark's MLP in
 the layouts its forward and backward give them) beside torch, each row naming
-the kernel tensorplay chose.
+the kernel tensorplay chose; and one square product per dtype (``matmul
+float64 4096``, ``matmul float32 4096``, ``matmul bfloat16 8192``, ``matmul
+float16 8192``) beside torch, each row naming the path (cuBLAS or the Numba
+kernels, and why).
 
 Every timed product is first checked against float64 on a sample of rows.
 """
@@ -178,9 +181,56 @@ def shape_table(rows: list, progress) -> None:
         progress.step(f"matmul {m}x{k}x{n} {layout}")
 
 
+# (dtype, n on a GPU, norm-wise relative error allowed against float64): one rounding of the result to the dtype
+DTYPE_PRODUCTS = [("float64", 4096, 1e-12), ("float32", 4096, TOL), ("bfloat16", 8192, 1e-2), ("float16", 8192, 2e-3)]
+
+
+def _path(text: str) -> str:
+    """The path a product takes, from ``explain``: the cuBLAS call, or the Numba kernel and why."""
+    described = text.split(": ", 1)[1]
+    if "; Numba kernel: " in described:
+        return "Numba kernel: " + described.rsplit("; Numba kernel: ", 1)[1]
+    return described.split(": ", 1)[0]
+
+
+def dtype_products(rows: list, progress) -> None:
+    """TFLOP/s of an n^3 product of each dtype of DTYPE_PRODUCTS, beside torch
+    (TF32 off), timed by CUDA events; both results checked first against
+    float64 on a sample of rows."""
+    torch = _torch()
+    for name, gpu_n, tol in DTYPE_PRODUCTS:
+        n = gpu_n if on_gpu() else 16
+        row = {"name": f"matmul {name} {n}", "unit": "TFLOP/s", "lower_is_better": False}
+        a, b = tp.rand(n, n).to(name), tp.rand(n, n).to(name)
+        ha, hb = (t.float().numpy() for t in (a, b))  # exact: every value is the dtype's
+        sample = np.unique(np.linspace(0, n - 1, 8).astype(np.int64))
+        ref = _reference(ha[sample], hb)
+        err_of = lambda got: _rel_err(np.asarray(got, np.float64)[sample], ref)  # noqa: B023 (used in this pass)
+        tflops = lambda ms: 2.0 * n**3 / 1e12 / (ms / 1e3)  # noqa: B023
+        to_host = lambda t: t.to("float64").numpy()
+        checked_figure(
+            row, "tensorplay", partial(operator.matmul, a, b), to_host, err_of, tol, tp_events(), tp.cuda.synchronize,
+            tflops,
+        )  # fmt: skip
+        del a, b
+        tp.cuda.empty_cache()
+        progress.step(f"matmul {name} {n} tensorplay")
+        target = f">= 90% of torch; tensorplay: {_path(tp.backends.matmul.explain(n, n, n, dtype=name))}"
+        if torch is not None:
+            ta, tb = (torch.from_numpy(h).cuda().to(getattr(torch, name)) for h in (ha, hb))
+            fn, to_host = partial(operator.matmul, ta, tb), lambda t: t.double().cpu().numpy()
+            checked_figure(row, "torch", fn, to_host, err_of, tol, torch_events(torch), torch.cuda.synchronize, tflops)
+            del ta, tb, fn
+            torch.cuda.empty_cache()
+        progress.step(f"matmul {name} {n} torch")
+        row["target"] = target
+        rows.append(row)
+
+
 SECTIONS = [
     (accuracy, 1),
     (partial(throughput, (4096, 4096), (32, 32)), 3),
     (partial(throughput, (8, 1024, 1024), (2, 16, 16)), 3),
     (shape_table, len(SHAPES)),
+    (dtype_products, 2 * len(DTYPE_PRODUCTS)),
 ]

@@ -1,6 +1,13 @@
 """Matrix products: 1-D, 2-D and batched (broadcast) operands, as in NumPy.
 
-An operand reaches the kernel as it is stored where it can: C-contiguous, or
+**By cuBLAS** (float16, bfloat16, float32, float64 on a GPU: see
+``_matmul_choice``): each operand is passed as it lies wherever cuBLAS can
+read it, rows or columns at a pitch (a slice, a ``.t()``), a batch at one
+stride, 0 for an operand broadcast over the batch (a batch of rows times one
+matrix is one product of all the rows); anything else is copied dense first.
+A ``LibraryPlan`` per layout of operands keeps the call's arguments.
+
+**By the Numba kernels** (everything else): an operand reaches the kernel as it is stored where it can: C-contiguous, or
 the transpose of a C-contiguous array (a ``.t()`` or ``.transpose(-1, -2)``,
 as ``linear`` and the backward of a product make), which a kernel variant reads
 directly; anything else is copied dense first. A product whose tiles fill the
@@ -19,12 +26,13 @@ from typing import Any
 
 from . import _dtype as dt
 from ._matmul_choice import MATMUL, MatmulChoice, Problem
-from ._shape import broadcast_shapes, contiguous_strides
+from ._shape import broadcast_shapes, broadcast_strides, contiguous_strides
 from ._tensor import TENSOR_TYPES, Tensor
 from .kernels import matmul as mk
 from .runtime.backend.params import scalar_struct
 from .runtime.caches import BoundedCache, track_factories
 from .runtime.launch import ArrayArg, launch_packed, layout_packer, resolve
+from .runtime.libraries import cublas
 
 __all__ = ["matmul"]
 
@@ -82,7 +90,30 @@ class MatmulPlan:
         launch_packed(self.sum_launcher, self.sum_grid, self.sum_block, pack_partial(partial) + pack_out(out))
 
 
-_PLANS = BoundedCache("matmul.plans", 4096)  # the operands' layouts -> MatmulPlan
+@dataclass(frozen=True, slots=True)
+class LibraryPlan:
+    """The product of operands of one layout each by cuBLAS. ``a_from`` /
+    ``b_from`` say how an operand is passed: "view" (its own storage, as it
+    lies) or "dense" (``.contiguous()`` first)."""
+
+    gemm: cublas.Gemm
+    shape3: tuple  # the output's, (batch, m, n)
+    final_shape: tuple
+    final_strides: tuple
+    a_from: str
+    b_from: str
+    generation: int
+
+    def run(self, a: Tensor, b: Tensor) -> Tensor:
+        """``a @ b`` for operands laid out as the plan's."""
+        a3 = a.contiguous() if self.a_from == "dense" else a
+        b3 = b.contiguous() if self.b_from == "dense" else b
+        out = Tensor._empty(self.shape3, a.dtype)
+        self.gemm(a3._ptr, b3._ptr, out._ptr)
+        return out._view(self.final_shape, self.final_strides)
+
+
+_PLANS = BoundedCache("matmul.plans", 4096)  # the operands' layouts -> MatmulPlan or LibraryPlan
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
@@ -118,6 +149,10 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     dtype = dt.promote(a.dtype, b.dtype)
     if dtype is dt.bool:
         raise TypeError("matmul is not defined for bool tensors")
+    if MATMUL.library_refusal(Problem(_count(batch), m, n, k, dtype.name)) is None:
+        out = _library_matmul(a, b, a2, b2, batch, dtype)
+        if out is not None:
+            return out
     if dtype is dt.bfloat16:  # the kernels read plain values: products and sums in float32, rounded once
         return matmul(a.to(dt.float32), b.to(dt.float32)).to(dt.bfloat16)
     (a3, trans_a, a_from), (b3, trans_b, b_from) = _operand(a2, a, batch, dtype), _operand(b2, b, batch, dtype)
@@ -139,6 +174,93 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if final and a_from and b_from:
         _PLANS.put((a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides), plan)
     return out.view(shape)
+
+
+def _count(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def _final_shape(a: Tensor, b: Tensor, batch, m: int, n: int) -> tuple:
+    shape = tuple(batch) + (m, n)
+    if a.ndim == 1:
+        shape = shape[:-2] + (n,)
+    if b.ndim == 1:
+        shape = shape[:-1]
+    return shape
+
+
+def _library_matmul(a: Tensor, b: Tensor, a2: Tensor, b2: Tensor, batch, dtype: dt.DType) -> Tensor | None:
+    """``a @ b`` by cuBLAS (``a2``, ``b2``: the operands seen with two or more
+    dimensions), or None where cuBLAS's int arguments cannot hold it."""
+    m, k = a2.shape[-2:]
+    n = b2.shape[-1]
+    entries, shape = _count(batch), _final_shape(a, b, batch, m, n)
+    if k == 0 or not entries * m * n:
+        out = Tensor._empty((entries, m, n), dtype)
+        return (out.zero_() if k == 0 else out).view(shape)
+    (x, trans_a, lda, stride_a, a_from), (y, trans_b, ldb, stride_b, b_from) = (
+        _library_operand(t2, t, batch, dtype) for t2, t in ((a2, a), (b2, b))
+    )
+    count, rows = entries, m
+    if entries > 1 and stride_b == 0 and not trans_a and stride_a == m * lda:
+        count, rows = 1, entries * m  # one matrix times a batch of rows: one product of all the rows
+    if max(count, rows, lda, ldb) > cublas.MAX_DIM:
+        return None
+    gemm = cublas.Gemm(dtype.name, count, rows, n, k, trans_a, lda, stride_a, trans_b, ldb, stride_b, MATMUL.allow_tf32)
+    out = Tensor._empty((entries, m, n), dtype)
+    gemm(x._ptr, y._ptr, out._ptr)
+    if a_from and b_from:
+        plan = LibraryPlan(gemm, out.shape, shape, contiguous_strides(shape), a_from, b_from, MATMUL.generation)
+        _PLANS.put((a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides), plan)
+    return out.view(shape)
+
+
+def _library_operand(t2: Tensor, t: Tensor, batch, dtype: dt.DType) -> tuple:
+    """``t2`` (``t`` seen with two or more dimensions) as cuBLAS takes it:
+    (tensor holding it, stored transposed?, leading dimension, batch stride,
+    how a plan gets it from ``t``: "view", "dense", or None when only this path
+    can: a cast or a broadcast made dense)."""
+    rows, cols = t2.shape[-2:]
+    how: str | None = "view"
+    if t2.dtype is not dtype:
+        t2, how = t2.to(dtype), None
+    target = tuple(batch) + (rows, cols)
+    strides = broadcast_strides(t2.shape, t2._strides, target)
+    stride, layout = _batch_stride(batch, strides[:-2]), _matrix_layout(rows, cols, *strides[-2:])
+    if stride is None or layout is None:  # cuBLAS cannot read it where it lies
+        broadcast = tuple(t2.shape[:-2]) != tuple(batch)
+        t2 = t2.expand(target).contiguous() if broadcast else t2.contiguous()
+        how = "dense" if how and not broadcast else None
+        stride, layout = rows * cols, (False, max(cols, 1))
+    return t2, layout[0], layout[1], stride if _count(batch) > 1 else 0, how
+
+
+def _batch_stride(batch, strides) -> int | None:
+    """The one stride s that puts entry e of the flattened ``batch`` at e * s
+    (0 for an operand broadcast over it), or None where there is none."""
+    dims = [(d, s) for d, s in zip(batch, strides, strict=True) if d != 1]
+    for (_, outer), (d, inner) in zip(dims, dims[1:], strict=False):
+        if outer != inner * d:
+            return None
+    stride = dims[-1][1] if dims else 0
+    return stride if stride >= 0 else None
+
+
+def _matrix_layout(rows: int, cols: int, row_stride: int, col_stride: int) -> tuple[bool, int] | None:
+    """How cuBLAS reads a (rows, cols) matrix of these strides: (stored
+    transposed?, leading dimension), or None where it cannot (copy it first)."""
+    if col_stride == 1 or cols == 1:  # rows at a pitch
+        ld = row_stride if rows > 1 else max(cols, 1)
+        if ld >= max(cols, 1):
+            return False, ld
+    if row_stride == 1 or rows == 1:  # columns at a pitch: the transpose of a row-major matrix
+        ld = col_stride if cols > 1 else max(rows, 1)
+        if ld >= max(rows, 1):
+            return True, ld
+    return None
 
 
 def _operand(t2: Tensor, t: Tensor, batch, dtype: dt.DType) -> tuple[Tensor, bool, str | None]:

@@ -1,4 +1,12 @@
-"""Which kernel a matrix product gets: its tile shape and how many runs K is cut in.
+"""Which kernel a matrix product gets: cuBLAS, or a Numba kernel of some tile
+shape with K cut in some runs.
+
+On a GPU, float16, bfloat16, float32 and float64 products go to cuBLAS
+(``runtime/libraries/cublas.py``, through nvmath-python) unless
+``tp.backends.matmul.library = False``; float32 stays exact there unless
+``tp.backends.matmul.allow_tf32 = True``. Everything else (integer products,
+the simulator, a GPU without nvmath-python or libcublas) takes tensorplay's
+Numba kernels, chosen as follows.
 
 With the largest tiles a small output leaves the GPU idle: (128, 1024) is 8
 blocks of 128 x 128 for the H200's 132 SMs. A product whose output gives fewer
@@ -34,6 +42,7 @@ from .kernels._target import DISK_CACHE
 from .runtime.backend import get as get_backend
 from .runtime.capture import capture_state
 from .runtime.launch import launch
+from .runtime.libraries import cublas
 from .runtime.streams import Event
 
 __all__ = ["MATMUL", "MatmulChoice", "MatmulSettings", "Problem"]
@@ -101,16 +110,26 @@ class MatmulChoice:
 class MatmulSettings:
     """``tp.backends.matmul``: how matrix products choose their kernels.
 
-    ``autotune`` (True on a GPU, False on the simulator, whose timings mean
-    nothing) says whether the first eager product of a small shape class times
-    the candidates; ``choices_path`` is the file the timed choices are kept in
-    (None: memory only). :meth:`explain` says what a product gets.
+    ``library`` (True) lets cuBLAS take the products it can (float16,
+    bfloat16, float32, float64 on a GPU with nvmath-python); False keeps them
+    all on tensorplay's Numba kernels. ``allow_tf32`` (False, PyTorch's name
+    and default) lets cuBLAS multiply float32 in TF32 on the tensor cores.
+    For the Numba kernels, ``autotune`` (True on a GPU, False on the
+    simulator, whose timings mean nothing) says whether the first eager
+    product of a small shape class times the candidates; ``choices_path`` is
+    the file the timed choices are kept in (None: memory only). :meth:`explain`
+    says what a product gets, and why.
 
     Examples
     --------
     >>> import tensorplay as tp
-    >>> print(tp.backends.matmul.explain(4096, 4096, 4096))  # doctest: +ELLIPSIS
-    matmul (4096, 4096) @ (4096, 4096) float32, A, B: tiles ..., K whole: ... blocks... (rule: ...)
+    >>> tp.backends.matmul.library = False  # the Numba kernels, on any backend
+    >>> text = tp.backends.matmul.explain(4096, 4096, 4096)
+    >>> print(text)  # doctest: +ELLIPSIS
+    matmul (4096, 4096) @ (4096, 4096) float32, A, B: tiles ..., K whole: ... (rule: ...); Numba kernel: ...
+    >>> text.endswith("; Numba kernel: tp.backends.matmul.library is False")
+    True
+    >>> tp.backends.matmul.library = True
     """
 
     def __init__(self) -> None:
@@ -120,6 +139,36 @@ class MatmulSettings:
         self._choices: dict[tuple, MatmulChoice] = {}
         self._loaded_from: Path | None = None
         self._lock = threading.Lock()
+        self._library = True
+        self._allow_tf32 = False
+
+    @property
+    def library(self) -> bool:
+        return self._library
+
+    @library.setter
+    def library(self, value: bool) -> None:
+        self._library = _boolean("library", value)
+        self.generation += 1
+
+    @property
+    def allow_tf32(self) -> bool:
+        return self._allow_tf32
+
+    @allow_tf32.setter
+    def allow_tf32(self, value: bool) -> None:
+        self._allow_tf32 = _boolean("allow_tf32", value)
+        self.generation += 1
+
+    def library_refusal(self, p: Problem) -> str | None:
+        """None when cuBLAS computes ``p``, else why the Numba kernels do."""
+        if not self._library:
+            return "tp.backends.matmul.library is False"
+        if p.dtype not in cublas.DTYPES:
+            return f"cuBLAS serves float16, bfloat16, float32 and float64 products, not {p.dtype}"
+        if max(p.batch, p.m, p.n, p.k) > cublas.MAX_DIM:
+            return f"a dimension is over cuBLAS's {cublas.MAX_DIM}"
+        return cublas.unavailable()
 
     @property
     def autotune(self) -> bool:
@@ -285,9 +334,13 @@ class MatmulSettings:
         p = Problem(batch, m, n, k, str(dtype), bool(trans_a), bool(trans_b))
         entries = f"{batch} x " if batch > 1 else ""
         head = f"matmul {entries}({m}, {k}) @ ({k}, {n}) {p.dtype}, {p.layout()}: "
+        refusal = self.library_refusal(p)
+        if refusal is None:
+            return head + cublas.describe(p.dtype, batch, self._allow_tf32)
+        why = f"; Numba kernel: {refusal}"
         known = self._known(p.shape_class())
         if known is not None:
-            lines = [head + f"{known.describe(p)} ({known.how}, for shape class {p.shape_class()[3:]})"]
+            lines = [head + f"{known.describe(p)} ({known.how}, for shape class {p.shape_class()[3:]}){why}"]
             lines += [f"  {tiles}, K in {p.runs(tiles, s)} runs: {us:.1f} us" for tiles, s, us in known.timings]
             return "\n".join(lines)
         rule = self.rule(p)
@@ -298,7 +351,13 @@ class MatmulSettings:
                 if self.autotune
                 else "; autotune is off"
             )
-        return text
+        return text + why
+
+
+def _boolean(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"tp.backends.matmul.{name} expects True or False, got {value!r}")
+    return value
 
 
 MATMUL = MatmulSettings()

@@ -14,6 +14,16 @@ from tensorplay.runtime.backend import get as get_backend
 NUM_DTYPES = FLOAT_DTYPES + INT_DTYPES
 
 
+@pytest.fixture(autouse=True)
+def numba_kernels():
+    """These are tests of tensorplay's own kernels: on a GPU, cuBLAS would take the
+    float products (tests/test_matmul_library.py tests that path and compares the two)."""
+    saved = tp.backends.matmul.library
+    tp.backends.matmul.library = False
+    yield
+    tp.backends.matmul.library = saved
+
+
 @pytest.mark.parametrize(
     "shape_a, shape_b",
     [
