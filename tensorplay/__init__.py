@@ -17,11 +17,18 @@ from . import (
     cuda,
     nn,
     optim,
+    testing,  # noqa: F401 (tp.testing.assert_close)
 )
+from ._array_api_info import *  # noqa: F403 (array API: the namespace's version and inspection)
+from ._constants import *  # noqa: F403 (array API: constants)
+from ._creation_functions import *  # noqa: F403 (array API: creation functions)
+from ._data_type_functions import *  # noqa: F403 (array API: data type functions)
 from ._dtype import (
     DType,
     bfloat16,
     bool,  # noqa: A004
+    complex64,
+    complex128,
     float16,
     float32,
     float64,
@@ -49,33 +56,25 @@ from ._factories import (
 )
 from ._functions import *  # noqa: F403 (the ops' functions, made from the op table)
 from ._functions import __all__ as _functions_all
-from ._interop import as_tensor, from_dlpack
+from ._indexing_functions import *  # noqa: F403 (array API: indexing functions)
+from ._interop import as_tensor
 from ._jit import jit
-from ._matmul import matmul
+from ._linear_algebra_functions import *  # noqa: F403 (array API: linear algebra functions)
+from ._manipulation_functions import *  # noqa: F403 (array API: manipulation functions)
 from ._random import get_rng_state, manual_seed, rand, randn, set_rng_state
+from ._scans import *  # noqa: F403 (array API: cumulative_sum and cumulative_prod, of the statistical functions)
+from ._searching_functions import *  # noqa: F403 (array API: searching functions)
+from ._set_functions import *  # noqa: F403 (array API: set functions)
+from ._sorting_functions import *  # noqa: F403 (array API: sorting functions)
+from ._statistical_functions import *  # noqa: F403 (array API: statistical functions)
 from ._tensor import Tensor
+from ._utility_functions import *  # noqa: F403 (array API: utility functions)
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .compiler import compile  # noqa: A004 (PyTorch's name)
 
 __version__ = "0.1.0"
 
 dtype = DType
-
-
-def sum(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    return x.sum(dim, keepdim)
-
-
-def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    return x.mean(dim, keepdim)
-
-
-def max(x: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
-    return x.max(dim, keepdim)
-
-
-def min(x: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
-    return x.min(dim, keepdim)
 
 
 def amax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
@@ -86,27 +85,12 @@ def amin(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     return x.amin(dim, keepdim)
 
 
-def argmax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    return x.argmax(dim, keepdim)
-
-
-def argmin(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    return x.argmin(dim, keepdim)
-
-
-def any(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    return x.any(dim, keepdim)
-
-
-def all(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    return x.all(dim, keepdim)
-
-
 __all__ = [
-    "DType", "Tensor", "all", "amax", "amin", "any", "arange", "argmax", "argmin", "as_tensor", "autograd",
-    "backends", "bfloat16", "bool", "compile", "cuda", "dtype", "empty", "empty_like", "enable_grad", "float16",
-    "float32", "float64", "from_dlpack", "from_numpy", "full", "full_like", "get_rng_state", "int8", "int16",
-    "int32", "int64", "is_grad_enabled", "jit", "manual_seed", "matmul", "max", "mean", "min", "nn", "no_grad",
+    "DType", "Tensor", "all", "amax", "amin", "any", "arange", "argmax", "argmin", "as_tensor", "autograd",  # noqa: F405
+    "backends", "bfloat16", "bool", "compile", "complex64", "complex128", "cuda", "dtype", "empty", "empty_like",
+    "enable_grad", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full", "full_like",  # noqa: F405
+    "get_rng_state", "int8", "int16",
+    "int32", "int64", "is_grad_enabled", "jit", "manual_seed", "matmul", "max", "mean", "min", "nn", "no_grad",  # noqa: F405
     "ones", "ones_like", "optim", "rand", "randn", "set_grad_enabled", "set_rng_state", "sum", "tensor", "uint8",
     "uint16", "uint32", "uint64", "zeros", "zeros_like",
     *_functions_all,

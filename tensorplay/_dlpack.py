@@ -26,7 +26,8 @@ DLPACK_CUDA = 2  # kDLCUDA
 DLPACK_VERSION = (1, 0)  # the versioned capsules made here
 READ_ONLY = 1 << 0  # DLPACK_FLAG_BITMASK_READ_ONLY
 
-_INT, _UINT, _FLOAT, _BFLOAT, _BOOL = 0, 1, 2, 4, 6  # kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool
+# kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLComplex, kDLBool
+_INT, _UINT, _FLOAT, _BFLOAT, _COMPLEX, _BOOL = 0, 1, 2, 4, 5, 6
 
 # numpy dtype <-> (DLPack type code, bits); lanes is always 1.
 _TO_DL: dict[np.dtype, tuple[int, int]] = {
@@ -36,6 +37,7 @@ _TO_DL: dict[np.dtype, tuple[int, int]] = {
         (_INT, ["int8", "int16", "int32", "int64"]),
         (_UINT, ["uint8", "uint16", "uint32", "uint64"]),
         (_BFLOAT, [ml_dtypes.bfloat16]),
+        (_COMPLEX, ["complex64", "complex128"]),
         (_BOOL, ["bool"]),
     ]
     for name in names
@@ -156,7 +158,8 @@ def to_capsule(
     shape, strides_elems : tuple of int
         Extent and stride (in elements, not bytes) of each dimension.
     dtype : numpy.dtype
-        Element type; one of float16/32/64, bfloat16 (ml_dtypes'), int8/16/32/64, uint8/16/32/64, bool.
+        Element type; one of float16/32/64, bfloat16 (ml_dtypes'), complex64/128, int8/16/32/64, uint8/16/32/64,
+        bool.
     device_type, device_id : int
         ``DLPACK_CPU`` or ``DLPACK_CUDA`` and the device ordinal.
     owner : object

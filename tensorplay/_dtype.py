@@ -1,4 +1,6 @@
-"""Data types and the promotion rules of binary ops (PyTorch's)."""
+"""Data types and the promotion rules of binary ops: the array API standard's
+tables where it has them, PyTorch's rules where it leaves a pair unspecified
+(mixed kinds, float16 and bfloat16, Python numbers with a tensor of a lower kind)."""
 
 from __future__ import annotations
 
@@ -6,8 +8,8 @@ import ml_dtypes
 import numpy as np
 
 __all__ = [
-    "DType", "bfloat16", "bool", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
-    "uint8", "uint16", "uint32", "uint64",
+    "DType", "bfloat16", "bool", "complex64", "complex128", "float16", "float32", "float64", "int8", "int16",
+    "int32", "int64", "uint8", "uint16", "uint32", "uint64",
 ]  # fmt: skip
 
 _builtin_bool = bool
@@ -22,16 +24,22 @@ class DType:
         self.name = name
         self.np = np.dtype(np_type or name)
         self.itemsize = self.np.itemsize
-        self.kind = kind  # PyTorch's category: "b" (bool), "i" (integer, signed or not) or "f"
+        # PyTorch's category: "b" (bool), "i" (integer, signed or not), "f" (real floating point) or "c" (complex)
+        self.kind = kind
 
     @property
     def is_floating_point(self) -> _builtin_bool:
+        """As PyTorch's: True for the real floating-point types (not the complex ones)."""
         return self.kind == "f"
+
+    @property
+    def is_complex(self) -> _builtin_bool:
+        return self.kind == "c"
 
     @property
     def is_signed(self) -> _builtin_bool:
         """As PyTorch's ``dtype.is_signed``: False for bool and the unsigned integers."""
-        return self.np.kind in "if"
+        return self.np.kind in "ifc"
 
     def __repr__(self) -> str:
         return f"tensorplay.{self.name}"
@@ -54,14 +62,30 @@ float32 = DType("float32", "f")
 float64 = DType("float64", "f")
 # On the host, ml_dtypes' bfloat16 (NumPy has none); kernels get its bits as uint16 (kernels/bfloat16.py)
 bfloat16 = DType("bfloat16", "f", ml_dtypes.bfloat16)
+# Two floats side by side, real part first (NumPy's and DLPack's layout too)
+complex64 = DType("complex64", "c")
+complex128 = DType("complex128", "c")
 
-ALL = (bool, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, bfloat16, float32, float64)
+ALL = (
+    bool, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, bfloat16, float32, float64,
+    complex64, complex128,
+)  # fmt: skip
 _BY_NP = {d.np: d for d in ALL}
-_KIND_ORDER = {"b": 0, "i": 1, "f": 2}
-# PyTorch gives these "limited support": they promote only to floating point types
-_UNPROMOTED = frozenset((uint16, uint32, uint64))
+_KIND_ORDER = {"b": 0, "i": 1, "f": 2, "c": 3}
+_SIGNED = {1: int8, 2: int16, 4: int32, 8: int64}  # by item size
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int64
+DEFAULT_COMPLEX = complex64
+
+
+def real_dtype(d: DType) -> DType:
+    """The type of a complex type's real and imaginary parts; a real type itself."""
+    return float64 if d is complex128 else float32 if d is complex64 else d
+
+
+def complex_dtype(d: DType) -> DType:
+    """The complex type holding a real floating-point type's values (complex64 for the 16-bit ones)."""
+    return d if d.kind == "c" else complex128 if d is float64 else complex64
 
 
 def from_numpy_dtype(dt) -> DType:
@@ -89,29 +113,35 @@ def as_dtype(dt) -> DType:
 
 
 def promote(a: DType, b: DType) -> DType:
-    """The result type of a binary op on two tensors, as PyTorch's ``promote_types``:
-    floating point wins, then the wider type (float16 with bfloat16: float32); uint8 with a signed type gives a
-    signed type of at least 16 bits; uint16, uint32 and uint64 promote only to
-    floating point (TypeError otherwise, as PyTorch refuses)."""
+    """The result type of a binary op on two tensors.
+
+    Within a kind, the array API standard's tables: the wider type; an unsigned
+    type with a signed one gives a signed type of twice the unsigned width at
+    least (uint64 with a signed type, which no integer type holds, is a
+    TypeError, as in PyTorch); float64 with complex64 gives complex128. Across
+    kinds, which the standard leaves open, PyTorch's ``promote_types``: the
+    higher kind wins (bool, then integers, then floating point, then complex),
+    and float16 with bfloat16 gives float32."""
     if a is b:
         return a
-    if a.kind == "f" or b.kind == "f":
-        if a.kind != b.kind:
-            return a if a.kind == "f" else b
+    if a.kind != b.kind:
+        low, high = (a, b) if _KIND_ORDER[a.kind] < _KIND_ORDER[b.kind] else (b, a)
+        if high.kind == "c" and low is float64:
+            return complex128
+        return high
+    if a.kind == "c" or a.kind == "f":
         if a.itemsize == b.itemsize:  # float16 and bfloat16: neither holds the other
             return float32
         return a if a.itemsize > b.itemsize else b
-    if a in _UNPROMOTED or b in _UNPROMOTED:
-        raise TypeError(
-            f"cannot promote {a.name} and {b.name}: as in PyTorch, uint16, uint32 and uint64 promote only to "
-            "floating point types; convert one operand with .to(dtype) first"
-        )
-    if a is bool or b is bool:
-        return b if a is bool else a
-    if a.is_signed == b.is_signed:  # (both signed: uint8 is the only other)
+    if a.is_signed == b.is_signed:
         return a if a.itemsize >= b.itemsize else b
-    signed = a if a.is_signed else b
-    return signed if signed.itemsize > 1 else int16
+    signed, unsigned = (a, b) if a.is_signed else (b, a)
+    if unsigned.itemsize == 8:
+        raise TypeError(
+            f"cannot promote {a.name} and {b.name}: no integer type holds both (the array API standard leaves "
+            "the pair unspecified and PyTorch refuses it); convert one operand with .to(dtype) first"
+        )
+    return _SIGNED[max(2 * unsigned.itemsize, signed.itemsize)]
 
 
 def scalar_kind(v) -> str:
@@ -121,16 +151,18 @@ def scalar_kind(v) -> str:
         return "i"
     if isinstance(v, (float, np.floating)):
         return "f"
+    if isinstance(v, (complex, np.complexfloating)):
+        return "c"
     raise TypeError(f"expected a tensor or a Python number, got {type(v).__name__}")
 
 
 def default_for_kind(kind: str) -> DType:
-    """The dtype of new tensors made from data of a NumPy kind ("b", "i", "u", "f")."""
-    return bool if kind == "b" else DEFAULT_INT if kind in "iu" else DEFAULT_FLOAT
+    """The dtype of new tensors made from data of a NumPy kind ("b", "i", "u", "f", "c")."""
+    return bool if kind == "b" else DEFAULT_INT if kind in "iu" else DEFAULT_COMPLEX if kind == "c" else DEFAULT_FLOAT
 
 
 def scalar_dtype(v) -> DType:
-    """The dtype of a tensor made from the Python number ``v`` (float32 for floats)."""
+    """The dtype of a tensor made from the Python number ``v`` (float32 for floats, complex64 for complex)."""
     return default_for_kind(scalar_kind(v))
 
 
@@ -142,8 +174,12 @@ def can_store(result: DType, target: DType) -> _builtin_bool:
 def promote_scalar(t: DType, v) -> DType:
     """The result type of a binary op on a tensor and a Python number: the
     tensor's unless the number is of a higher kind (PyTorch's rule: an int
-    keeps an integer tensor's dtype, a float gives the default float dtype)."""
+    keeps an integer tensor's dtype, a float gives the default float dtype); a
+    complex number with a floating-point tensor gives the complex type of its
+    precision (the standard's rule), with a bool or integer tensor complex64."""
     k = scalar_kind(v)
     if _KIND_ORDER[k] <= _KIND_ORDER[t.kind]:
         return t
+    if k == "c":
+        return complex_dtype(t) if t.kind == "f" else DEFAULT_COMPLEX
     return DEFAULT_FLOAT if k == "f" else DEFAULT_INT

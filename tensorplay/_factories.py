@@ -1,10 +1,17 @@
-"""Making tensors: from host data, filled and ranges (random draws: ``_random``)."""
+"""Making tensors: from host data, filled and ranges (random draws: ``_random``;
+the rest of the array API's creation functions: ``_creation_functions``).
+
+Each takes PyTorch's arguments and the array API standard's: a shape as
+separate sizes or one tuple, ``dtype=``, ``device=`` (the one device) and
+``requires_grad=``."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from . import _dtype as dt
+from ._aliases import either
+from ._device import check_device
 from ._shape import _as_shape
 from ._tensor import Tensor
 from .kernels import sequence as seq
@@ -35,12 +42,17 @@ def _host_array(data, dtype: dt.DType | None) -> np.ndarray:
             dt.from_numpy_dtype(arr.dtype)
     else:
         arr = np.asarray(data)
-        if arr.dtype == object or arr.dtype.kind not in "biuf":
+        if arr.dtype == object or arr.dtype.kind not in "biufc":
             raise TypeError(f"expected numbers, nested lists of numbers or an array, got {type(data).__name__}")
         if dtype is None:
             dtype = dt.default_for_kind(arr.dtype.kind)
-        elif dtype.kind == "i":  # from the Python ints themselves: [0, 2**64 - 1] alone is float64 to NumPy
-            arr = np.asarray(data, dtype=dtype.np)
+        elif dtype.kind == "i" and arr.dtype.kind != "c":  # from the Python ints themselves: [0, 2**64 - 1]
+            arr = np.asarray(data, dtype=dtype.np)  # alone is float64 to NumPy
+    if arr.dtype.kind == "c" and dtype is not None and dtype.kind != "c":
+        raise TypeError(
+            f"expected real numbers for a tensor of {dtype.name}, got complex data; "
+            "make the tensor complex (dtype=tp.complex64) or pass the data's real parts"
+        )
     # not np.ascontiguousarray: it turns 0-d data into shape (1,)
     return np.asarray(arr, dtype=(dtype or dt.from_numpy_dtype(arr.dtype)).np, order="C")
 
@@ -67,12 +79,12 @@ def _leaf(t: Tensor, requires_grad: bool) -> Tensor:
     return t.requires_grad_() if requires_grad else t
 
 
-def tensor(data, dtype=None, *, requires_grad: bool = False) -> Tensor:
+def tensor(data, dtype=None, *, device=None, requires_grad: bool = False) -> Tensor:
     """A device copy of ``data`` (nested lists, numbers or a NumPy array).
 
-    Python floats become float32 and ints int64, as in PyTorch; NumPy arrays keep
-    their dtype unless ``dtype`` is given. With ``requires_grad=True`` (floating
-    point data only) autograd records the ops on it.
+    Python floats become float32, complex numbers complex64 and ints int64, as
+    in PyTorch; NumPy arrays keep their dtype unless ``dtype`` is given. With
+    ``requires_grad=True`` (floating point data only) autograd records the ops on it.
 
     Examples
     --------
@@ -82,6 +94,7 @@ def tensor(data, dtype=None, *, requires_grad: bool = False) -> Tensor:
     >>> tp.tensor([[1.5, 2.0]]).shape
     (1, 2)
     """
+    check_device(device)
     refuse_host_transfer("copying host data to the device (tensor/from_numpy/copy_ from NumPy)", current_stream())
     host = _host_array(data, None if dtype is None else dt.as_dtype(dtype))
     t = Tensor._empty(host.shape, dt.from_numpy_dtype(host.dtype))
@@ -98,9 +111,20 @@ def from_numpy(a: np.ndarray) -> Tensor:
 _MAX_BYTES = (1 << 63) - 1  # a byte count the device's size arguments can hold
 
 
-def empty(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
-    """An uninitialised tensor."""
-    shape, dtype = _shape_arg(shape), dt.as_dtype(dtype or dt.DEFAULT_FLOAT)
+def empty(shape=(), *sizes, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An uninitialised tensor (of float32 unless ``dtype`` says otherwise).
+
+    ``shape`` is a size or a tuple of them (the standard's form); PyTorch's
+    ``empty(2, 3)`` passes the further sizes after it (so do ``zeros`` and ``ones``).
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> tp.empty(2, 3).shape, tp.empty((2, 3), dtype=tp.int8).dtype
+    ((2, 3), tensorplay.int8)
+    """
+    check_device(device)
+    shape, dtype = _shape_arg((shape, *sizes)), dt.as_dtype(dtype or dt.DEFAULT_FLOAT)
     nbytes = dtype.itemsize
     for d in shape:
         nbytes *= d
@@ -112,46 +136,51 @@ def empty(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
     return _leaf(Tensor._empty(shape, dtype), requires_grad)
 
 
-def full(shape, fill_value, dtype=None, *, requires_grad: bool = False) -> Tensor:
+def full(shape, fill_value, dtype=None, *, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ``shape`` holding ``fill_value`` everywhere; its dtype, unless
+    given, is the value's (bool, int64, float32 or complex64)."""
     if dtype is None:
         dtype = dt.scalar_dtype(fill_value)
-    return _leaf(empty(shape, dtype=dtype).fill_(fill_value), requires_grad)
+    return _leaf(empty(shape, dtype=dtype, device=device).fill_(fill_value), requires_grad)
 
 
-def zeros(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _leaf(empty(*shape, dtype=dtype).zero_(), requires_grad)
+def zeros(shape=(), *sizes, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _leaf(empty(shape, *sizes, dtype=dtype, device=device).zero_(), requires_grad)
 
 
-def ones(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _leaf(empty(*shape, dtype=dtype).fill_(1), requires_grad)
+def ones(shape=(), *sizes, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _leaf(empty(shape, *sizes, dtype=dtype, device=device).fill_(1), requires_grad)
 
 
-def empty_like(x: Tensor, dtype=None, *, requires_grad: bool = False) -> Tensor:
-    return empty(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+def empty_like(x: Tensor, dtype=None, *, device=None, requires_grad: bool = False) -> Tensor:
+    return empty(x.shape, dtype=dtype or x.dtype, device=device, requires_grad=requires_grad)
 
 
-def zeros_like(x: Tensor, dtype=None, *, requires_grad: bool = False) -> Tensor:
-    return zeros(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+def zeros_like(x: Tensor, dtype=None, *, device=None, requires_grad: bool = False) -> Tensor:
+    return zeros(x.shape, dtype=dtype or x.dtype, device=device, requires_grad=requires_grad)
 
 
-def ones_like(x: Tensor, dtype=None, *, requires_grad: bool = False) -> Tensor:
-    return ones(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+def ones_like(x: Tensor, dtype=None, *, device=None, requires_grad: bool = False) -> Tensor:
+    return ones(x.shape, dtype=dtype or x.dtype, device=device, requires_grad=requires_grad)
 
 
-def full_like(x: Tensor, fill_value, dtype=None, *, requires_grad: bool = False) -> Tensor:
-    return full(x.shape, fill_value, dtype=dtype or x.dtype, requires_grad=requires_grad)
+def full_like(x: Tensor, fill_value, dtype=None, *, device=None, requires_grad: bool = False) -> Tensor:
+    return full(x.shape, fill_value, dtype=dtype or x.dtype, device=device, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, *, requires_grad: bool = False) -> Tensor:
-    """``start, start + step, ...`` below ``end``, as NumPy's ``arange`` (the
+def arange(start, stop=None, step=1, dtype=None, *, end=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``start, start + step, ...`` below ``stop``, as NumPy's ``arange`` (the
     values are written on the device: it works inside a graph capture too).
+    ``end=`` is PyTorch's name for ``stop``.
 
     Examples
     --------
     >>> import tensorplay as tp
-    >>> tp.arange(4).tolist(), tp.arange(1, 2, 0.25).tolist()
-    ([0, 1, 2, 3], [1.0, 1.25, 1.5, 1.75])
+    >>> tp.arange(4).tolist(), tp.arange(1, 2, 0.25).tolist(), tp.arange(2, end=5).tolist()
+    ([0, 1, 2, 3], [1.0, 1.25, 1.5, 1.75], [2, 3, 4])
     """
+    check_device(device)
+    end = either("arange", "stop", stop, "end", end)
     if end is None:
         start, end = 0, start
     for name, value in (("start", start), ("end", end), ("step", step)):

@@ -1,55 +1,17 @@
 """Functional forms of tensor ops, with ``out=`` where a loop body needs to
-write into an existing tensor (for example a while node's flag)."""
+write into an existing tensor (for example a while node's flag): ``where``,
+``clamp``, ``cat``, ``stack``, and the elementwise functions of the op table
+(``_elementwise_functions``, re-exported here).
+"""
 
 from __future__ import annotations
 
 from . import _differentiable as AG
 from . import _ops
 from ._differentiable import tracked as _tracked
-from ._tape import refuse_in_place
+from ._elementwise_functions import *  # noqa: F403 (the op table's functions)
+from ._elementwise_functions import __all__ as _elementwise_all
 from ._tensor import Tensor
-from .kernels.elementwise import OPS as OP_TABLE
-
-
-def _binary(op: str, name: str, symbol: str):
-    def fn(a, b, out: Tensor | None = None) -> Tensor:
-        if _tracked(a) or _tracked(b) or _tracked(out):
-            if out is not None:
-                refuse_in_place(f"{name}(..., out=)", out, a, b)
-            else:
-                return AG.binary(op, a, b)
-        return _ops.binary(op, a, b, out)
-
-    fn.__doc__ = f"``a {symbol} b``, broadcast; written into ``out`` when given."
-    return fn
-
-
-def _unary(op: str, name: str, symbol: str):
-    def fn(x: Tensor, out: Tensor | None = None) -> Tensor:
-        if _tracked(x) or _tracked(out):
-            if out is not None:
-                refuse_in_place(f"{name}(..., out=)", out, x)
-            else:
-                return AG.unary(op, x)
-        return _ops.unary(op, x, out)
-
-    fn.__doc__ = f"``{name}(x)``, elementwise; written into ``out`` when given."
-    return fn
-
-
-def _from_table() -> dict:
-    """The ``tp.`` function each op table entry declares."""
-    functions = {}
-    for op in OP_TABLE.values():
-        if op.function:
-            fn = (_unary if op.arity == 1 else _binary)(op.name, op.function, op.symbol or op.name)
-            fn.__name__ = fn.__qualname__ = op.function
-            functions[op.function] = fn
-    return functions
-
-
-FUNCTIONS = _from_table()
-globals().update(FUNCTIONS)
 
 
 def where(condition: Tensor, a, b) -> Tensor:
@@ -80,4 +42,4 @@ def stack(tensors, dim: int = 0) -> Tensor:
     return _ops.stack(tensors, dim)
 
 
-__all__ = sorted([*FUNCTIONS, "cat", "clamp", "stack", "where"])
+__all__ = sorted([*_elementwise_all, "cat", "clamp", "stack", "where"])

@@ -86,7 +86,7 @@ def _from_table() -> dict:
     for op in OP_TABLE.values():
         make = _unary if op.arity == 1 else _binary
         if op.method:
-            methods[op.method] = make(op.name, op.method)
+            methods.update(dict.fromkeys(op.methods, make(op.name, op.method)))  # aliases: the same method
         if op.symbol and op.arity == 1:
             methods[f"__{op.name}__"] = make(op.name, f"__{op.name}__")
         elif op.symbol:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import _dtype as dt
+from ._complex import imag_part, real_part
 from ._factories import tensor
 from ._overlap import may_alias, overlaps, self_overlapping
 from ._shape import broadcast_shapes, broadcast_strides, coalesce
@@ -43,11 +44,6 @@ track_factories(ew)  # tp.cuda.clear_caches() drops the kernels it built too
 _PACK_PTR = POINTER.pack
 _PACK_2PTR = struct.Struct("<QQ").pack
 
-# The dtype rules of the op table's entries (kernels/elementwise.OPS)
-_COMPARE = {name for name, op in ew.OPS.items() if op.result == "bool"}
-_LOGICAL = {name for name, op in ew.OPS.items() if op.result == "logical" and op.arity == 2}
-_FLOAT_UNARY = {name for name, op in ew.OPS.items() if op.result == "float"}
-_NO_BOOLS = {name for name, op in ew.OPS.items() if not op.bools}
 _SYMBOL = {name: op.symbol for name, op in ew.OPS.items() if op.symbol}
 
 
@@ -235,17 +231,46 @@ def _cast_for(compute: dt.DType) -> tuple[str, type]:
     return "none", compute.np.type
 
 
+# -- the dtype rules of the op table's entries (kernels/op_table.py) ---------------------------
+def _kind(dtype: dt.DType) -> str:
+    """A dtype's letter in an op table entry's ``kinds``."""
+    if dtype.kind == "f":
+        return "h" if dtype in (dt.float16, dt.bfloat16) else "f"
+    return "u" if dtype.np.kind == "u" else dtype.kind
+
+
+def _in_words(kinds: str) -> str:
+    """An entry's ``kinds`` as a reader says them ("bool or integer")."""
+    words = ["bool"] if "b" in kinds else []
+    words += ["integer"] if "i" in kinds or "u" in kinds else []
+    words += ["floating-point" if "h" in kinds else "float32 or float64"] if "f" in kinds else []
+    return " or ".join(words + (["complex"] if "c" in kinds else []))
+
+
+def _check_kinds(entry: ew.Op, dtype: dt.DType) -> None:
+    """TypeError, in a sentence, when ``entry`` does not take ``dtype`` operands."""
+    if _kind(dtype) in entry.kinds:
+        return
+    name = entry.function or entry.name
+    if dtype is dt.bool and "i" in entry.kinds and "f" in entry.kinds:  # arithmetic: on numbers only
+        raise TypeError(f"{name} is not defined for bool tensors")
+    label = f"'{entry.symbol}'" if entry.symbol and not entry.symbol.isalpha() else name
+    words = _in_words(entry.kinds)
+    needs = f"{'an' if words[0] in 'aeiou' else 'a'} {words} tensor" if entry.arity == 1 else f"{words} tensors"
+    raise TypeError(f"{label} needs {needs}, got {dtype}")
+
+
 def _result_dtype(op: str, a_dtype: dt.DType, b_dtype: dt.DType | None) -> tuple[dt.DType, dt.DType]:
     """(output dtype, compute dtype) of a binary op."""
     common = a_dtype if b_dtype is None else dt.promote(a_dtype, b_dtype)
-    if op in _COMPARE:
+    entry = ew.OPS[op]
+    _check_kinds(entry, common)
+    if entry.result == "bool":
         return dt.bool, common
-    if op in _LOGICAL:
-        if common.kind == "f":
-            raise TypeError(f"'{_SYMBOL[op]}' needs bool or integer tensors, got {common}")
+    if entry.result == "logical":
         return common, common
-    if ew.OPS[op].result == "divide":
-        out = common if common.kind == "f" else dt.DEFAULT_FLOAT
+    if entry.result in ("float", "divide"):
+        out = common if common.kind in "fc" else dt.DEFAULT_FLOAT
         return out, out
     if common is dt.bool:
         common = dt.int64  # arithmetic on bools counts them, as in NumPy's sum
@@ -278,33 +303,52 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
         t, s = (a, b) if ta else (b, a)
         if isinstance(s, (list, tuple, np.ndarray)):
             # host data promotes like a Python number of its kind: int tensor + [0.5] is float32
-            probe = {"b": False, "i": 0, "u": 0, "f": 0.0}.get(np.asarray(s).dtype.kind)
+            probe = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}.get(np.asarray(s).dtype.kind)
             s = tensor(s, dtype=None if probe is None else dt.promote_scalar(t.dtype, probe))
             return binary(op, t if ta else s, s if ta else t, out)
         compute_in = dt.promote_scalar(t.dtype, s)
         shape = t.shape
     else:
         raise TypeError(f"expected a tensor operand, got {type(a).__name__} and {type(b).__name__}")
-    out_dtype, cast, scalar_type = _binary_types(op, compute_in)
+    computed_by, out_dtype, cast, scalar_type = _binary_types(op, compute_in)
     if out is None:
         out = Tensor._empty(shape, out_dtype)
     elif out.shape != shape and broadcast_shapes(out.shape, shape) != out.shape:
         raise ValueError(f"in-place '{_SYMBOL.get(op, op)}' cannot write shape {shape} into shape {out.shape}")
     elif not dt.can_store(out_dtype, out.dtype):
         raise TypeError(f"in-place '{_SYMBOL.get(op, op)}' would store {out_dtype} results in a {out.dtype} tensor")
-    operands = [x if isinstance(x, Tensor) else scalar_type(x) for x in (a, b)]
-    return elementwise(op, out, operands, cast)
+    operands = [_operand(x, scalar_type, compute_in) for x in (a, b)]
+    return elementwise(computed_by, out, operands, cast)
 
 
-def _binary_types(op: str, compute_in: dt.DType) -> tuple[dt.DType, str, type]:
-    """(output dtype, kernel cast, scalar type) of ``op`` on operands promoted to ``compute_in``."""
+def _operand(x, scalar_type: type, compute: dt.DType):
+    """A binary op's operand as its kernel takes it: a tensor, a number of
+    ``scalar_type``, or for a complex number a one-element tensor of
+    ``compute`` (kernels take no complex scalar parameters), filled by a kernel
+    (which a capture takes, where an upload is refused)."""
+    if isinstance(x, Tensor):
+        return x
+    if dt.scalar_kind(x) == "c":
+        return fill(Tensor._empty((), compute), x)
+    return scalar_type(x)
+
+
+def _binary_types(op: str, compute_in: dt.DType) -> tuple[str, dt.DType, str, type]:
+    """(the entry that computes it, output dtype, kernel cast, scalar type) of ``op`` on operands
+    promoted to ``compute_in`` (the logical ops of bools are their bitwise ops)."""
+    instead = ew.OPS[op].instead
+    computed_by = instead[1] if instead and _kind(compute_in) in instead[0] else op
     out_dtype, compute = _result_dtype(op, compute_in, None)
     cast, scalar_type = _cast_for(compute)
     if compute_in is dt.bool and compute is dt.int64:
         cast = "int64"  # True + True is 2 (a bool + bool kernel would give True)
+    elif compute_in.kind not in "fc" and ew.OPS[op].result == "float":
+        cast = "float32"  # integers are converted first, as for the unary ones (PyTorch's atan2, hypot...)
     elif cast == "bfloat16" and out_dtype is not dt.bfloat16:
         cast = "bfloat16_in"  # a comparison: bool results
-    return out_dtype, cast, scalar_type
+    if compute.kind == "c":  # a real number goes in as a real scalar (a complex one is made a tensor: _operand)
+        scalar_type = dt.real_dtype(compute).np.type
+    return computed_by, out_dtype, cast, scalar_type
 
 
 _PYTHON_NUMBERS = (float, int)  # bool is its own type and takes the general path
@@ -373,10 +417,10 @@ def _fast_plan(key: tuple, a, b) -> FastPlan:
         compute_in = dt.promote(a.dtype, b.dtype)
     else:
         compute_in = dt.promote_scalar(*((a.dtype, b) if pattern == "as" else (b.dtype, a)))
-    out_dtype, cast, scalar_type = _binary_types(op, compute_in)
+    computed_by, out_dtype, cast, scalar_type = _binary_types(op, compute_in)
     keys = [pointer_key(x.dtype.name) if pattern[i] == "a" else scalar_type for i, x in enumerate((a, b))]
     kernel_pattern = "".join(_letter(x) if p == "a" else "s" for x, p in zip((a, b), pattern, strict=True))
-    kernels = FlatKernels(op, kernel_pattern, cast, [*_flat_output_keys(out_dtype), *keys])
+    kernels = FlatKernels(computed_by, kernel_pattern, cast, [*_flat_output_keys(out_dtype), *keys])
     return _FAST_PLANS.put(key, FastPlan(out_dtype, kernels, _number_packer(scalar_type)))
 
 
@@ -405,30 +449,30 @@ class UnaryPlan:
 _UNARY_PLANS = BoundedCache("ops.unary_plans", 4096)  # (op, dtype) -> UnaryPlan
 
 
+def _unary_types(op: str, dtype: dt.DType) -> tuple[str, dt.DType, str]:
+    """(the entry that computes it, output dtype, kernel cast) of unary ``op`` on ``dtype``."""
+    entry = ew.OPS[op]
+    _check_kinds(entry, dtype)
+    if entry.instead and _kind(dtype) in entry.instead[0]:
+        op, entry = entry.instead[1], ew.OPS[entry.instead[1]]  # floor of an integer is itself, ...
+    if entry.result == "float" and dtype.kind not in "fc":
+        # integers are converted first, as in PyTorch (NumPy's exp of an int8 is float16)
+        return op, dt.DEFAULT_FLOAT, "float32"
+    out_dtype = dt.bool if entry.result == "bool" else dt.real_dtype(dtype) if entry.result == "real" else dtype
+    cast, _ = _cast_for(dtype)
+    if cast == "bfloat16" and out_dtype is not dt.bfloat16:
+        cast = "bfloat16_in"  # a test: bool results
+    return op, out_dtype, cast
+
+
 def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
-    if op == "relu" and x.dtype.np.kind == "u":
-        op = "copy"  # x itself; the kernel's `x if x > 0 else 0` is float64 for uint64 in Numba's typing
     fast = out is None and x._contig and not capture_state.fusers
     if fast:
         plan = _UNARY_PLANS.get((op, x.dtype))
         if plan is not None:
             return _launch_into_new(plan.kernels, Tensor._empty(x.shape, plan.out_dtype), _PACK_PTR(x._ptr), x._ptr)
     key = (op, x.dtype)
-    if op in _FLOAT_UNARY:
-        out_dtype = x.dtype if x.dtype.kind == "f" else dt.DEFAULT_FLOAT
-    elif op in ("invert", "logical_not"):
-        if x.dtype.kind == "f":
-            raise TypeError(f"'~' needs a bool or integer tensor, got {x.dtype}")
-        op = "logical_not" if x.dtype is dt.bool else "invert"
-        out_dtype = x.dtype
-    elif x.dtype is dt.bool and op in _NO_BOOLS:
-        raise TypeError(f"{op} is not defined for bool tensors")
-    else:
-        out_dtype = x.dtype
-    if op in _FLOAT_UNARY and x.dtype.kind != "f":
-        cast = "float32"  # integers are converted first, as in PyTorch (NumPy's exp of an int8 is float16)
-    else:
-        cast, _ = _cast_for(x.dtype)
+    op, out_dtype, cast = _unary_types(op, x.dtype)
     if fast:  # checked once: this and later calls launch from the plan
         keys = [*_flat_output_keys(out_dtype), pointer_key(x.dtype.name)]
         plan = _UNARY_PLANS.put(key, UnaryPlan(out_dtype, FlatKernels(op, _letter(x), cast, keys)))
@@ -439,6 +483,8 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
 
 def copy(dst: Tensor, src: Tensor) -> Tensor:
     """``dst[...] = src`` with broadcasting and a cast to ``dst.dtype``."""
+    if dst.dtype.kind == "c" or src.dtype.kind == "c":
+        return _copy_complex(dst, src)
     if dst.dtype is dt.bool and src.dtype is not dt.bool:
         if src.dtype is dt.bfloat16:
             return elementwise("ne", dst, [src, np.float32(0)], "bfloat16_in")
@@ -455,6 +501,8 @@ def fill(dst: Tensor, value) -> Tensor:
         if value.numel() != 1:
             raise ValueError(f"fill_ expects a number or a one-element tensor, got shape {value.shape}")
         return copy(dst, value.reshape(()))
+    if dst.dtype.kind == "c" or dt.scalar_kind(value) == "c":
+        return _fill_complex(dst, value)
     if dt.scalar_kind(value) == "i" and dst.dtype.kind == "i":
         info = np.iinfo(dst.dtype.np)
         if not info.min <= value <= info.max:
@@ -465,6 +513,35 @@ def fill(dst: Tensor, value) -> Tensor:
         with np.errstate(over="ignore"):  # beyond float32's range: inf, as on the GPU
             return elementwise("fill", dst, [np.float32(value)], "bfloat16")
     return elementwise("fill", dst, [dst.dtype.np.type(value)])
+
+
+def _copy_complex(dst: Tensor, src: Tensor) -> Tensor:
+    """``copy`` where either side is complex, part by part through real views
+    (``_complex``): a real source gives imaginary parts 0; a complex source
+    gives a real tensor its real parts (as PyTorch's ``copy_``), a bool tensor
+    whether it is nonzero. The real parts go first: ``x.copy_(imag_part(x))``."""
+    if dst.dtype.kind != "c":
+        if dst.dtype is dt.bool:
+            return binary("or", binary("ne", real_part(src), 0), binary("ne", imag_part(src), 0), out=dst)
+        return copy(dst, real_part(src))
+    copy(real_part(dst), real_part(src) if src.dtype.kind == "c" else src)
+    if src.dtype.kind == "c":
+        copy(imag_part(dst), imag_part(src))
+    else:
+        fill(imag_part(dst), 0)
+    return dst
+
+
+def _fill_complex(dst: Tensor, value) -> Tensor:
+    if dst.dtype.kind != "c":
+        raise TypeError(
+            f"cannot fill a tensor of {dst.dtype.name} with the complex value {value!r}; "
+            f"make it complex first (.to(tp.complex64)) or fill it with value.real"
+        )
+    value = complex(value)
+    fill(real_part(dst), value.real)
+    fill(imag_part(dst), value.imag)
+    return dst
 
 
 def where(cond: Tensor, a, b) -> Tensor:

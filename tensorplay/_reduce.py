@@ -48,8 +48,8 @@ def _reduce_types(op: str, d: dt.DType) -> tuple[dt.DType, np.dtype]:
         if d.kind != "f":
             raise TypeError(f"mean() needs a floating point tensor, got {d}; convert with .float() first")
         return d, np.dtype(np.float64 if d is dt.float64 else np.float32)
-    if op == "sum":
-        if d.kind != "f":  # bools and every integer type sum in int64, as in PyTorch
+    if op in ("sum", "prod"):
+        if d.kind != "f":  # bools and every integer type sum (and multiply) in int64, as in PyTorch
             return dt.int64, np.dtype(np.int64)
         return d, np.dtype(np.float64 if d is dt.float64 else np.float32)
     if d.kind != "f" and d.itemsize < 4:
@@ -102,7 +102,7 @@ _REDUCE_PLANS = BoundedCache("reduce.plans", 4096)  # (op, dtype, shape, strides
 
 
 def reduce(op: str, x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """``sum``, ``mean``, ``max`` or ``min`` over ``dim`` (all dimensions if None)."""
+    """``sum``, ``prod``, ``mean``, ``max`` or ``min`` over ``dim`` (all dimensions if None)."""
     fuser = current_fuser()  # tp.compile's fusion pass, while it traces
     if fuser is not None:
         fused = fuser.reduce(op, x, dim, keepdim)
@@ -114,7 +114,7 @@ def reduce(op: str, x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     out = Tensor._empty((m,), plan.out_dtype)
     if plan.rows_step is None:  # nothing to reduce: empty rows or no rows
         if m:
-            fill(out, np.nan if op == "mean" else 0)
+            fill(out, {"mean": np.nan, "prod": 1}.get(op, 0))
     else:
         if plan.rows_strides is not None:  # the rows are a view of x
             rows = x._view((m, plan.k), plan.rows_strides)

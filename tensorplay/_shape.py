@@ -1,6 +1,10 @@
-"""Shape arithmetic: broadcasting, view strides, basic indexing, coalescing."""
+"""Shape arithmetic: broadcasting, view strides, index parsing, coalescing."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
 
 from .runtime.caches import BoundedCache
 
@@ -37,11 +41,13 @@ def numel(shape) -> int:
 
 
 __all__ = [
-    "basic_index",
+    "ArrayIndex",
+    "IndexPlan",
     "broadcast_shapes",
     "broadcast_strides",
     "coalesce",
     "infer_shape",
+    "parse_index",
     "view_strides",
 ]
 
@@ -183,49 +189,156 @@ def coalesce(shape, strides_list):
     return tuple(dims), [tuple(st) for st in strides]
 
 
-def basic_index(shape, strides, index):
-    """Shape, strides and element offset of ``tensor[index]`` for basic indexing
-    (integers, slices with positive steps, None and Ellipsis)."""
-    if not isinstance(index, tuple):
-        index = (index,)
-    if any(type(i).__name__ == "Tensor" or isinstance(i, (list,)) for i in index):
-        raise TypeError(
-            "indexing with tensors or lists (advanced indexing) is not supported; "
-            "use integers, slices, None and ... (basic indexing gives views)"
-        )
-    n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
-    if sum(1 for i in index if i is Ellipsis) > 1:
+# -- indexing ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayIndex:
+    """An array in an index: integers along one dimension, or a boolean mask
+    over ``len(sizes)`` dimensions (a 0-d mask: over a new dimension of 1)."""
+
+    dim: int  # the first dimension it indexes, counted in the plan's view
+    sizes: tuple  # the sizes of the dimensions it indexes
+    array: object  # a tensor (device data), or a NumPy array (host data, checked here)
+    mask: bool
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPlan:
+    """``tensor[index]`` parsed. The view that the integers, slices, None and
+    ``...`` give (``offset`` in elements), keeping the dimensions the arrays
+    index; the arrays (none: basic indexing, the view is the result); and
+    whether the arrays and the integers among them stand next to each other in
+    the index: then their broadcast shape replaces their dimensions where they
+    were, otherwise it comes first (NumPy's rule)."""
+
+    shape: tuple
+    strides: tuple
+    offset: int
+    arrays: tuple = ()
+    adjacent: bool = True
+
+
+_NEW, _ELLIPSIS, _SLICE, _INT, _ARRAY = range(5)
+
+
+def _host_array(item) -> np.ndarray:
+    a = np.asarray(item)
+    if a.dtype.kind in "biu":
+        return a
+    if a.size == 0 and a.dtype.kind == "f":  # [] is an empty integer index, as in NumPy
+        return a.astype(np.int64)
+    raise IndexError(f"arrays used as indices must be of integer (or boolean) type, got {a.dtype}")
+
+
+def _classify(item) -> tuple[int, object]:
+    """(kind, the item as used): host sequences become NumPy arrays."""
+    t = type(item)
+    if t is int:
+        return _INT, item
+    if t is slice:
+        return _SLICE, item
+    if item is None:
+        return _NEW, None
+    if item is Ellipsis:
+        return _ELLIPSIS, item
+    if t is bool or t is np.bool_ or isinstance(item, (list, tuple, range, np.ndarray)):
+        return _ARRAY, _host_array(item)
+    if isinstance(item, np.integer):
+        return _INT, int(item)
+    if hasattr(item, "shape") and hasattr(item, "dtype"):  # a tensor
+        if getattr(item.dtype, "kind", "") not in ("b", "i", "u"):
+            name = getattr(item.dtype, "name", item.dtype)
+            raise IndexError(f"arrays used as indices must be of integer (or boolean) type, got {name}")
+        return _ARRAY, item
+    if hasattr(item, "__index__") and not isinstance(item, (float, np.floating)):
+        return _INT, item.__index__()
+    raise TypeError(
+        f"expected an integer, slice, None, ..., or an integer or boolean array as an index, got {t.__name__}"
+    )
+
+
+def parse_index(shape, strides, index) -> IndexPlan:
+    """The ``IndexPlan`` of ``tensor[index]`` for a tensor of ``shape`` and
+    ``strides``: slices of any step (negative steps give negative strides),
+    integers, None and ``...``, integer arrays and boolean masks (tensors,
+    NumPy arrays, lists). Host data is checked here (IndexError, as NumPy);
+    a tensor's values are not read."""
+    items = index if type(index) is tuple else (index,)
+    kinds = [_classify(i) for i in items]
+    ndim, used, ellipses, any_array = len(shape), 0, 0, False
+    for kind, item in kinds:
+        if kind == _ELLIPSIS:
+            ellipses += 1
+        elif kind == _ARRAY:
+            any_array = True
+            used += item.ndim if item.dtype.kind == "b" else 1
+        elif kind != _NEW:
+            used += 1
+    if ellipses > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    if n_real > len(shape):
-        raise IndexError(f"too many indices for a tensor of {len(shape)} dimensions")
-    expanded = []
-    for i in index:
-        if i is Ellipsis:
-            expanded.extend([slice(None)] * (len(shape) - n_real))
-        else:
-            expanded.append(i)
-    if not any(i is Ellipsis for i in index):
-        expanded.extend([slice(None)] * (len(shape) - n_real))
+    if used > ndim:
+        raise IndexError(f"too many indices for a tensor of {ndim} dimensions")
     out_shape, out_strides, offset, dim = [], [], 0, 0
-    for i in expanded:
-        if i is None:
-            out_shape.append(1)
-            out_strides.append(0)
-        elif isinstance(i, slice):
-            start, stop, step = i.indices(shape[dim])
-            if step <= 0:
-                raise ValueError(f"slices need a positive step, got {step}")
-            length = max(0, -(-(stop - start) // step))
+    arrays, advanced = [], []  # advanced: positions in the index of the arrays and, with them, the integers
+    for position, (kind, item) in enumerate(kinds):
+        if kind == _SLICE:
+            start, stop, step = item.indices(shape[dim])
+            length = len(range(start, stop, step))
             out_shape.append(length)
             out_strides.append(strides[dim] * step)
             offset += start * strides[dim] if length else 0
             dim += 1
-        elif hasattr(i, "__index__") and not isinstance(i, bool):
-            k = i.__index__()
-            if not -shape[dim] <= k < shape[dim]:
-                raise IndexError(f"index {k} is out of range for dimension {dim} of size {shape[dim]}")
-            offset += (k % shape[dim]) * strides[dim]
+        elif kind == _INT:
+            if not -shape[dim] <= item < shape[dim]:
+                raise IndexError(f"index {item} is out of range for dimension {dim} of size {shape[dim]}")
+            offset += (item % shape[dim]) * strides[dim]
             dim += 1
+            if any_array:
+                advanced.append(position)
+        elif kind == _NEW:
+            out_shape.append(1)
+            out_strides.append(0)
+        elif kind == _ELLIPSIS:
+            for _ in range(ndim - used):
+                out_shape.append(shape[dim])
+                out_strides.append(strides[dim])
+                dim += 1
         else:
-            raise TypeError(f"expected an integer, slice, None or ..., got {type(i).__name__}")
-    return tuple(out_shape), tuple(out_strides), offset
+            advanced.append(position)
+            arrays.append(_array_index(item, shape, strides, dim, out_shape, out_strides))
+            dim += item.ndim if item.dtype.kind == "b" else 1
+    out_shape.extend(shape[dim:])
+    out_strides.extend(strides[dim:])
+    adjacent = advanced == list(range(advanced[0], advanced[0] + len(advanced))) if advanced else True
+    return IndexPlan(tuple(out_shape), tuple(out_strides), offset, tuple(arrays), adjacent)
+
+
+def _array_index(item, shape, strides, dim: int, out_shape: list, out_strides: list) -> ArrayIndex:
+    """The ``ArrayIndex`` of ``item`` at dimension ``dim`` of the tensor, whose
+    dimensions it adds to the view (``out_shape``, ``out_strides``)."""
+    first = len(out_shape)
+    if item.dtype.kind == "b":
+        if item.ndim == 0:  # True or False: a new dimension, of 1 or 0 elements
+            out_shape.append(1)
+            out_strides.append(0)
+            return ArrayIndex(first, (1,), item, True)
+        for k, size in enumerate(item.shape):
+            if size not in (shape[dim + k], 0):  # a mask with a dimension of 0 selects nothing (the standard's rule)
+                raise IndexError(
+                    f"boolean index did not match the indexed tensor along dimension {dim + k}; "
+                    f"its size is {shape[dim + k]} but the boolean index's is {size}"
+                )
+        sizes = tuple(shape[dim : dim + item.ndim])
+        out_shape.extend(sizes)
+        out_strides.extend(strides[dim : dim + item.ndim])
+        return ArrayIndex(first, sizes, item, True)
+    n = shape[dim]
+    if isinstance(item, np.ndarray) and item.size:
+        values = item.astype(np.int64) if item.dtype.kind == "u" else item
+        outside = (values < -n) | (values >= n)
+        if outside.any():
+            raise IndexError(f"index {values[outside].flat[0]} is out of range for dimension {dim} of size {n}")
+    out_shape.append(n)
+    out_strides.append(strides[dim])
+    return ArrayIndex(first, (n,), item, False)

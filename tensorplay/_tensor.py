@@ -14,7 +14,7 @@ import numpy as np
 from . import _dtype as dt
 from ._export import cuda_array_interface, dlpack_device, to_dlpack
 from ._grad_mode import is_grad_enabled, no_grad
-from ._shape import basic_index, broadcast_strides, contiguous_strides, infer_shape, is_contiguous, numel, view_strides
+from ._shape import broadcast_strides, contiguous_strides, infer_shape, is_contiguous, numel, parse_index, view_strides
 from ._tape import Meta, record, refuse_in_place, sum_to
 from .runtime import memory as _memory
 from .runtime.backend import get as get_backend
@@ -335,15 +335,43 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
     def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(other.shape)
 
-    @_differentiable_view("index")
     def __getitem__(self, index) -> Tensor:
-        shape, strides, offset = basic_index(self.shape, self._strides, index)
-        return self._view(shape, strides, offset)
+        """NumPy's indexing. Integers, slices (of any step: a negative one gives
+        negative strides), None and ``...`` give a view; integer arrays and
+        boolean masks (tensors, NumPy arrays, lists) a new tensor
+        (``_indexing_functions``; out-of-range indices in a tensor are clamped,
+        see there). ``x[mask]`` with a mask tensor reads how many elements it
+        selects, so it is refused inside a graph capture.
+
+        Examples
+        --------
+        >>> import tensorplay as tp
+        >>> x = tp.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+        >>> x[:, ::-1].tolist()
+        [[3.0, 2.0, 1.0], [6.0, 5.0, 4.0]]
+        >>> x[tp.tensor([1, 0, 1]), 2].tolist()
+        [6.0, 3.0, 6.0]
+        >>> x[x > 3.5].tolist()
+        [4.0, 5.0, 6.0]
+        """
+        plan = parse_index(self.shape, self._strides, index)
+        if plan.arrays:
+            return self._getitem_arrays(index, plan)  # added by _indexing_functions
+        if self._ag is None or not is_grad_enabled():
+            return self._view(plan.shape, plan.strides, plan.offset)
+        return _record_view("index", lambda x, _: x._view(plan.shape, plan.strides, plan.offset), self, (index,), {})
 
     def __setitem__(self, index, value) -> None:
+        """``x[index] = value`` (NumPy's rules; ``value`` broadcast and cast to
+        ``x.dtype``). Of repeated integer indices the last write wins; a mask
+        tensor writes where it is True, inside a graph capture too."""
         if self._ag is not None or getattr(value, "_ag", None) is not None:
             refuse_in_place("x[...] = value", self, value)
-        target = self[index]
+        plan = parse_index(self.shape, self._strides, index)
+        if plan.arrays:
+            self._setitem_arrays(plan, value)  # added by _indexing_functions
+            return
+        target = self._view(plan.shape, plan.strides, plan.offset)
         if isinstance(value, Tensor):
             target.copy_(value)
         elif isinstance(value, (list, tuple, np.ndarray)):

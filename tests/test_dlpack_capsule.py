@@ -1,5 +1,6 @@
 """DLPack capsules round-tripped through NumPy's own DLPack support, on the CPU."""
 
+import ctypes
 import gc
 import weakref
 from types import SimpleNamespace
@@ -11,6 +12,7 @@ from tensorplay._dlpack import (
     DLPACK_CPU,
     DLPACK_CUDA,
     DLPackView,
+    _DLManagedTensor,
     from_capsule,
     to_capsule,
 )
@@ -28,6 +30,8 @@ DTYPES = [
     np.uint32,
     np.uint64,
     np.bool_,
+    np.complex64,
+    np.complex128,
 ]
 
 
@@ -175,18 +179,29 @@ def test_not_a_capsule_raises():
         from_capsule(np.zeros(3))
 
 
+def _dl_type(capsule):
+    """The element type of an unversioned capsule (NumPy's), to rewrite in place."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return _DLManagedTensor.from_address(get(capsule, b"dltensor")).dl_tensor.dtype
+
+
 def test_unsupported_dtype_on_import_leaves_capsule_unconsumed():
-    array = np.zeros(3, dtype=np.complex64)
+    # NumPy exports only types tensorplay takes: one of its capsules, retyped as an opaque handle (kDLOpaqueHandle)
+    array = np.zeros(3, dtype=np.float64)
     capsule = array.__dlpack__()
-    message = "^DLPack tensor of type code 5, bits 64, lanes 1 is not supported; supported: "
+    dl_type = _dl_type(capsule)
+    dl_type.code = 3
+    message = "^DLPack tensor of type code 3, bits 64, lanes 1 is not supported; supported: "
     with pytest.raises(TypeError, match=message):
         from_capsule(capsule)
+    dl_type.code = 2  # kDLFloat again: NumPy takes the capsule, which the failed import left unconsumed
     np.testing.assert_array_equal(np.from_dlpack(Exporter(capsule)), array)
 
 
 def test_unsupported_dtype_on_export_raises():
-    array = np.zeros(3, dtype=np.complex64)
-    with pytest.raises(TypeError, match="^expected one of float16, .* for DLPack export, got complex64"):
+    array = np.zeros(3, dtype=np.longdouble)
+    with pytest.raises(TypeError, match="^expected one of float16, .* for DLPack export, got float128"):
         export(array, array)
 
 

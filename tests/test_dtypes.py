@@ -1,5 +1,6 @@
 """The integer widths beyond int32 and int64 (uint8, int8, int16, uint16, uint32,
-uint64): PyTorch's promotion table (bfloat16 included; its math is in
+uint64): PyTorch's promotion table, with the array API standard's rules for
+uint16, uint32 and uint64 (bfloat16 included; its math is in
 ``test_bfloat16.py``), arithmetic that wraps as on the GPU,
 against NumPy references computed on Python ints (any size) and reduced
 explicitly with ``wrapped``. Reductions, casts and factories are in
@@ -26,8 +27,10 @@ pytestmark = pytest.mark.filterwarnings("error")
 # -- promotion ----------------------------------------------------------------------
 
 # PyTorch's promote_types (c10/core/ScalarType.cpp), written out: rows and
-# columns u1 i1 i2 i4 i8 f2 f4 f8 b1 bf. uint16, uint32 and uint64 promote only
-# with themselves and with floating point types (PyTorch raises otherwise).
+# columns u1 i1 i2 i4 i8 f2 f4 f8 b1 bf. uint16, uint32 and uint64, which PyTorch
+# promotes only with themselves and floating point types, follow the array API
+# standard's tables: the wider unsigned type, or a signed type twice as wide;
+# uint64 with a signed type is refused (no integer type holds both).
 _PYTORCH_TABLE = """
     u1 i1 i2 i4 i8 f2 f4 f8 b1 bf
 u1  u1 i2 i2 i4 i8 f2 f4 f8 u1 bf
@@ -49,7 +52,7 @@ _CODES = {
 
 
 def _pytorch_promotion() -> dict:
-    """(a, b) -> the promoted dtype, or None where PyTorch raises."""
+    """(a, b) -> the promoted dtype, or None where tensorplay raises."""
     header, *rows = _PYTORCH_TABLE.strip().splitlines()
     columns = header.split()
     table = {}
@@ -60,7 +63,13 @@ def _pytorch_promotion() -> dict:
     for u in ("u2", "u4", "u8"):
         for other in _CODES:
             x, y = _CODES[u], _CODES[other]
-            table[x, y] = table[y, x] = x if x is y else y if other in ("f2", "f4", "f8", "bf") else None
+            if other in ("f2", "f4", "f8", "bf"):
+                want = y
+            elif other in ("b1", "u1", "u2", "u4", "u8"):
+                want = x if x.itemsize >= y.itemsize else y
+            else:  # a signed type
+                want = None if u == "u8" else _CODES[f"i{max(2 * x.itemsize, y.itemsize)}"]
+            table[x, y] = table[y, x] = want
     return table
 
 
@@ -75,7 +84,7 @@ def test_promotion_follows_pytorchs_table(a):
         x, y = tp.ones(2, dtype=a), tp.zeros(2, dtype=b)
         if want is None:
             for op in (lambda x, y: tp.where(mask, x, y), operator.add, operator.eq, lambda x, y: tp.cat([x, y])):
-                with pytest.raises(TypeError, match=f"^cannot promote {a.name} and {b.name}: as in PyTorch"):
+                with pytest.raises(TypeError, match=f"^cannot promote {a.name} and {b.name}: no integer type"):
                     op(x, y)
             continue
         assert tp.where(mask, x, y).dtype == want, (a, b)

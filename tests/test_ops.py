@@ -220,8 +220,9 @@ def test_host_data_operands_promote_like_python_numbers():
     assert_close(x < np.array([[1.5], [2.5]]), [[True, False], [True, True]], dtype=tp.bool)
     with pytest.raises(TypeError, match="expected numbers, nested lists of numbers or an array, got list"):
         x + ["a", "b"]
-    with pytest.raises(TypeError, match="got dtype complex128"):
-        x + np.array([1j, 2j])
+    z = x + np.array([1j, 2j])  # complex data: as a Python complex number, complex64
+    assert z.dtype == tp.complex64
+    np.testing.assert_array_equal(z.numpy(), [1 + 1j, 2 + 2j])
 
 
 def test_power_with_scalars():
@@ -365,7 +366,7 @@ def test_invert(dtype):
     x, a = random_tensor((3, 4), dtype, seed=14, low=-8, high=8)
     assert_close(~x, ~a, dtype=dtype)
     assert_close(~x[:, 1::2], ~a[:, 1::2], dtype=dtype)
-    assert_close(x.logical_not(), ~a, dtype=dtype)
+    assert_close(x.logical_not(), np.logical_not(a), dtype=tp.bool)  # truth values, as PyTorch's
 
 
 def test_logic_with_mixed_dtypes():
@@ -817,7 +818,7 @@ def test_shape_mismatch_names_both_shapes():
         tp.where(tp.zeros(2, dtype=tp.bool), tp.zeros(2), tp.zeros(3))
 
 
-@pytest.mark.parametrize("other", ["a", None, object(), 1j], ids=lambda v: type(v).__name__)
+@pytest.mark.parametrize("other", ["a", None, object()], ids=lambda v: type(v).__name__)
 def test_foreign_operands(other):
     x = tp.ones(2)
     message = f"expected a tensor or a Python number, got {type(other).__name__}"

@@ -623,11 +623,11 @@ def test_bad_dims_for_views():
         ((0, -5), IndexError, "index -5 is out of range for dimension 1 of size 4"),
         ((0, 0, 0), IndexError, "too many indices for a tensor of 2 dimensions"),
         ((Ellipsis, 0, Ellipsis), IndexError, "an index can only have a single ellipsis"),
-        (slice(None, None, -1), ValueError, "slices need a positive step, got -1"),
-        ([0, 1], TypeError, "indexing with tensors or lists \\(advanced indexing\\) is not supported"),
-        ((slice(None), [0]), TypeError, "advanced indexing"),
-        ("a", TypeError, "expected an integer, slice, None or ..., got str"),
-        (1.0, TypeError, "expected an integer, slice, None or ..., got float"),
+        (slice(None, None, 0), ValueError, "slice step cannot be zero"),
+        ([0, 5], IndexError, "index 5 is out of range for dimension 0 of size 3"),
+        ((slice(None), [0.5]), IndexError, "arrays used as indices must be of integer \\(or boolean\\) type"),
+        ("a", TypeError, "expected an integer, slice, None, ..., or an integer or boolean array .*, got str"),
+        (1.0, TypeError, "expected an integer, slice, None, ..., or an integer or boolean array .*, got float"),
     ],
     ids=repr,
 )
@@ -637,32 +637,35 @@ def test_bad_indices(index, exc, message):
         x[index]
 
 
-def test_tensor_index_is_rejected():
+def test_float_tensor_index_is_rejected():
     x = tp.zeros(3, 4)
-    with pytest.raises(TypeError, match="advanced indexing"):
-        x[tp.tensor([0, 1])]
-    with pytest.raises(TypeError, match="advanced indexing"):
-        x[tp.tensor([True, False, True])] = 1.0
+    with pytest.raises(IndexError, match="arrays used as indices must be of integer .* type, got float32"):
+        x[tp.tensor([0.0, 1.0])]
+    with pytest.raises(IndexError, match="boolean index did not match the indexed tensor along dimension 0"):
+        x[tp.tensor([True, False])] = 1.0
 
 
 def test_unsupported_dtypes_and_foreign_objects():
-    supported = "bool, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, bfloat16, float32, float64"
-    with pytest.raises(TypeError, match=re.escape(f"expected one of {supported}, got dtype complex64")):
-        tp.tensor(np.zeros(2, np.complex64))
+    supported = (
+        "bool, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, bfloat16, float32, float64, "
+        "complex64, complex128"
+    )
+    with pytest.raises(TypeError, match=re.escape(f"expected one of {supported}, got dtype float128")):
+        tp.tensor(np.zeros(2, np.longdouble))
     with pytest.raises(TypeError, match=re.escape(f"expected one of {supported}, got dtype <U1")):
         tp.from_numpy(np.zeros(2, "U1"))
     with pytest.raises(TypeError, match="expected numbers, nested lists of numbers or an array, got object"):
         tp.tensor(object())
     with pytest.raises(TypeError, match="expected numbers, nested lists of numbers or an array, got list"):
-        tp.tensor([1 + 2j])
+        tp.tensor(["a"])
     with pytest.raises(TypeError, match="expected numbers, nested lists of numbers or an array, got str"):
         tp.tensor("abc")
     with pytest.raises(TypeError, match="expected a numpy.ndarray, got list"):
         tp.from_numpy([1.0])
     with pytest.raises(TypeError, match="tensor\\(\\) got a Tensor; use .clone\\(\\)"):
         tp.tensor(tp.zeros(2))
-    with pytest.raises(TypeError, match="expected a dtype \\(one of .*\\), got 'complex64'"):
-        tp.zeros(2, dtype="complex64")
+    with pytest.raises(TypeError, match="expected a dtype \\(one of .*\\), got 'float128'"):
+        tp.zeros(2, dtype="float128")
     with pytest.raises(TypeError, match="create tensors with tp.tensor"):
         tp.Tensor([1.0])
 

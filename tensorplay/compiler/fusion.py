@@ -400,13 +400,14 @@ def _tail_writable(g: _Group, out: Tensor) -> bool:
 
 def _broadcast_strides(t: Tensor, shape: tuple) -> tuple | None:
     """``t``'s element strides as it is read over ``shape`` (0 along the
-    dimensions it is broadcast in), or None when it does not broadcast to it."""
+    dimensions it is broadcast in), or None when it does not broadcast to it or
+    steps backwards (a negative stride: the op runs eagerly)."""
     if t.ndim > len(shape):
         return None
     pad = len(shape) - t.ndim
     strides = [0] * pad
     for size, want, stride in zip(t.shape, shape[pad:], t.stride(), strict=True):
-        if size != want and size != 1:
+        if (size != want and size != 1) or (stride < 0 and size > 1):  # the kernel reads at offsets >= 0
             return None
         strides.append(stride if size == want else 0)
     return tuple(strides)

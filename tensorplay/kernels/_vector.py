@@ -6,7 +6,8 @@ scalar loads take four) and returns them as a tuple; ``store4(a, i, v0, v1,
 v2, v3)`` writes them back in one store, each value converted to the array's
 dtype as ``a[k] = v`` converts it. The array must be C-contiguous and the
 vector aligned to its size (up to 16 bytes): a kernel checks both first, as
-``vector_base(a) % 16 == 0``. All three also take an element pointer (a
+``vector_base(a) % 16 == 0``. (Complex elements, which no vector holds, are
+loaded and stored one by one.) All three also take an element pointer (a
 ``CPointer`` parameter: the flat kernels' arrays, see
 ``kernels/elementwise.py``), as does ``store(a, i, v)``, one element. On the
 simulator (no ``@intrinsic`` lowering) they are Python twins over the same
@@ -62,6 +63,13 @@ else:
             return ary
         return context.make_array(aryty)(context, builder, value=ary).data
 
+    def _element_pointers(context, builder, aryty, ary, index, index_type):
+        """Pointers to the four elements of the ``index``-th group, one by one: for
+        complex elements, which no LLVM vector holds (four loads or stores)."""
+        data = _data(context, builder, aryty, ary)
+        first = builder.mul(context.cast(builder, index, index_type, types.intp), context.get_constant(types.intp, 4))
+        return [builder.gep(data, [builder.add(first, context.get_constant(types.intp, k))]) for k in range(4)]
+
     def _vector_pointer(context, builder, aryty, ary, index, index_type):
         """A pointer to the ``index``-th group of four elements, and its alignment."""
         data = _data(context, builder, aryty, ary)
@@ -93,9 +101,13 @@ else:
 
         def codegen(context, builder, sig, args):
             aryty = sig.args[0]
+            model = context.data_model_manager[aryty.dtype]
+            if isinstance(aryty.dtype, types.Complex):
+                ptrs = _element_pointers(context, builder, aryty, args[0], args[1], sig.args[1])
+                values = [model.from_data(builder, builder.load(p)) for p in ptrs]
+                return context.make_tuple(builder, sig.return_type, values)
             ptr, align = _vector_pointer(context, builder, aryty, args[0], args[1], sig.args[1])
             vec = builder.load(ptr, align=align)
-            model = context.data_model_manager[aryty.dtype]
             values = [model.from_data(builder, builder.extract_element(vec, ir.IntType(32)(k))) for k in range(4)]
             return context.make_tuple(builder, sig.return_type, values)
 
@@ -108,8 +120,15 @@ else:
 
         def codegen(context, builder, sig, args):
             aryty = sig.args[0]
-            ptr, align = _vector_pointer(context, builder, aryty, args[0], args[1], sig.args[1])
             model = context.data_model_manager[aryty.dtype]
+            if isinstance(aryty.dtype, types.Complex):
+                ptrs = _element_pointers(context, builder, aryty, args[0], args[1], sig.args[1])
+                for k, p in enumerate(ptrs):
+                    builder.store(
+                        model.as_data(builder, context.cast(builder, args[2 + k], sig.args[2 + k], aryty.dtype)), p
+                    )
+                return context.get_dummy_value()
+            ptr, align = _vector_pointer(context, builder, aryty, args[0], args[1], sig.args[1])
             vec = ir.Constant(ir.VectorType(context.get_data_type(aryty.dtype), 4), None)
             for k in range(4):
                 value = context.cast(builder, args[2 + k], sig.args[2 + k], aryty.dtype)

@@ -20,32 +20,27 @@ arrays (``a``) and which are scalars (``s``). The layouts:
 - ``transpose_<dtype>``: a unary op on one 2-D operand stored column-major into a
   row-major output, through shared-memory tiles.
 
-The kernels are built once per key by ``kernel(op, pattern, layout, cast)``.
+The kernels are built once per key by ``kernel(op, pattern, layout, cast)``;
+the ops are the op table's (``kernels/op_table.py``, re-exported here as ``OPS``).
 """
 
 from __future__ import annotations
 
 import functools
 import linecache
-import math
-from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda
 
 from . import bfloat16 as bf16
 from ._dependency import GRID_DEPENDENCY, wait_for_prior_grids
-from ._target import IEEE_MATH, INTRINSICS, device_function
+from ._target import device_function
 from ._vector import load4, store, store4, vector_base
+from .op_table import FILL, OPS, TERNARY, Op, identity
 
 __all__ = ["MAXDIM", "OPS", "Op", "kernel"]
 
 MAXDIM = 6  # coalesced dimensions of a strided or broadcast operand
-
-
-@device_function
-def identity(x):
-    return x
 
 
 @device_function
@@ -67,209 +62,6 @@ CASTS = {
     "bfloat16": bf16.round_float32, "bfloat16_in": bf16.round_float32,
 }  # fmt: skip
 
-
-def _ieee(name: str):
-    """``math.<name>`` for the kernels. On the simulator, NumPy's instead: it
-    gives inf and NaN where Python's ``math`` raises (``log(0)``, ``sqrt(-1)``,
-    ``exp(1000)``, ``sin(inf)``), as the GPU does."""
-    if IEEE_MATH:
-        return getattr(math, name)
-    fn = getattr(np, name)
-
-    def twin(x):
-        with np.errstate(all="ignore"):
-            return fn(x)
-
-    return twin
-
-
-_exp, _log, _sqrt, _tanh, _sin, _cos = (_ieee(n) for n in ("exp", "log", "sqrt", "tanh", "sin", "cos"))
-
-
-if INTRINSICS:
-    from numba.cuda.extending import intrinsic
-
-    @intrinsic
-    def _one(typingctx, x):
-        """1 in ``x``'s type. Numba types a literal ``1.0`` float64 and ``1`` int64,
-        either of which makes float32 math float64: ``1.0 / (1.0 + exp(-x))`` was a
-        float64 add and reciprocal per element (on 1M float32 in a graph on the
-        H200, 2.92 us a launch; 2.83 in float32)."""
-        return x(x), lambda context, builder, sig, args: context.get_constant(sig.return_type, 1)
-
-else:
-
-    def _one(x):
-        return type(x)(1)
-
-
-# -- the op table -------------------------------------------------------------------------------
-# One entry per elementwise op: its scalar device function, the dtype of its
-# result, its public names and its backward. The Tensor methods and operators,
-# the tp.* functions, the kernels and autograd are all derived from these entries
-# (tensorplay/_methods.py, _functions.py, _ops.py, _differentiable.py), so adding
-# an op is adding an entry here. Backwards take (g, *inputs, out) and return a
-# gradient per input (None for none); they use only the tensors' own methods, so
-# this file imports nothing of tensorplay.
-
-
-@dataclass(frozen=True)
-class Op:
-    """One elementwise op.
-
-    ``result`` is the dtype rule: ``"same"`` (the promoted operands' dtype, bools
-    counting as int64 in arithmetic), ``"float"`` (integers give float32),
-    ``"bool"`` (comparisons), ``"logical"`` (bool and integer operands only),
-    ``"divide"`` (true division: float32 from integers). ``symbol`` names the
-    Python operator (``+`` gives ``__add__`` and ``__radd__``; a unary one
-    ``__neg__``); ``inplace`` names the in-place method (``add_``, with
-    ``__iadd__``); ``method`` and ``function`` the Tensor method and the
-    ``tp.`` function (None: none).
-    """
-
-    name: str
-    fn: object
-    arity: int
-    result: str = "same"
-    symbol: str = ""
-    inplace: str = ""
-    method: str | None = None
-    function: str | None = None
-    backward: object = None
-    uses_result: bool = False  # its backward reads the op's result
-    grad_name: str = ""  # the node's name, as PyTorch's (``MulBackward``)
-    bools: bool = True  # defined for bool tensors
-
-
-def _unary(name, fn, result="same", backward=None, **kw) -> Op:
-    kw.setdefault("method", name)
-    kw.setdefault("function", name)
-    return Op(name, device_function(fn), 1, result, backward=backward, **kw)
-
-
-def _binary(name, fn, result="same", backward=None, **kw) -> Op:
-    kw.setdefault("method", name)
-    kw.setdefault("function", name)
-    return Op(name, device_function(fn), 2, result, backward=backward, **kw)
-
-
-def _sign(x):
-    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
-
-
-def _select(cond, a, b):
-    """``a`` where ``cond`` holds, else ``b``, for the backwards (a or b may be a number)."""
-    if hasattr(a, "where"):
-        return a.where(cond, b)
-    return b.where(~cond, a)
-
-
-def _pow_base(g, a, b):
-    """d(a ** b)/da = b a ** (b - 1), and 0 where b == 0 (not 0 * inf at a == 0)."""
-    ga = g * b * a ** (b - 1)
-    if hasattr(b, "where"):
-        return _select(b == 0, 0.0, ga)
-    return g * 0.0 if b == 0 else ga
-
-
-def _pow_exponent(g, a, b, out):
-    """d(a ** b)/db = a ** b log(a) for a > 0; 0 where a == 0 and b >= 0; NaN below."""
-    if not hasattr(a, "where"):
-        if a > 0:
-            return g * out * math.log(a)
-        return _select(b >= 0, g * 0.0, math.nan) if a == 0 else g * math.nan
-    positive = a > 0
-    grad = g * out * _select(positive, a, 1.0).log()  # no log of 0 or of a negative base
-    at_zero = (a == 0) & (b >= 0) if hasattr(b, "where") else (a == 0) if b >= 0 else None
-    rest = math.nan if at_zero is None else _select(at_zero, g * 0.0, math.nan)
-    return _select(positive, grad, rest)
-
-
-def _wants(x) -> bool:
-    """Whether an operand gets a gradient: a backward computes only those (a
-    number, or a tensor that needs none, is given None)."""
-    return getattr(x, "requires_grad", False)
-
-
-def _sub_grads(g, a, b, out):
-    return g, -g if _wants(b) else None
-
-
-def _mul_grads(g, a, b, out):
-    return g * b if _wants(a) else None, g * a if _wants(b) else None
-
-
-def _div_grads(g, a, b, out):
-    return g / b if _wants(a) else None, -g * out / b if _wants(b) else None
-
-
-def _pow(g, a, b, out):
-    return (_pow_base(g, a, b) if _wants(a) else None, _pow_exponent(g, a, b, out) if _wants(b) else None)
-
-
-def _pick(g, a, b, wins):
-    """maximum/minimum: the gradient goes to the operand chosen, split evenly on ties."""
-    share = ((a > b) if wins == "gt" else (a < b)) + (a == b) * 0.5
-    return g * share, g * (1 - share)
-
-
-OPS: dict[str, Op] = {
-    op.name: op
-    for op in (
-        _unary("copy", identity, method=None, function=None),
-        _unary("neg", lambda x: -x, symbol="-", backward=lambda g, x, out: (-g,), bools=False),
-        _unary("abs", lambda x: abs(x), symbol="abs", backward=lambda g, x, out: (g * _sign(x),), bools=False),
-        _unary("exp", lambda x: _exp(x), "float", lambda g, x, out: (g * out,), uses_result=True),
-        _unary("log", lambda x: _log(x), "float", lambda g, x, out: (g / x,)),
-        _unary("sqrt", lambda x: _sqrt(x), "float", lambda g, x, out: (g * 0.5 / out,), uses_result=True),
-        _unary("tanh", lambda x: _tanh(x), "float", lambda g, x, out: (g * (1 - out * out),), uses_result=True),
-        _unary("sin", lambda x: _sin(x), "float", lambda g, x, out: (g * x.cos(),)),
-        _unary("cos", lambda x: _cos(x), "float", lambda g, x, out: (-g * x.sin(),)),
-        _unary(
-            "sigmoid", lambda x: _one(x) / (_one(x) + _exp(-x)), "float", lambda g, x, out: (g * out * (1 - out),),
-            uses_result=True,
-        ),
-        _unary("relu", lambda x: x if (x > 0 or x != x) else 0, backward=lambda g, x, out: (g * (x > 0),), bools=False),
-        _unary("invert", lambda x: ~x, "logical", symbol="~", method="logical_not", function=None),
-        _unary("logical_not", lambda x: not x, "logical", method=None),
-        _binary("add", lambda a, b: a + b, symbol="+", inplace="add_", backward=lambda g, a, b, out: (g, g)),
-        _binary("sub", lambda a, b: a - b, symbol="-", inplace="sub_", backward=_sub_grads),
-        _binary("mul", lambda a, b: a * b, symbol="*", inplace="mul_", backward=_mul_grads),
-        _binary(
-            "truediv", lambda a, b: a / b, "divide", symbol="/", inplace="div_", method="div", function="div",
-            backward=_div_grads, uses_result=True, grad_name="DivBackward",
-        ),
-        _binary("floordiv", lambda a, b: a // b, symbol="//", method=None, function=None),
-        _binary("mod", lambda a, b: a % b, symbol="%", method=None, function=None),
-        _binary("pow", lambda a, b: a**b, symbol="**", method="pow", function="pow", backward=_pow, uses_result=True),
-        _binary("eq", lambda a, b: a == b, "bool", symbol="=="),
-        _binary("ne", lambda a, b: a != b, "bool", symbol="!="),
-        _binary("lt", lambda a, b: a < b, "bool", symbol="<"),
-        _binary("le", lambda a, b: a <= b, "bool", symbol="<="),
-        _binary("gt", lambda a, b: a > b, "bool", symbol=">"),
-        _binary("ge", lambda a, b: a >= b, "bool", symbol=">="),
-        _binary("and", lambda a, b: a & b, "logical", symbol="&", method=None, function="logical_and"),
-        _binary("or", lambda a, b: a | b, "logical", symbol="|", method=None, function="logical_or"),
-        _binary("xor", lambda a, b: a ^ b, "logical", symbol="^", method=None, function="logical_xor"),
-        _binary(
-            "maximum", lambda a, b: a if (a > b or a != a) else b,
-            backward=lambda g, a, b, out: _pick(g, a, b, "gt"), grad_name="MaximumBackward",
-        ),
-        _binary(
-            "minimum", lambda a, b: a if (a < b or a != a) else b,
-            backward=lambda g, a, b, out: _pick(g, a, b, "lt"), grad_name="MinimumBackward",
-        ),
-    )
-}  # fmt: skip
-
-
-TERNARY = {
-    "where": device_function(lambda c, a, b: a if c else b),
-    # min(max(x, lo), hi): NaN stays NaN, and lo > hi gives hi (as in PyTorch and NumPy)
-    "clamp": device_function(lambda x, lo, hi: hi if (lo if x < lo else x) > hi else (lo if x < lo else x)),
-}
-
-FILL = {"fill": identity}
 
 # Four elements per pass, all loaded before any store so the loads overlap
 # (out may alias an input, which stops the compiler from reordering itself);

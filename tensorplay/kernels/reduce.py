@@ -27,6 +27,7 @@ WARPS = BLOCK // 32  # its warps, for the per-warp scratch of the shuffle path
 
 COMBINE = {
     "sum": device_function(lambda a, b: a + b),
+    "prod": device_function(lambda a, b: a * b),
     "max": device_function(lambda a, b: a if (a > b or a != a) else b),
     "min": device_function(lambda a, b: a if (a < b or a != a) else b),
 }
@@ -40,6 +41,8 @@ def identity_value(op: str, acc: np.dtype):
     """The starting value of an accumulator of type ``acc`` for ``op``."""
     if op in ("sum", "mean"):
         return acc.type(0)
+    if op == "prod":
+        return acc.type(1)
     if acc.kind == "b":
         return acc.type(op == "min")
     if acc.kind == "f":

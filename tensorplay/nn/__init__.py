@@ -8,14 +8,16 @@ code here.
 from __future__ import annotations
 
 from . import functional
-from .activation import Dropout, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from .activation import GELU, Dropout, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .container import Sequential
 from .linear import Linear
 from .loss import CrossEntropyLoss, MSELoss
 from .module import IncompatibleKeys, Module, RemovableHandle
+from .normalization import Embedding, LayerNorm
 from .parameter import Parameter
 
 __all__ = [
-    "CrossEntropyLoss", "Dropout", "IncompatibleKeys", "Linear", "LogSoftmax", "MSELoss", "Module", "Parameter", "ReLU",
-    "RemovableHandle", "Sequential", "Sigmoid", "Softmax", "Tanh", "functional",
+    "GELU", "CrossEntropyLoss", "Dropout", "Embedding", "IncompatibleKeys", "LayerNorm", "Linear", "LogSoftmax",
+    "MSELoss", "Module", "Parameter", "ReLU", "RemovableHandle", "Sequential", "SiLU", "Sigmoid", "Softmax", "Softplus",
+    "Tanh", "functional",
 ]  # fmt: skip

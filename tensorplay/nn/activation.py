@@ -6,7 +6,7 @@ from .._tensor import Tensor
 from . import functional as F
 from .module import Module
 
-__all__ = ["Dropout", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh"]
+__all__ = ["GELU", "Dropout", "LogSoftmax", "ReLU", "SiLU", "Sigmoid", "Softmax", "Softplus", "Tanh"]
 
 
 class ReLU(Module):
@@ -124,3 +124,58 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+class GELU(Module):
+    """``F.gelu`` (``approximate="none"`` or ``"tanh"``).
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn as nn
+    >>> nn.GELU()(tp.zeros(2)).tolist()
+    [0.0, 0.0]
+    """
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU expects approximate 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, self.approximate)
+
+
+class SiLU(Module):
+    """``x * sigmoid(x)`` elementwise.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn as nn
+    >>> nn.SiLU()(tp.zeros(2)).tolist()
+    [0.0, 0.0]
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.silu(x)
+
+
+class Softplus(Module):
+    """``F.softplus`` with ``beta`` and ``threshold``.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn as nn
+    >>> nn.Softplus()(tp.tensor([30.0])).tolist()
+    [30.0]
+    """
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softplus(x, self.beta, self.threshold)

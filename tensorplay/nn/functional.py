@@ -10,13 +10,21 @@ the shapes involved.
 
 from __future__ import annotations
 
+import math
+
 from .. import _differentiable as AG
 from .._differentiable import tracked
 from .._factories import arange
+from .._functions import where
+from .._indexing_functions import index_select
+from .._manipulation_functions import pad
 from .._random import dropout as _dropout
 from .._tensor import Tensor
 
-__all__ = ["cross_entropy", "dropout", "linear", "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
+__all__ = [
+    "cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss", "pad", "relu",
+    "sigmoid", "silu", "softmax", "softplus", "tanh",
+]  # fmt: skip
 
 REDUCTIONS = ("mean", "sum", "none")
 _CLASS_INDICES: dict[int, Tensor] = {}  # 0..C-1 on the device, made once per C (a capture cannot copy from the host)
@@ -280,3 +288,109 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Ten
         logp = logp.permute(0, *range(2, input.ndim), 1)
     mask = (target.unsqueeze(-1) == _class_indices(input.shape[class_dim])).to(logp.dtype)
     return _reduce(-(logp * mask).sum(-1), reduction)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """``x * Phi(x)``, Phi the standard normal's distribution function:
+    ``0.5 x (1 + erf(x / sqrt(2)))``, or with ``approximate="tanh"``
+    ``0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))``, as PyTorch.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> [round(v, 4) for v in F.gelu(tp.tensor([-1.0, 0.0, 1.0])).tolist()]
+    [-0.1587, 0.0, 0.8413]
+    """
+    _check_float("gelu", "input", x)
+    if approximate == "none":
+        return x * 0.5 * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf())
+    if approximate == "tanh":
+        return x * 0.5 * (1.0 + ((x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)).tanh())
+    raise ValueError(f"gelu expects approximate 'none' or 'tanh', got {approximate!r}")
+
+
+def silu(x: Tensor) -> Tensor:
+    """``x * sigmoid(x)`` elementwise (also called swish).
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> [round(v, 4) for v in F.silu(tp.tensor([-1.0, 0.0, 1.0])).tolist()]
+    [-0.2689, 0.0, 0.7311]
+    """
+    _check_float("silu", "input", x)
+    return x * x.sigmoid()
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta x)) / beta``, and ``x`` itself where ``beta x > threshold``
+    (where the two agree to float precision), as PyTorch.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> [round(v, 4) for v in F.softplus(tp.tensor([-1.0, 0.0, 30.0])).tolist()]
+    [0.3133, 0.6931, 30.0]
+    """
+    _check_float("softplus", "input", x)
+    scaled = x * beta
+    big = scaled > threshold
+    return where(big, x, where(big, 0.0, scaled).exp().log1p() * (1.0 / beta))
+
+
+def layer_norm(
+    x: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    """Normalise over the last ``len(normalized_shape)`` dimensions: subtract
+    their mean, divide by ``sqrt(var + eps)`` (the biased variance), then scale
+    by ``weight`` and shift by ``bias``, as PyTorch.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> [round(v, 4) for v in F.layer_norm(tp.tensor([[1.0, 2.0, 3.0]]), (3,)).tolist()[0]]
+    [-1.2247, 0.0, 1.2247]
+    """
+    _check_float("layer_norm", "input", x)
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(x.shape[len(x.shape) - len(shape) :]) != shape or len(shape) > len(x.shape):
+        raise ValueError(
+            f"layer_norm expects an input whose last dimensions are normalized_shape {shape}, "
+            f"got shape {tuple(x.shape)}"
+        )
+    dims = tuple(range(len(x.shape) - len(shape), len(x.shape)))
+    centred = x - x.mean(dims, True)
+    y = centred / ((centred * centred).mean(dims, True) + eps).sqrt()
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != shape:
+            raise ValueError(f"layer_norm expects {name} of shape {shape}, got {tuple(p.shape)}")
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
+def embedding(input: Tensor, weight: Tensor) -> Tensor:  # noqa: A002 (PyTorch's name)
+    """The rows of ``weight`` (num_embeddings, embedding_dim) that the integer
+    tensor ``input`` names: shape ``input.shape + (embedding_dim,)``; the
+    gradient adds into the rows named.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> import tensorplay.nn.functional as F
+    >>> F.embedding(tp.tensor([[2, 0]]), tp.tensor([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])).tolist()
+    [[[4.0, 5.0], [0.0, 1.0]]]
+    """
+    _check_tensor("embedding", "input", input)
+    _check_tensor("embedding", "weight", weight)
+    if input.dtype.is_floating_point or len(weight.shape) != 2:
+        raise TypeError(
+            f"embedding expects an integer index tensor and a 2-D weight, got {input.dtype.name} indices "
+            f"and a weight of shape {tuple(weight.shape)}"
+        )
+    rows = index_select(weight, 0, input.reshape(-1))
+    return rows.reshape(tuple(input.shape) + (weight.shape[1],))

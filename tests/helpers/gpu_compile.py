@@ -26,7 +26,10 @@ from pathlib import Path
 
 KERNELS = Path(__file__).resolve().parents[2] / "tensorplay" / "kernels"
 # free of tensorplay imports
-MODULES = ("elementwise", "reduce", "random", "matmul", "gather", "fused", "timing", "multi_tensor", "sequence")
+MODULES = (
+    "elementwise", "reduce", "random", "matmul", "gather", "fused", "timing", "multi_tensor", "sequence", "creation",
+    "indexing",
+)  # fmt: skip
 MISSING_LIBRARIES = 3
 
 
