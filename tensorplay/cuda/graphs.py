@@ -29,12 +29,9 @@ import weakref
 from contextlib import contextmanager
 from functools import partial
 
-from .. import _dtype as dt
-from .._factories import empty
 from ..kernels import conditional as conditional_kernels
 from ..runtime.backend import CaptureError, CudaError
 from ..runtime.backend import get as get_backend
-from ..runtime.backend.interrupts import on_interrupt
 from ..runtime.caches import track_factories
 from ..runtime.capture import (
     capture_state,
@@ -58,8 +55,8 @@ from ..runtime.streams import (
     retire_capture_stream,
     set_stream,
 )
-from ..runtime.streams import stream as use_stream
 from . import conditional, picture
+from .cancel import Cancelling, cancel_stream, cancellable
 from .conditional import Loop, OpenNode
 from .graph_nodes import ConditionalNodes
 from .kernel_nodes import KernelNodes
@@ -78,24 +75,6 @@ CAPTURE_MODES = ("global", "thread_local", "relaxed")
 _launch_raw = get_backend().graph_launch_raw  # replay's hot path: the driver call itself
 _last_capture: list = [None]  # weak reference to the most recently captured graph
 _ABANDONED: list[Stream] = []  # streams of captures left unfinished, kept for the life of the process
-_WITH_LOOPS: weakref.WeakSet = weakref.WeakSet()  # captured graphs holding while loops: Ctrl-C cancels them
-_cancel_streams: list[Stream] = []  # one, made at the first while loop: its fills run beside a running graph
-
-
-def _cancel_stream() -> Stream:
-    if not _cancel_streams:
-        _cancel_streams.append(Stream())
-    return _cancel_streams[0]
-
-
-def _cancel_all() -> None:
-    """Ctrl-C during a host wait: stop the loops of every graph that may be running."""
-    for g in list(_WITH_LOOPS):
-        if g._stream is None:
-            g.cancel()
-
-
-on_interrupt(_cancel_all)
 
 
 def graph_pool_handle():
@@ -146,7 +125,7 @@ def _pool_of(pool):
     raise TypeError(f"expected pool=None, a graph_pool_handle(), a pool_id or a CUDAGraph, got {pool!r}")
 
 
-class CUDAGraph(ConditionalNodes, KernelNodes):
+class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
     """A captured CUDA graph and the memory pool its tensors live in.
 
     Capture with ``with tp.cuda.graph(g): ...`` (or ``capture_begin`` /
@@ -215,7 +194,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
         pool = self._pool if updating else _pool_of(pool)
         dev = get_backend()
         run_capture_preparers()
-        _cancel_stream()  # made before any capture: a while loop allocates its graph's cancel request there
+        cancel_stream()  # made before any capture: a while loop allocates its graph's cancel request there
         with capture_state.lock:  # not inside another thread's device-wide wait
             refuse_nested_capture(s)
             if restore is not None:
@@ -300,7 +279,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
         _last_capture[0] = weakref.ref(self)
         if self._loops:  # their counters' cancel requests start cleared, at the first replay
             self._cancel_pending = True
-            _WITH_LOOPS.add(self)
+            cancellable(self)
 
     def _end_update(self, graph) -> None:
         """A capture with update=True ended: the executable takes ``graph``."""
@@ -399,51 +378,6 @@ class CUDAGraph(ConditionalNodes, KernelNodes):
         err = _launch_raw(self._exec, h)[0]
         if err:
             raise get_backend().error("cuGraphLaunch", err)
-
-    def cancel(self) -> None:
-        """Stop every while loop of this graph at its next pass.
-
-        For a replay that is running (or queued): a fill on a stream of its own,
-        which runs beside the graph, sets each loop's cancel request, which the
-        loop reads at the end of every pass. The graph's later nodes still run,
-        and the next ``replay()`` runs normally. Ctrl-C during a host wait does
-        this for every graph with loops; ``cancelled()`` lists the loops it
-        stopped. A graph without while loops has nothing to stop.
-
-        Examples
-        --------
-        >>> import threading
-        >>> import tensorplay as tp
-        >>> flag, n = tp.tensor([True]), tp.zeros(1)
-        >>> g = tp.cuda.CUDAGraph()
-        >>> with tp.cuda.graph(g):
-        ...     with g.while_(flag) as loop:
-        ...         _ = n.add_(1)  # never clears the flag: runs until cancelled
-        >>> threading.Timer(0.2, g.cancel).start()  # from another thread, while it runs
-        >>> g.replay(); tp.cuda.synchronize()
-        >>> g.cancelled() == [loop], n.item() > 0
-        (True, True)
-        """
-        if self._stream is not None:
-            raise RuntimeError("cancel() during a capture; it stops the loops of a replay: call it after capture_end()")
-        if self._loops:
-            get_backend().memset(self._cancel.data_ptr(), 1, 8, _cancel_stream()._h)
-            self._cancel_pending = True
-
-    def _withdraw_cancel(self, s: Stream) -> None:
-        """Clear the cancel request on ``s``, after any cancel's fill."""
-        s.wait_stream(_cancel_stream())
-        get_backend().memset(self._cancel.data_ptr(), 0, 8, s._h)
-        self._cancel_pending = False
-
-    def _cancel_request(self):
-        """The cancel request, made at the capture's first while loop: allocated
-        on the cancel stream, which no capture routes to a pool (a pool's block
-        may hold other tensors of the graph before a loop starts)."""
-        if self._cancel is None:
-            with use_stream(_cancel_stream()):
-                self._cancel = empty(1, dtype=dt.int64)
-        return self._cancel
 
     def stage_and_launch(self, static_inputs, inputs, stream: Stream | None = None) -> None:
         """Copy each of ``inputs`` into its static input and replay, as one launch.
