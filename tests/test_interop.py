@@ -266,11 +266,12 @@ def test_tensor_round_trips_through_its_own_dlpack():
 
 
 @pytest.mark.gpu
-def test_from_dlpack_of_a_cpu_producer_is_a_type_error_on_the_gpu():
-    with pytest.raises(TypeError, match="^from_dlpack\\(\\) expected memory on a CUDA device, got memory on the CPU"):
-        tp.from_dlpack(np.arange(4, dtype=np.float32))
-    with pytest.raises(TypeError, match="expected memory on a CUDA device"):
-        tp.from_dlpack(np.arange(4, dtype=np.float32).__dlpack__())
+def test_from_dlpack_of_a_cpu_producer_copies_it_to_the_gpu_unless_copy_is_false():
+    """The standard's rule: copy=None copies memory that cannot be shared, copy=False refuses."""
+    host = np.arange(4, dtype=np.float32)
+    assert tp.from_dlpack(host).tolist() == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(BufferError, match="cannot share host memory"):
+        tp.from_dlpack(host, copy=False)
 
 
 # -- PyTorch and CuPy (on the GPU) -----------------------------------------------------

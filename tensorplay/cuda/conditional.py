@@ -39,6 +39,7 @@ __all__ = ["Branch", "Cases", "Loop", "OpenNode", "close", "next_body", "open_no
 NO_CAP = 1 << 62  # max_iters=None: a cap no loop reaches
 _BODIES = {"if": 1, "while": 1, "if_else": 2}  # a switch has n
 _ONE = ((1, 1, 1), (1, 1, 1))  # the launch shape of the setter kernels
+_BYTES = {"bool": "uint8"}  # a flag goes as a pointer to its byte: the GPU target cannot load through a bool pointer
 
 
 class Handle:
@@ -283,7 +284,7 @@ def _launch(kernel, args: list, stream: Stream) -> None:
     """Launch a one-thread kernel with its arrays as element pointers: 8 bytes of
     parameters where an array takes 56, which a loop's kernels, launched at
     every pass, would pay at every pass (0.07 us an array on the H200)."""
-    keys = [pointer_key(a._kkey[0]) if isinstance(a, KernelArray) else type(a) for a in args]
+    keys = [pointer_key(_BYTES.get(a._kkey[0], a._kkey[0])) if isinstance(a, KernelArray) else type(a) for a in args]
     launch_with(resolve(kernel, keys), *_ONE, args, stream)
 
 

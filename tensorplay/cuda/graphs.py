@@ -451,6 +451,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
         for loop in self._loops:
             loop.counter = None
         self._loops = []
+        self._cancel, self._cancel_pending = None, False  # a new capture's loops get a request of their own
 
     def __del__(self) -> None:
         try:

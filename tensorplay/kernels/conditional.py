@@ -49,7 +49,7 @@ def set_from_flag():
 
     def set_conditional_from_flag(handle, flag):
         if cuda.grid(1) == 0:
-            setter(handle, np.uint32(1 if flag[0] else 0))
+            setter(handle, np.uint32(1 if flag[0] != 0 else 0))
 
     return _one_thread_kernel("set_from_flag", set_conditional_from_flag)
 
