@@ -76,11 +76,12 @@ def loop_start():
 
     def start_loop(handle, flag, counter, cancel, max_iters):
         if cuda.grid(1) == 0:
-            go = flag[0] != 0
+            go = flag[0] != 0  # both loads before any store: neither waits for the other
+            cancelled = cancel[0] != 0
             counter[0] = 0
             counter[1] = 0
             counter[2] = 0
-            if go and cancel[0] != 0:
+            if go and cancelled:
                 go = False
                 counter[1] = 2
             elif go and max_iters <= 0:
@@ -114,10 +115,11 @@ def loop_pass():
 
     def end_pass(handle, flag, counter, cancel, max_iters):
         if cuda.grid(1) == 0:
+            go = flag[0] != 0  # the loads first, together: none waits for another or for a store
+            cancelled = cancel[0] != 0
             passes = counter[0] + 1
             counter[0] = passes
-            go = flag[0] != 0
-            if go and cancel[0] != 0:
+            if go and cancelled:
                 go = False
                 counter[1] = 2
             elif go and passes >= max_iters:
@@ -161,10 +163,11 @@ def loop_pass_unrolled():
 
     def end_copy(flag, counter, cancel, cap, k, h0, h1, h2, h3, h4, h5, h6, h7):
         if cuda.grid(1) == 0:
+            go = flag[0] != 0  # the loads first, together
+            cancelled = cancel[0] != 0
             passes = counter[0] + 1
             counter[0] = passes
-            go = flag[0] != 0
-            if go and cancel[0] != 0:
+            if go and cancelled:
                 go = False
                 counter[1] = 2
             elif go and passes >= cap:
@@ -192,9 +195,10 @@ def loop_pass_do_while():
 
     def end_do_while_pass(handle, counter, cancel, max_iters):
         if cuda.grid(1) == 0:
+            cancelled = cancel[0] != 0  # loaded with the counter, before the store
             passes = counter[0] + 1
             counter[0] = passes
-            if cancel[0] != 0:
+            if cancelled:
                 counter[1] = 2
                 setter(handle, np.uint32(0))
             elif passes >= max_iters:
