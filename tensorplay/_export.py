@@ -63,9 +63,10 @@ def dlpack_device() -> tuple[int, int]:
 def to_dlpack(t, stream=None, max_version=None, dl_device=None, copy=None):
     """A DLPack capsule for ``t`` (versioned and writable when the consumer's
     ``max_version`` allows DLPack 1); the consumer's ``stream`` waits for our work
-    and, while it captures a graph, has ``t`` held for it (``lend``)."""
+    and, while it captures a graph, has ``t`` held for it (``lend``). With
+    ``copy=True`` the capsule holds a copy of ``t`` (made on the current stream)."""
     if copy:
-        raise BufferError("tensorplay shares a tensor's memory through DLPack and makes no copy; pass copy=None")
+        t = t.clone()
     if dl_device is not None and tuple(dl_device) != tuple(dlpack_device()):
         raise BufferError(f"tensorplay's memory is on DLPack device {dlpack_device()}, not {tuple(dl_device)}")
     if stream is not None and stream != -1:

@@ -170,10 +170,12 @@ def test_dlpack_capsules_of_each_version():
         assert y.data_ptr() == x.data_ptr() and y.tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
-def test_dlpack_refuses_a_copy_and_another_device():
+def test_dlpack_copies_when_asked_and_refuses_another_device():
     x = tp.zeros(2)
-    with pytest.raises(BufferError, match="makes no copy; pass copy=None"):
-        x.__dlpack__(copy=True)
+    copied = tp.from_dlpack(x.__dlpack__(copy=True, max_version=(1, 0)))
+    assert copied.data_ptr() != x.data_ptr() and copied.tolist() == [0.0, 0.0]
+    x.fill_(5.0)
+    assert copied.tolist() == [0.0, 0.0]  # the copy's memory is its own
     with pytest.raises(BufferError, match=re.escape("not (7, 3)")):
         x.__dlpack__(dl_device=(7, 3))
     assert tp.from_dlpack(x.__dlpack__(copy=False, dl_device=x.__dlpack_device__())).shape == (2,)
