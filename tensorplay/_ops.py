@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import _dtype as dt
+from . import _op_types as types
 from ._complex import imag_part, real_part
 from ._factories import tensor
 from ._overlap import may_alias, overlaps, self_overlapping
@@ -222,61 +223,6 @@ def _flat_launch(op: str, pattern: str, cast: str, out: Tensor, operands, n: int
     plan.kernels.launch(n, addresses, packed)
 
 
-def _cast_for(compute: dt.DType) -> tuple[str, type]:
-    """Kernel cast and scalar type: float16 and bfloat16 math run in float32."""
-    if compute is dt.float16:
-        return "float32", np.float32
-    if compute is dt.bfloat16:
-        return "bfloat16", np.float32
-    return "none", compute.np.type
-
-
-# -- the dtype rules of the op table's entries (kernels/op_table.py) ---------------------------
-def _kind(dtype: dt.DType) -> str:
-    """A dtype's letter in an op table entry's ``kinds``."""
-    if dtype.kind == "f":
-        return "h" if dtype in (dt.float16, dt.bfloat16) else "f"
-    return "u" if dtype.np.kind == "u" else dtype.kind
-
-
-def _in_words(kinds: str) -> str:
-    """An entry's ``kinds`` as a reader says them ("bool or integer")."""
-    words = ["bool"] if "b" in kinds else []
-    words += ["integer"] if "i" in kinds or "u" in kinds else []
-    words += ["floating-point" if "h" in kinds else "float32 or float64"] if "f" in kinds else []
-    return " or ".join(words + (["complex"] if "c" in kinds else []))
-
-
-def _check_kinds(entry: ew.Op, dtype: dt.DType) -> None:
-    """TypeError, in a sentence, when ``entry`` does not take ``dtype`` operands."""
-    if _kind(dtype) in entry.kinds:
-        return
-    name = entry.function or entry.name
-    if dtype is dt.bool and "i" in entry.kinds and "f" in entry.kinds:  # arithmetic: on numbers only
-        raise TypeError(f"{name} is not defined for bool tensors")
-    label = f"'{entry.symbol}'" if entry.symbol and not entry.symbol.isalpha() else name
-    words = _in_words(entry.kinds)
-    needs = f"{'an' if words[0] in 'aeiou' else 'a'} {words} tensor" if entry.arity == 1 else f"{words} tensors"
-    raise TypeError(f"{label} needs {needs}, got {dtype}")
-
-
-def _result_dtype(op: str, a_dtype: dt.DType, b_dtype: dt.DType | None) -> tuple[dt.DType, dt.DType]:
-    """(output dtype, compute dtype) of a binary op."""
-    common = a_dtype if b_dtype is None else dt.promote(a_dtype, b_dtype)
-    entry = ew.OPS[op]
-    _check_kinds(entry, common)
-    if entry.result == "bool":
-        return dt.bool, common
-    if entry.result == "logical":
-        return common, common
-    if entry.result in ("float", "divide"):
-        out = common if common.kind in "fc" else dt.DEFAULT_FLOAT
-        return out, out
-    if common is dt.bool:
-        common = dt.int64  # arithmetic on bools counts them, as in NumPy's sum
-    return common, common
-
-
 def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
     """``a <op> b`` with broadcasting and promotion; ``a`` or ``b`` may be a number."""
     if not capture_state.fusers:  # the fast paths (while tp.compile fuses, every op goes through elementwise())
@@ -310,7 +256,7 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
         shape = t.shape
     else:
         raise TypeError(f"expected a tensor operand, got {type(a).__name__} and {type(b).__name__}")
-    computed_by, out_dtype, cast, scalar_type = _binary_types(op, compute_in)
+    computed_by, out_dtype, cast, scalar_type = types.binary_types(op, compute_in)
     if out is None:
         out = Tensor._empty(shape, out_dtype)
     elif out.shape != shape and broadcast_shapes(out.shape, shape) != out.shape:
@@ -331,24 +277,6 @@ def _operand(x, scalar_type: type, compute: dt.DType):
     if dt.scalar_kind(x) == "c":
         return fill(Tensor._empty((), compute), x)
     return scalar_type(x)
-
-
-def _binary_types(op: str, compute_in: dt.DType) -> tuple[str, dt.DType, str, type]:
-    """(the entry that computes it, output dtype, kernel cast, scalar type) of ``op`` on operands
-    promoted to ``compute_in`` (the logical ops of bools are their bitwise ops)."""
-    instead = ew.OPS[op].instead
-    computed_by = instead[1] if instead and _kind(compute_in) in instead[0] else op
-    out_dtype, compute = _result_dtype(op, compute_in, None)
-    cast, scalar_type = _cast_for(compute)
-    if compute_in is dt.bool and compute is dt.int64:
-        cast = "int64"  # True + True is 2 (a bool + bool kernel would give True)
-    elif compute_in.kind not in "fc" and ew.OPS[op].result == "float":
-        cast = "float32"  # integers are converted first, as for the unary ones (PyTorch's atan2, hypot...)
-    elif cast == "bfloat16" and out_dtype is not dt.bfloat16:
-        cast = "bfloat16_in"  # a comparison: bool results
-    if compute.kind == "c":  # a real number goes in as a real scalar (a complex one is made a tensor: _operand)
-        scalar_type = dt.real_dtype(compute).np.type
-    return computed_by, out_dtype, cast, scalar_type
 
 
 _PYTHON_NUMBERS = (float, int)  # bool is its own type and takes the general path
@@ -417,7 +345,7 @@ def _fast_plan(key: tuple, a, b) -> FastPlan:
         compute_in = dt.promote(a.dtype, b.dtype)
     else:
         compute_in = dt.promote_scalar(*((a.dtype, b) if pattern == "as" else (b.dtype, a)))
-    computed_by, out_dtype, cast, scalar_type = _binary_types(op, compute_in)
+    computed_by, out_dtype, cast, scalar_type = types.binary_types(op, compute_in)
     keys = [pointer_key(x.dtype.name) if pattern[i] == "a" else scalar_type for i, x in enumerate((a, b))]
     kernel_pattern = "".join(_letter(x) if p == "a" else "s" for x, p in zip((a, b), pattern, strict=True))
     kernels = FlatKernels(computed_by, kernel_pattern, cast, [*_flat_output_keys(out_dtype), *keys])
@@ -449,22 +377,6 @@ class UnaryPlan:
 _UNARY_PLANS = BoundedCache("ops.unary_plans", 4096)  # (op, dtype) -> UnaryPlan
 
 
-def _unary_types(op: str, dtype: dt.DType) -> tuple[str, dt.DType, str]:
-    """(the entry that computes it, output dtype, kernel cast) of unary ``op`` on ``dtype``."""
-    entry = ew.OPS[op]
-    _check_kinds(entry, dtype)
-    if entry.instead and _kind(dtype) in entry.instead[0]:
-        op, entry = entry.instead[1], ew.OPS[entry.instead[1]]  # floor of an integer is itself, ...
-    if entry.result == "float" and dtype.kind not in "fc":
-        # integers are converted first, as in PyTorch (NumPy's exp of an int8 is float16)
-        return op, dt.DEFAULT_FLOAT, "float32"
-    out_dtype = dt.bool if entry.result == "bool" else dt.real_dtype(dtype) if entry.result == "real" else dtype
-    cast, _ = _cast_for(dtype)
-    if cast == "bfloat16" and out_dtype is not dt.bfloat16:
-        cast = "bfloat16_in"  # a test: bool results
-    return op, out_dtype, cast
-
-
 def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
     fast = out is None and x._contig and not capture_state.fusers
     if fast:
@@ -472,7 +384,7 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
         if plan is not None:
             return _launch_into_new(plan.kernels, Tensor._empty(x.shape, plan.out_dtype), _PACK_PTR(x._ptr), x._ptr)
     key = (op, x.dtype)
-    op, out_dtype, cast = _unary_types(op, x.dtype)
+    op, out_dtype, cast = types.unary_types(op, x.dtype)
     if fast:  # checked once: this and later calls launch from the plan
         keys = [*_flat_output_keys(out_dtype), pointer_key(x.dtype.name)]
         plan = _UNARY_PLANS.put(key, UnaryPlan(out_dtype, FlatKernels(op, _letter(x), cast, keys)))
@@ -556,7 +468,7 @@ def where(cond: Tensor, a, b) -> Tensor:
         if not isinstance(s, Tensor):
             common = dt.promote_scalar(common, s) if common else dt.scalar_dtype(s)
     shape = broadcast_shapes(cond.shape, *[t.shape for t in tensors])
-    cast, scalar_type = _cast_for(common)
+    cast, scalar_type = types.cast_for(common)
     out = Tensor._empty(shape, common)
     operands = [cond] + [x if isinstance(x, Tensor) else scalar_type(x) for x in (a, b)]
     return elementwise("where", out, operands, cast)
@@ -577,7 +489,7 @@ def clamp(x: Tensor, lo=None, hi=None) -> Tensor:
             shapes.append(v.shape)
         else:
             common = dt.promote_scalar(common, v)
-    cast, scalar_type = _cast_for(common)
+    cast, scalar_type = types.cast_for(common)
     out = Tensor._empty(broadcast_shapes(*shapes), common)
     operands = [x] + [v if isinstance(v, Tensor) else scalar_type(v) for v in (lo, hi)]
     return elementwise("clamp", out, operands, cast)
