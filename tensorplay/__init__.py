@@ -15,6 +15,8 @@ from . import (
     autograd,
     backends,
     cuda,
+    fft,
+    linalg,
     nn,
     optim,
     testing,  # noqa: F401 (tp.testing.assert_close)
@@ -88,9 +90,9 @@ def amin(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 __all__ = [
     "DType", "Tensor", "all", "amax", "amin", "any", "arange", "argmax", "argmin", "as_tensor", "autograd",  # noqa: F405
     "backends", "bfloat16", "bool", "compile", "complex64", "complex128", "cuda", "dtype", "empty", "empty_like",
-    "enable_grad", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full", "full_like",  # noqa: F405
+    "enable_grad", "fft", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full", "full_like",  # noqa: F405
     "get_rng_state", "int8", "int16",
-    "int32", "int64", "is_grad_enabled", "jit", "manual_seed", "matmul", "max", "mean", "min", "nn", "no_grad",  # noqa: F405
+    "int32", "int64", "is_grad_enabled", "jit", "linalg", "manual_seed", "matmul", "max", "mean", "min", "nn", "no_grad",  # noqa: F405
     "ones", "ones_like", "optim", "rand", "randn", "set_grad_enabled", "set_rng_state", "sum", "tensor", "uint8",
     "uint16", "uint32", "uint64", "zeros", "zeros_like",
     *_functions_all,
