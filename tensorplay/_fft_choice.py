@@ -250,7 +250,7 @@ class FFTSettings:
     >>> import tensorplay as tp
     >>> from tensorplay._fft_choice import FFT
     >>> print(FFT.explain("rfft", (4, 8), "float32"))  # doctest: +ELLIPSIS
-    rfft (4, 8) float32 -> (4, 5) complex64, axes (1,), n (8,): ... R2C of rank 1, sizes [8], batch 4 ...
+    rfft (4, 8) float32 -> (4, 5) complex64, axes (1,), n (8,): ...R2C of rank 1, sizes [8], batch 4...
     """
 
     @property
@@ -292,7 +292,7 @@ class FFTSettings:
                 for st in todo
             )
         if kind != call.kind:
-            how += f" (a {call.kind} of last length one is a C2C)"
+            how += f" (an {call.kind} of last length one is a C2C)"
         return head + how + scaled
 
 
