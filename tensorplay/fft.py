@@ -51,6 +51,8 @@ True
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import _dtype as dt
 from ._aliases import either
 from ._complex import real_part
@@ -313,7 +315,8 @@ def _adjoint(g: Tensor, c: Call) -> Tensor:
     result): the gradient of its input, of the input's shape and type."""
     axes, n = c.axes, c.n
     if c.kind == "C2R":  # its adjoint: the R2C the other way, the entries standing for two counted twice
-        back = Call(c.function, "R2C", not c.forward, g.shape, g.dtype, axes, n, c.out_dtype, c.work, c.norm, 1.0)
+        back = replace(c, kind="R2C", forward=not c.forward, shape=g.shape, dtype=g.dtype, work=c.out_dtype,
+                       out_dtype=c.work, scale=1.0)  # fmt: skip
         gx = transform(g, back)
         double = n[-1] - (n[-1] // 2 + 1)
         with no_grad():
@@ -321,7 +324,8 @@ def _adjoint(g: Tensor, c: Call) -> Tensor:
                 gx.narrow(axes[-1], 1, double).mul_(2.0)
     else:  # C2C, and R2C through a C2C of the one-sided gradient padded with zeros
         work = dt.complex_dtype(c.work)
-        back = Call(c.function, "C2C", not c.forward, g.shape, g.dtype, axes, n, work, work, c.norm, 1.0)
+        back = replace(c, kind="C2C", forward=not c.forward, shape=g.shape, dtype=g.dtype, work=work, out_dtype=work,
+                       scale=1.0)  # fmt: skip
         gx = transform(g, back)
     with no_grad():
         if c.scale != 1.0:

@@ -305,6 +305,13 @@ def test_frequencies_are_made_on_the_device_inside_a_capture():
     np.testing.assert_allclose(r.numpy(), np.fft.rfftfreq(7))
 
 
+def test_a_compiled_function_with_transforms():
+    f = tp.compile(lambda x: tp.fft.irfft(tp.fft.rfft(x) * 2.0, n=8) + x * 3)
+    for seed in range(4):  # warm-up, capture, replays on new inputs
+        a = _data((8,), "r", seed=20 + seed)
+        np.testing.assert_allclose(f(tp.tensor(a)).numpy(), 5 * a, rtol=1e-12, atol=1e-12)
+
+
 # -- which path ---------------------------------------------------------------------------------
 
 
@@ -367,3 +374,25 @@ def test_cufft_in_a_graph_and_a_while_body_on_the_gpu():
     test_transforms_are_captured_and_replayed_on_new_inputs()
     test_a_transform_first_met_inside_a_capture()
     test_a_while_body_shifts_a_signal_by_its_spectrum()
+
+
+@pytest.mark.gpu
+def test_plans_first_made_inside_a_capture_on_the_gpu():
+    # Prime lengths over 128 take cuFFT's Bluestein plans, which compute tables when made: made inside
+    # a global-mode capture (under relaxed mode for the call), the capture must survive and replay right.
+    for shape, axes in (((3, 521), (1,)), ((257, 6), (0,)), ((131, 137), (0, 1))):
+        a = _data(shape, "c", seed=30).astype(np.complex64)
+        x = tp.tensor(a)
+        plans = FFT.plans
+        g = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(g, capture_error_mode="global"):
+            out = tp.fft.fftn(x, axes=axes)
+            back = tp.fft.irfftn(tp.fft.rfftn(tp.real(x), axes=axes), s=[shape[i] for i in axes], axes=axes)
+        assert FFT.plans > plans  # made during the capture
+        for seed in (31, 32):
+            a = _data(shape, "c", seed=seed).astype(np.complex64)
+            x.copy_(tp.tensor(a))
+            g.replay()
+            want = np.fft.fftn(a.astype(np.complex128), axes=axes)
+            assert np.linalg.norm(out.numpy() - want) / np.linalg.norm(want) < 1e-5
+            np.testing.assert_allclose(back.numpy(), a.real, rtol=1e-4, atol=1e-4)
