@@ -23,6 +23,7 @@ from ._fft_choice import Call, Step, refusal, refuse, steps
 from ._grad_mode import no_grad
 from ._tensor import Tensor
 from .runtime.backend import get as get_backend
+from .runtime.caches import BoundedCache
 from .runtime.libraries import cufft
 from .runtime.libraries.simulated import Operand, call
 
@@ -36,8 +37,11 @@ def transform(x: Tensor, c: Call) -> Tensor:
         return _transform(x.detach(), c)
 
 
+_STEPS = BoundedCache("fft.steps", 4096)  # Call -> (the kind it is computed as, its steps)
+
+
 def _transform(x: Tensor, c: Call) -> Tensor:
-    kind, todo = steps(c)
+    kind, todo = _STEPS.get(c) or _STEPS.put(c, steps(c))
     library = refusal() is None
     if todo and not library and get_backend().name != "sim":
         refuse()

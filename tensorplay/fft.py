@@ -64,6 +64,7 @@ from ._grad_mode import is_grad_enabled, no_grad
 from ._manipulation_functions import concat, roll
 from ._tape import Meta, Node, needs_grad
 from ._tensor import Tensor
+from .runtime.caches import BoundedCache
 
 __all__ = [
     "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifft2", "ifftn", "ifftshift", "ihfft", "irfft",
@@ -90,14 +91,14 @@ def fft(
     >>> tp.fft.fft(x, n=6).shape, tp.fft.fft(x, 3, 0).shape  # PyTorch's (input, n, dim)
     ((2, 6), (3, 4))
     """
-    return _one("fft", x, n, either("fft", "axis", axis, "dim", dim, -1), norm)
+    return _call("fft", x, n, either("fft", "axis", axis, "dim", dim, -1), norm)
 
 
 def ifft(
     x: Tensor, /, n: int | None = None, dim: int | None = None, norm: str | None = "backward", *, axis: int = -1
 ) -> Tensor:
     """The inverse of ``fft``: ``ifft(fft(x)) == x`` (scaled by ``1/n`` with the default norm)."""
-    return _one("ifft", x, n, either("ifft", "axis", axis, "dim", dim, -1), norm)
+    return _call("ifft", x, n, either("ifft", "axis", axis, "dim", dim, -1), norm)
 
 
 def rfft(
@@ -112,7 +113,7 @@ def rfft(
     >>> tp.fft.rfft(tp.ones(8)).shape, tp.fft.rfft(tp.ones(8, dtype=tp.float64)).dtype
     ((5,), tensorplay.complex128)
     """
-    return _one("rfft", x, n, either("rfft", "axis", axis, "dim", dim, -1), norm)
+    return _call("rfft", x, n, either("rfft", "axis", axis, "dim", dim, -1), norm)
 
 
 def irfft(
@@ -122,7 +123,7 @@ def irfft(
     for ``m`` given along ``axis``) from the first ``n // 2 + 1`` of a
     Hermitian-symmetric transform (the imaginary parts of the zero-frequency
     and, for even ``n``, the Nyquist terms are ignored)."""
-    return _one("irfft", x, n, either("irfft", "axis", axis, "dim", dim, -1), norm)
+    return _call("irfft", x, n, either("irfft", "axis", axis, "dim", dim, -1), norm)
 
 
 def hfft(
@@ -130,14 +131,14 @@ def hfft(
 ) -> Tensor:
     """The transform of a signal with Hermitian symmetry given by its first
     half: ``n`` real values (``2 * (m - 1)`` by default)."""
-    return _one("hfft", x, n, either("hfft", "axis", axis, "dim", dim, -1), norm)
+    return _call("hfft", x, n, either("hfft", "axis", axis, "dim", dim, -1), norm)
 
 
 def ihfft(
     x: Tensor, /, n: int | None = None, dim: int | None = None, norm: str | None = "backward", *, axis: int = -1
 ) -> Tensor:
     """The inverse of ``hfft`` for a real input: ``n // 2 + 1`` complex values."""
-    return _one("ihfft", x, n, either("ihfft", "axis", axis, "dim", dim, -1), norm)
+    return _call("ihfft", x, n, either("ihfft", "axis", axis, "dim", dim, -1), norm)
 
 
 # -- several axes ---------------------------------------------------------------------------
@@ -155,43 +156,43 @@ def fftn(x: Tensor, /, s=None, dim=None, norm: str | None = "backward", *, axes=
     >>> bool(np.allclose(tp.fft.fftn(x, axes=(0, 2)).numpy(), np.fft.fftn(x.numpy(), axes=(0, 2))))
     True
     """
-    return _many("fftn", x, s, either("fftn", "axes", axes, "dim", dim), norm)
+    return _call("fftn", x, s, either("fftn", "axes", axes, "dim", dim), norm)
 
 
 def ifftn(x: Tensor, /, s=None, dim=None, norm: str | None = "backward", *, axes=None) -> Tensor:
     """The inverse of ``fftn``."""
-    return _many("ifftn", x, s, either("ifftn", "axes", axes, "dim", dim), norm)
+    return _call("ifftn", x, s, either("ifftn", "axes", axes, "dim", dim), norm)
 
 
 def rfftn(x: Tensor, /, s=None, dim=None, norm: str | None = "backward", *, axes=None) -> Tensor:
     """The transform of a real input over ``axes``, one-sided along the last of them."""
-    return _many("rfftn", x, s, either("rfftn", "axes", axes, "dim", dim), norm)
+    return _call("rfftn", x, s, either("rfftn", "axes", axes, "dim", dim), norm)
 
 
 def irfftn(x: Tensor, /, s=None, dim=None, norm: str | None = "backward", *, axes=None) -> Tensor:
     """The inverse of ``rfftn``: real values, ``2 * (m - 1)`` along the last
     axis unless ``s`` says otherwise."""
-    return _many("irfftn", x, s, either("irfftn", "axes", axes, "dim", dim), norm)
+    return _call("irfftn", x, s, either("irfftn", "axes", axes, "dim", dim), norm)
 
 
 def fft2(x: Tensor, /, s=None, dim=None, norm: str | None = "backward", *, axes=None) -> Tensor:
     """PyTorch's ``fft2``: ``fftn`` over the last two axes by default."""
-    return _many("fft2", x, s, _two(either("fft2", "axes", axes, "dim", dim)), norm)
+    return _call("fft2", x, s, _two(either("fft2", "axes", axes, "dim", dim)), norm)
 
 
 def ifft2(x: Tensor, /, s=None, dim=None, norm: str | None = "backward", *, axes=None) -> Tensor:
     """PyTorch's ``ifft2``: ``ifftn`` over the last two axes by default."""
-    return _many("ifft2", x, s, _two(either("ifft2", "axes", axes, "dim", dim)), norm)
+    return _call("ifft2", x, s, _two(either("ifft2", "axes", axes, "dim", dim)), norm)
 
 
 def rfft2(x: Tensor, /, s=None, dim=None, norm: str | None = "backward", *, axes=None) -> Tensor:
     """PyTorch's ``rfft2``: ``rfftn`` over the last two axes by default."""
-    return _many("rfft2", x, s, _two(either("rfft2", "axes", axes, "dim", dim)), norm)
+    return _call("rfft2", x, s, _two(either("rfft2", "axes", axes, "dim", dim)), norm)
 
 
 def irfft2(x: Tensor, /, s=None, dim=None, norm: str | None = "backward", *, axes=None) -> Tensor:
     """PyTorch's ``irfft2``: ``irfftn`` over the last two axes by default."""
-    return _many("irfft2", x, s, _two(either("irfft2", "axes", axes, "dim", dim)), norm)
+    return _call("irfft2", x, s, _two(either("irfft2", "axes", axes, "dim", dim)), norm)
 
 
 def _two(axes):
@@ -273,14 +274,29 @@ def _check_tensor(fn: str, x) -> None:
         raise TypeError(f"{fn}() expects a tensor, got {type(x).__name__}")
 
 
-def _one(fn: str, x: Tensor, n, axis, norm) -> Tensor:
-    _check_tensor(fn, x)
-    return _apply(x, resolve(fn, x.shape, x.dtype, n, axis, norm))
+_CALLS = BoundedCache("fft.calls", 4096)  # (function, shape, dtype, n or s, axis or axes, norm) -> Call
 
 
-def _many(fn: str, x: Tensor, s, axes, norm) -> Tensor:
-    _check_tensor(fn, x)
-    return _apply(x, resolve(fn, x.shape, x.dtype, s, axes, norm))
+def _call(fn: str, x: Tensor, sizes, axes, norm) -> Tensor:
+    """``fn`` on ``x``: its ``Call`` (resolved once per arguments of one kind), applied."""
+    try:
+        key = (fn, x.shape, x.dtype, _frozen(sizes), _frozen(axes), norm)
+        c = _CALLS.get(key)
+    except (AttributeError, TypeError):  # not a tensor, or an argument that cannot be a key: resolved to a sentence
+        key = c = None
+    if c is None:
+        _check_tensor(fn, x)
+        c = resolve(fn, x.shape, x.dtype, sizes, axes, norm)
+        if key is not None:
+            _CALLS.put(key, c)
+    return _apply(x, c)
+
+
+def _frozen(v):
+    """``v`` as a key: lists as tuples (ints kept apart from bools and floats, which resolve refuses)."""
+    if isinstance(v, (list, tuple)):
+        return tuple(_frozen(e) for e in v)
+    return (type(v), v)
 
 
 def _apply(x: Tensor, c: Call) -> Tensor:
