@@ -49,7 +49,7 @@ def test_cg_block_sums_in_shared_memory():
 
 
 def test_cavity_steps_match_numpy_in_both_versions(tmp_path):
-    text = _run("cavity.py", "--quick", "--ops", "--plot", "--pictures", str(tmp_path))
+    text = _run("cavity.py", "--quick", "--plot", "--pictures", str(tmp_path))
     assert _checks(text) == 4  # kernel and ops: the velocity against NumPy's, the mass
     assert "Re 10 ops: velocity / U against NumPy's after 24 steps" in text
     assert "<polyline" in (tmp_path / "cavity_re10_u.svg").read_text()
@@ -75,6 +75,34 @@ def test_cavity_ghia_tables_as_published():
     u[1] = np.interp(pos, cavity.GHIA_X[::-1], cavity.GHIA_V[100][::-1])[None, :]
     du, dv = cavity.ghia_deviation(u, 100)
     assert du < 0.01 and dv < 0.01
+
+
+def test_ising_kernel_matches_exact_enumeration():
+    text = _run("ising.py", "--quick", "--only", "kernel")
+    assert _checks(text) == 2  # <|m|> at T = 2 and 3 on 4x4, against all 2^16 states
+
+
+def test_ising_ops_version_matches_exact_enumeration():
+    """Fewer sweeps: ``tp.rand`` and the reductions run a Python thread per element on the simulator."""
+    text = _run("ising.py", "--quick", "--only", "ops", "--sweeps", "32", "--temperatures", "3")
+    assert _checks(text) == 1
+
+
+def test_ising_references():
+    """Onsager-Yang's magnetisation and the exact moments of small lattices, checked by hand."""
+    sys.path.insert(0, str(GALLERY))
+    try:
+        import ising
+    finally:
+        sys.path.remove(str(GALLERY))
+    assert ising.TC == pytest.approx(2.269185314213022)
+    assert ising.onsager(ising.TC + 0.01) == 0.0 and ising.onsager(1.0) == pytest.approx(0.99927, abs=1e-5)
+    # the 2x2 torus: each bond counted twice, energies -8 (all equal, 2 states), +8 (2 checkerboards), 0 (12 others)
+    t = 2.0
+    w = {-8: 2 * np.exp(8 / t), 8: 2 * np.exp(-8 / t), 0: 12.0}
+    m_abs = (w[-8] * 1 + 8 * 0.5) / sum(w.values())  # |m| = 1 (all equal), 1/2 (the 8 with one spin flipped)
+    assert ising.exact_moments(2, [t])[0, 0] == pytest.approx(m_abs)
+    assert ising.crossing([1.0, 2.0, 3.0], np.array([0.5, 0.5, 0.5]), np.array([0.7, 0.5, 0.3])) == pytest.approx(2.0)
 
 
 def test_a_failed_check_is_the_exit_status_and_the_last_line():
