@@ -119,6 +119,20 @@ def test_svd_and_svdvals(shape):
     _check(tp.linalg.svdvals, lambda a: np.linalg.svd(a, compute_uv=False), a)
 
 
+def test_svd_with_full_matrices_differentiates_the_first_columns():
+    a = _data((4, 2), 17)
+
+    def loss(a):
+        u, s, vh = tp.linalg.svd(a)
+        return u[:, :2] * u[:, :2], s
+
+    def reference(a):
+        u, s, vh = np.linalg.svd(a)
+        return u[:, :2] * u[:, :2], s
+
+    _check(loss, reference, a, rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize("shape", [(3, 3), (4, 2), (2, 4)], ids=str)
 def test_qr(shape):
     a = _data(shape, 10)
