@@ -275,7 +275,7 @@ def settle(fn: str, info: Tensor, results: tuple, failure: str) -> tuple:
     return tuple(out)
 
 
-SINGULAR = "{fn}: the input matrix{matrix} is singular: U[{index}, {index}] of its LU factorisation is zero"
+SINGULAR = "{fn}: the input matrix{matrix} is singular: its LU factorisation met a zero pivot at step {info}"
 NOT_POSITIVE = "{fn}: the input matrix{matrix} is not positive-definite: its leading minor of order {info} is not"
 NO_CONVERGENCE = "{fn}: the algorithm did not converge for the input matrix{matrix} (info {info})"
 

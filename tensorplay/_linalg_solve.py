@@ -72,8 +72,8 @@ def solve(x1: Tensor, x2: Tensor, /, *, left: bool = True) -> Tensor:
 
 def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False) -> tuple[Tensor, Tensor]:  # noqa: N803 (PyTorch's names)
     """PyTorch's ``solve_ex``: ``(X, info)``, ``info`` an int32 tensor of the
-    batch's shape, 0 where the matrix was invertible and ``i`` where U[i-1, i-1]
-    of its LU factorisation is zero (X then holds infinities or NaN). Nothing
+    batch's shape, 0 where the matrix was invertible and ``i`` where its LU
+    factorisation met a zero pivot at step ``i`` (X then holds infinities or NaN). Nothing
     waits for the device unless ``check_errors``: the form for graphs."""
     if not left:
         x, info = solve_ex(A.transpose(-1, -2), B.transpose(-1, -2), check_errors=check_errors)
