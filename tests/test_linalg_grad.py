@@ -136,7 +136,12 @@ def test_svd_with_full_matrices_differentiates_the_first_columns():
 @pytest.mark.parametrize("shape", [(3, 3), (4, 2), (2, 4)], ids=str)
 def test_qr(shape):
     a = _data(shape, 10)
-    _check(lambda a: tuple(tp.linalg.qr(a)), lambda a: np.linalg.qr(a), a)
+
+    def squares(q, r):  # the same for either sign of a column of Q and its row of R
+        return q * q, r * r
+
+    _check(lambda a: squares(*tp.linalg.qr(a)), lambda a: squares(*np.linalg.qr(a)), a)
+    _check(lambda a: tp.linalg.qr(a).R.abs(), lambda a: np.abs(np.linalg.qr(a)[1]), a)
 
 
 def test_qr_complete_with_more_rows_than_columns_says_it_has_no_gradient():
