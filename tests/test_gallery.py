@@ -105,6 +105,24 @@ def test_ising_references():
     assert ising.crossing([1.0, 2.0, 3.0], np.array([0.5, 0.5, 0.5]), np.array([0.7, 0.5, 0.3])) == pytest.approx(2.0)
 
 
+def test_nbody_kernel_against_numpy_and_kepler(tmp_path):
+    text = _run("nbody.py", "--quick", "--only", "kernel", "--plot", "--pictures", str(tmp_path))
+    assert _checks(text) == 5  # start accelerations, energy, NumPy's leapfrog; the pair: Kepler, NumPy's crossing
+    assert "<polyline" in (tmp_path / "nbody_orbit.svg").read_text()
+
+
+def test_nbody_tiles_in_shared_memory():
+    """The GPU's tiled kernel, which the simulator otherwise replaces by the same sum read from global memory."""
+    text = _run("nbody.py", "--quick", "--only", "kernel", "--shared-tiles", "--n", "8", "--steps", "2")
+    assert _checks(text) == 5
+
+
+def test_nbody_ops_version_against_numpy():
+    """Four bodies: the simulator runs the fused N x N x 3 reductions a Python thread per element."""
+    text = _run("nbody.py", "--quick", "--only", "ops", "--n", "4", "--steps", "2")
+    assert _checks(text) == 3
+
+
 def test_a_failed_check_is_the_exit_status_and_the_last_line():
     from importlib import util
 
