@@ -19,6 +19,7 @@ from ._tape import Meta, record, refuse_in_place, sum_to
 from .runtime import memory as _memory
 from .runtime.backend import get as get_backend
 from .runtime.backend.params import array_struct
+from .runtime.caches import BoundedCache
 from .runtime.capture import refuse_host_transfer
 from .runtime.launch import ArrayArg, KernelArray
 from .runtime.streams import current_stream
@@ -90,6 +91,14 @@ def _differentiable_view(kind: str):
     return wrap
 
 
+_LAYOUTS = BoundedCache("tensor.layouts", 4096)  # shape -> its elements and C-contiguous strides
+
+
+def _layout(shape) -> tuple[int, tuple[int, ...]]:
+    layout = numel(shape), contiguous_strides(shape)
+    return _LAYOUTS.put(shape, layout) if type(shape) is tuple else layout
+
+
 TENSOR_TYPES: set = set()  # Tensor and its subclasses: ``type(x) in TENSOR_TYPES`` is the fast paths' test
 
 
@@ -133,12 +142,13 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
 
     @classmethod
     def _empty(cls, shape: tuple[int, ...], dtype: dt.DType) -> Tensor:
-        nbytes = numel(shape) * dtype.itemsize
+        n, strides = (_LAYOUTS.get(shape) if type(shape) is tuple else None) or _layout(shape)
+        nbytes = n * dtype.itemsize
         block = _allocate(nbytes, current_stream())
         storage = Storage(block.ptr, nbytes, block)
         t = object.__new__(cls)
         t._storage, t._ptr, t.shape, t.dtype = storage, storage.ptr, shape, dtype
-        t._strides, t._contig = contiguous_strides(shape), True
+        t._strides, t._contig = strides, True
         t._k = t._kb = t._kf = t._ag = None
         return t
 

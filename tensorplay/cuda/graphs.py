@@ -269,7 +269,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
         else:
             self._graph = graph
             try:
-                self._exec = get_backend().graph_instantiate(graph)
+                self._exec = get_backend().graph_instantiate(graph, self._recording)
             except BaseException:
                 self.reset()
                 raise
@@ -358,7 +358,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
         if self._graph is None:
             raise RuntimeError("nothing to instantiate: capture a graph first")
         if self._exec is None:
-            self._exec = get_backend().graph_instantiate(self._graph)
+            self._exec = get_backend().graph_instantiate(self._graph, self._launches)
             self._origin, self._origin_launches = self._graph, self._launches
 
     # -- replay ------------------------------------------------------------------

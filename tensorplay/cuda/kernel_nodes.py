@@ -84,7 +84,8 @@ class KernelNode:
     )  # fmt: skip
 
     def __init__(self, graph, capture: int, index: int, record: tuple, origin) -> None:
-        self._node, self._launcher, self.grid, self.block, self.where = record
+        self._node, self._launcher, self.grid, self.block, caller = record
+        self.where = f"{caller[0]}:{caller[1]}" if caller is not None else "?"
         self._origin = origin  # the same node in the graph the executable was instantiated from
         self._plan = None  # what set_args takes, made at its first call
         self._edit = None  # the node's NodeEdit, from its first call
@@ -202,10 +203,10 @@ class KernelNodes:
         graph) and the graphs to free. An updated executable keeps the graph it
         was instantiated from, whose node handles edit its nodes."""
         dev = get_backend()
-        reason = dev.graph_exec_update(self._exec, graph, self._graph)
+        reason = dev.graph_exec_update(self._exec, graph, self._graph, self._recording)
         old_exec, old_graphs = None, [self._graph if self._graph is not self._origin else None]
         if reason is not None:
-            old_exec, self._exec = self._exec, dev.graph_instantiate(graph)
+            old_exec, self._exec = self._exec, dev.graph_instantiate(graph, self._recording)
             old_graphs.append(self._origin)
             self._origin, self._origin_launches = graph, self._recording
         self._graph = graph

@@ -144,28 +144,38 @@ def launch_packed(launcher, grid, block, params: bytes) -> None:
     """Launch on the current stream with every parameter already packed (the ops'
     plans), refusing the legacy default stream during a capture."""
     s = current_stream()
-    if capture_state.active:  # inline: no call while nothing captures
-        refuse_legacy_launch(launcher.name, s)
-        flush_fused()
+    if capture_state.active:  # inline: no call while nothing captures, nor for a capture's usual launch
+        if not s.handle:  # the legacy default stream, which a capture may miss
+            refuse_legacy_launch(launcher.name, s)
+        if capture_state.fusers:
+            flush_fused()
     launcher.launch_packed(grid, block, s._h, params)
     if capture_state.recorders:
         _record(launcher, grid, block, s)
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # frames there are not the caller's
+_OURS: set[str] = set()  # the package's files seen in the frames walked
 
 
 def _record(launcher, grid, block, s) -> None:
     """Note a kernel launched into a capture on its own stream: the node the
-    driver added, and the line outside tensorplay that launched it."""
+    backend added, and the caller outside tensorplay that launched it (its
+    file and line, formatted when ``CUDAGraph.nodes()`` asks). Runs once per
+    captured kernel: a frame of the package's files is known by a set lookup."""
     record = capture_state.recorders.get(s.handle)
     if record is None:
         return
     frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename not in _OURS:
+            if not filename.startswith(_PACKAGE):
+                break
+            _OURS.add(filename)
         frame = frame.f_back
-    where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
-    record.append((get_backend().captured_node(s._h), launcher, grid, block, where))
+    caller = (filename, frame.f_lineno) if frame is not None else None
+    record.append((get_backend().captured_node(s._h), launcher, grid, block, caller))
 
 
 def launch_stream(kernel_name: str, stream=None):

@@ -235,14 +235,14 @@ class CachingAllocator:
         pool, token = DEFAULT_POOL, None
         if self._capture_pools:
             pool = self._capture_pools.get(stream._key, DEFAULT_POOL)
-            if pool != DEFAULT_POOL:
+            if pool is not DEFAULT_POOL:  # a pool id is a tuple: no comparison needed
                 token = self._capture_tokens[stream._key]
             elif stream._key:  # a stream forked from a capture allocates from its pool
                 pool, token = self._routes.get(get_backend().capture_id(stream._h), (DEFAULT_POOL, None))
         size = _SIZES.get(nbytes) or _size_class(nbytes)
         # Private pools ignore streams: a graph replays on whichever stream it is
         # launched on, and graphs sharing a pool replay in capture order.
-        key = (pool, stream._key if pool == DEFAULT_POOL else 0, size)
+        key = (pool, stream._key if pool is DEFAULT_POOL else 0, size)
         free = self._free.get(key)
         if not free and self._pending and not capture_state.active:
             self._collect_pending()

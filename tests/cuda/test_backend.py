@@ -183,15 +183,16 @@ def test_simulated_library_kernels_give_inf_and_nan_without_numpy_warnings():
 
 def test_the_driver_entry_point_lookup_takes_the_bindings_flag_and_calls_what_it_gets(monkeypatch):
     """set_args calls cuGraphExecKernelNodeSetParams through the address the
-    driver gives (0.9 us on the H200 against 1.5 through the bindings): the
-    lookup passes the bindings' flag enum and calls the function found, and a
-    driver without the function gives None (the bindings' call is used)."""
+    driver gives (0.9 us on the H200 against 1.5 through the bindings), as a
+    capture reads each kernel's node and rewrites its edges: the lookup passes
+    the version asked and the bindings' flag enum and calls the function found,
+    and a driver without the function gives None (the bindings' call is used)."""
     import ctypes
     import importlib
 
     from cuda.bindings import driver as drv
 
-    staging = importlib.import_module("tensorplay.runtime.backend.driver_staging")
+    calls_module = importlib.import_module("tensorplay.runtime.backend.driver_calls")
     calls, asked = [], []
     found = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
         lambda *a: calls.append(a) or 7
@@ -202,15 +203,17 @@ def test_the_driver_entry_point_lookup_takes_the_bindings_flag_and_calls_what_it
         address = ctypes.cast(found, ctypes.c_void_p).value if name == b"cuFound" else 0
         return drv.CUresult.CUDA_SUCCESS, address, None
 
-    monkeypatch.setattr(staging, "_get_proc_address", fake_lookup)
-    staging._entry_point.cache_clear()
+    monkeypatch.setattr(calls_module, "_get_proc_address", fake_lookup)
+    calls_module.entry_point.cache_clear()
     try:
-        assert staging._entry_point("cuFound")(1, 2, 3) == 7
+        assert calls_module.entry_point("cuFound", 12000, 3)(1, 2, 3) == 7
         assert calls == [(1, 2, 3)]
-        assert staging._entry_point("cuMissing") is None
+        assert calls_module.entry_point("cuMissing", 12030, 5) is None
     finally:
-        staging._entry_point.cache_clear()
-    assert [a[2] for a in asked] == [drv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT] * 2
+        calls_module.entry_point.cache_clear()
+    assert [a[1:] for a in asked] == [
+        (v, drv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT) for v in (12000, 12030)
+    ]
 
 
 def test_the_simulated_device_has_the_memory_tensorplay_sim_memory_gives(monkeypatch):

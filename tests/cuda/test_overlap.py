@@ -4,6 +4,8 @@ and writes nothing it still reads, at every replay."""
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 import tensorplay as tp
@@ -84,50 +86,100 @@ def test_edges_from_and_into_other_kernels_stay_plain_and_results_hold():
         assert "CU_GRAPH_DEPENDENCY_TYPE_DEFAULT" in kinds  # the reduction's
 
 
-def test_the_rewrite_makes_programmatic_only_kernel_edges_into_kernels_that_wait(monkeypatch):
-    """``overlap_kernels`` against a driver stand-in with the bindings' result
-    shapes: which edges it changes, and how it asks for it."""
-    from types import SimpleNamespace
+def test_the_rewrite_makes_programmatic_only_plain_kernel_edges_into_kernels_that_wait():
+    """``programmatic_pairs``: which edges change, and which nodes it asks the
+    driver about (only those the capture did not record, once each)."""
+    from tensorplay.runtime.backend.driver_overlap import _PLAIN, _PROGRAMMATIC, programmatic_pairs
 
-    from cuda.bindings import driver as drv
+    # recorded: 1 a kernel that does not wait, 2 one that waits; not recorded:
+    # 3 a copy, 4 a kernel that waits, 5 a kernel that does not
+    known = {1: False, 2: True}
+    edges = [(1, 2, _PLAIN), (2, 3, _PLAIN), (3, 4, _PLAIN), (2, 4, _PLAIN), (1, 4, _PROGRAMMATIC), (5, 2, _PLAIN)]
+    froms, tos, kinds = (
+        np.array([e[k] for e in edges], dtype) for k, dtype in enumerate((np.uint64,) * 2 + (np.uint8,))
+    )
+    asked = []
+
+    def waits(node):
+        asked.append(("waits", node))
+        return node == 4
+
+    def is_kernel(node):
+        asked.append(("kernel", node))
+        return node in (4, 5)
+
+    chosen = programmatic_pairs(froms, tos, kinds, known, waits, is_kernel)
+    assert [e[:2] for e, c in zip(edges, chosen, strict=True) if c] == [(1, 2), (2, 4), (5, 2)]
+    assert sorted(asked) == [("kernel", 3), ("kernel", 5), ("waits", 3), ("waits", 4)]
+
+
+class _FakeEdgeCalls:
+    """The driver's edge entry points (CUDA 12.3's forms) over a list of edges:
+    they read and write the caller's arrays at the addresses given, as the
+    driver does."""
+
+    def __init__(self, edges):
+        self.edges, self.calls = list(edges), []
+
+    def entry_point(self, name, version, nargs):
+        assert (version, nargs) == (12030, 5)
+        return getattr(self, name)
+
+    def cuGraphGetEdges(self, graph, froms, tos, data, count):
+        self.calls.append("cuGraphGetEdges")
+        n = ctypes.c_size_t.from_address(count)
+        if froms is not None:
+            for k, (a, b, kind) in enumerate(self.edges[: n.value]):
+                ctypes.c_uint64.from_address(froms + 8 * k).value = a
+                ctypes.c_uint64.from_address(tos + 8 * k).value = b
+                ctypes.c_uint8.from_address(data + 8 * k + 2).value = kind
+        n.value = len(self.edges)
+        return 0
+
+    def _pairs(self, froms, tos, n):
+        return list(
+            zip((ctypes.c_uint64 * n).from_address(froms), (ctypes.c_uint64 * n).from_address(tos), strict=True)
+        )
+
+    def cuGraphRemoveDependencies(self, graph, froms, tos, data, n):
+        self.calls.append("cuGraphRemoveDependencies")
+        assert data is None
+        gone = self._pairs(froms, tos, n)
+        self.edges = [e for e in self.edges if e[:2] not in gone]
+        return 0
+
+    def cuGraphAddDependencies(self, graph, froms, tos, data, n):
+        self.calls.append("cuGraphAddDependencies")
+        raw = bytes((ctypes.c_uint8 * (8 * n)).from_address(data))
+        assert raw == bytes([1, 0, 1, 0, 0, 0, 0, 0]) * n  # from the programmatic port, of the programmatic type
+        self.edges += [(a, b, 1) for a, b in self._pairs(froms, tos, n)]
+        return 0
+
+
+def test_a_capture_of_recorded_kernels_costs_the_rewrite_four_driver_calls_at_any_size(monkeypatch):
+    """The kernels the capture recorded are not asked about: the rewrite of a
+    chain of n kernels that wait is two calls for the edges and one each to
+    remove and add them, for 10 kernels as for 40 (a regression test of the
+    capture's cost per kernel at instantiation)."""
+    from types import SimpleNamespace
 
     from tensorplay.runtime.backend import driver_overlap as overlap
 
-    kinds = drv.CUgraphNodeType
-    plain = SimpleNamespace(type=drv.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_DEFAULT)
-    programmatic = SimpleNamespace(type=drv.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC)
-    # node -> (type, func, kern): 1 a kernel that does not wait, 2 and 4 kernels
-    # that wait (4 known by its CUkernel), 3 a copy
-    nodes = {
-        1: (kinds.CU_GRAPH_NODE_TYPE_KERNEL, 10, None),
-        2: (kinds.CU_GRAPH_NODE_TYPE_KERNEL, 20, None),
-        3: (kinds.CU_GRAPH_NODE_TYPE_MEMCPY, None, None),
-        4: (kinds.CU_GRAPH_NODE_TYPE_KERNEL, 99, 40),
-    }
-    edges = [(1, 2, plain), (2, 3, plain), (3, 4, plain), (2, 4, plain), (1, 4, programmatic)]
-    calls = []
-
-    def get_edges(graph, n):
-        if not n:
-            return (0, [], [], [], len(edges))
-        return (0, *[[e[k] for e in edges] for k in range(3)], len(edges))
-
+    queries = []
     fake = SimpleNamespace(
-        cuGraphNodeGetType=lambda node: (0, nodes[node][0]),
-        cuGraphKernelNodeGetParams=lambda node: (0, SimpleNamespace(func=nodes[node][1], kern=nodes[node][2])),
-        CUgraphEdgeData=drv.CUgraphEdgeData,
-        CUgraphDependencyType=drv.CUgraphDependencyType,
-        CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC=drv.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC,
+        cuGraphNodeGetType=lambda node: queries.append(node) or (0, overlap._KERNEL),
+        cuGraphKernelNodeGetParams=lambda node: queries.append(node) or (0, SimpleNamespace(func=20, kern=None)),
     )
     monkeypatch.setattr(overlap, "drv", fake)
-    monkeypatch.setattr(overlap, "_WAITING", {20, 40})
-    monkeypatch.setattr(overlap, "get_edges", get_edges)
-    monkeypatch.setattr(overlap, "remove_dependencies", lambda *a: calls.append(("remove", *a[1:])) or (0,))
-    monkeypatch.setattr(overlap, "add_dependencies", lambda *a: calls.append(("add", *a[1:])) or (0,))
-
-    assert overlap.overlap_kernels("graph") == 2
-    (remove, a, b, data, n), (add, a2, b2, data2, n2) = calls
-    assert (remove, a, b, data, n) == ("remove", [1, 2], [2, 4], None, 2)
-    assert (add, a2, b2, n2) == ("add", [1, 2], [2, 4], 2)
-    assert [d.type for d in data2] == [programmatic.type] * 2
-    assert [d.from_port for d in data2] == [drv.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC] * 2
+    monkeypatch.setattr(overlap, "_WAITING", {20})
+    for n in (10, 40):
+        driver = _FakeEdgeCalls((k, k + 1, overlap._PLAIN) for k in range(1, n))
+        monkeypatch.setattr(overlap, "entry_point", driver.entry_point)
+        assert overlap.overlap_kernels(99, {k: k > 1 for k in range(1, n + 1)}) == n - 1
+        assert driver.calls == ["cuGraphGetEdges"] * 2 + ["cuGraphRemoveDependencies", "cuGraphAddDependencies"]
+        assert sorted(driver.edges) == [(k, k + 1, overlap._PROGRAMMATIC) for k in range(1, n)]
+        assert queries == []
+    driver = _FakeEdgeCalls([(1, 2, overlap._PLAIN), (2, 3, overlap._PLAIN)])  # nothing recorded: asked, once a node
+    monkeypatch.setattr(overlap, "entry_point", driver.entry_point)
+    assert overlap.overlap_kernels(99, None) == 2
+    assert sorted(queries) == [1, 2, 2, 3, 3]  # the type of 2 and 3, then their functions; the type of 1

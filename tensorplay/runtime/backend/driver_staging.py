@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from functools import cache, partial
+from functools import partial
 from typing import TYPE_CHECKING
 
 from cuda.bindings import driver as drv
 
-from .driver_calls import add_dependencies, check, fail
+from .driver_calls import add_dependencies, check, entry_point, fail
 from .params import PackedLaunch
 
 if TYPE_CHECKING:
@@ -30,28 +30,13 @@ _NOT_CLONED = {
 }
 _set_kernel_node = drv.cuGraphExecKernelNodeSetParams
 _graph_launch = drv.cuGraphLaunch
-_get_proc_address = drv.cuGetProcAddress
-_DEFAULT_SYMBOLS = drv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
-
-
-@cache
-def _entry_point(name: str, version: int = 12000):
-    """The driver's ``name`` (as of CUDA ``version``) as a ctypes function of
-    three pointer arguments returning an int, or None where the driver has no
-    such function. A call through it skips the bindings' argument objects: on
-    the H200 0.9 us for cuGraphExecKernelNodeSetParams against 1.5 us through
-    the bindings."""
-    err, pfn, _ = _get_proc_address(name.encode(), version, _DEFAULT_SYMBOLS)
-    if err != drv.CUresult.CUDA_SUCCESS or not pfn:
-        return None
-    return ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(int(pfn))
 
 
 def _params_setter(graph_exec, exec_node, params):
     """A call without arguments that gives ``exec_node`` of ``graph_exec`` the
     parameters ``params`` holds at the time of the call; it returns the
     driver's result (0 for success)."""
-    raw = _entry_point("cuGraphExecKernelNodeSetParams")
+    raw = entry_point("cuGraphExecKernelNodeSetParams", 12000, 3)
     if raw is not None:  # the three pointers converted once
         return partial(raw, int(graph_exec), int(exec_node), params.getPtr())
     return lambda: _set_kernel_node(graph_exec, exec_node, params)[0]

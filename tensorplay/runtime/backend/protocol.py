@@ -17,6 +17,7 @@ which backend it is:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -151,7 +152,19 @@ class Graphs(Protocol):
         body graph ``target``, then an if node per handle holding another copy (an unrolled loop)."""
 
     def conditional_end(self, body_stream: Any) -> None: ...
-    def graph_instantiate(self, graph: Any) -> Any: ...
+    def captured_node(self, stream: Any) -> Any:
+        """The node the last work captured on ``stream`` added (None when none): called once per
+        kernel launched into a capture, so as cheap as the backend can make it."""
+
+    def graph_instantiate(self, graph: Any, launches: Sequence = ()) -> Any:
+        """The executable graph. ``launches``: the kernel launches the capture recorded
+        (``(node, launcher, grid, block, caller)``, ``runtime/launch.py``), which the backend may
+        use rather than asking the device about those nodes."""
+
+    def graph_exec_update(self, graph_exec: Any, graph: Any, instantiated: Any, launches: Sequence = ()) -> str | None:
+        """Give ``graph_exec`` (instantiated from ``instantiated``) the parameters of ``graph``;
+        None when done, else why not (nothing changed). ``launches`` as for ``graph_instantiate``."""
+
     def graph_launch(self, graph_exec: Any, stream: Any) -> None: ...
     def graph_launch_raw(self, graph_exec: Any, stream: Any) -> tuple:
         """The launch itself, returning the driver's result tuple (replay's hot path)."""

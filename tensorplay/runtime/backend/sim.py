@@ -424,10 +424,14 @@ class SimBackend(SimMemory):
         """End the capture into a conditional body."""
         self.end_capture(body_stream)
 
-    def graph_instantiate(self, graph: SimGraph) -> SimGraphExec:
+    def graph_instantiate(self, graph: SimGraph, launches=()) -> SimGraphExec:
+        """The executable graph (``launches``, what the capture recorded, is the
+        driver's help in rewriting edges: the simulator has no edge types)."""
         return SimGraphExec(graph)
 
-    def graph_exec_update(self, graph_exec: SimGraphExec, graph: SimGraph, instantiated: SimGraph) -> str | None:
+    def graph_exec_update(
+        self, graph_exec: SimGraphExec, graph: SimGraph, instantiated: SimGraph, launches=()
+    ) -> str | None:
         """The driver's ``cuGraphExecUpdate``: None when done, else why not."""
         return graph_exec.update(graph)
 
