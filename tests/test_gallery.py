@@ -123,6 +123,18 @@ def test_nbody_ops_version_against_numpy():
     assert _checks(text) == 3
 
 
+def test_dopri_takes_scipys_steps(tmp_path):
+    text = _run("dopri.py", "--quick", "--only", "kernel", "--plot", "--pictures", str(tmp_path))
+    assert _checks(text) == 14  # per system: accepted, rejected, end states, 4 trajectories alone
+    assert "lorenz kernel: accepted steps (got 54, expected 54)" in text
+    assert "<polyline" in (tmp_path / "dopri_vdp_steps.svg").read_text()
+
+
+def test_dopri_ops_version_takes_scipys_steps():
+    text = _run("dopri.py", "--quick", "--only", "ops", "--system", "vdp")
+    assert _checks(text) == 3
+
+
 def test_a_failed_check_is_the_exit_status_and_the_last_line():
     from importlib import util
 
