@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import tensorplay as tp
 
@@ -39,13 +40,6 @@ def test_cg_matches_scipy_in_every_version(tmp_path):
         assert f"6x6 {version}: iterations against scipy's (relative)" in text
     assert "<polyline" in (tmp_path / "cg_residual_6.svg").read_text()
     assert (tmp_path / "cg_solution_6.png").read_bytes()[:4] == b"\x89PNG"
-
-
-def test_cg_block_sums_in_shared_memory():
-    """The GPU's block sums (shared memory and barriers), which the simulator
-    otherwise replaces by an atomic add per thread."""
-    text = _run("cg.py", "--quick", "--n", "5", "--shared-sums", "--only", "stencil", "csr")
-    assert _checks(text) == 8
 
 
 def test_cavity_steps_match_numpy_in_both_versions(tmp_path):
@@ -133,6 +127,46 @@ def test_dopri_takes_scipys_steps(tmp_path):
 def test_dopri_ops_version_takes_scipys_steps():
     text = _run("dopri.py", "--quick", "--only", "ops", "--system", "vdp")
     assert _checks(text) == 3
+
+
+def test_transport_tallies_match_numpy_and_the_rod_model(tmp_path):
+    text = _run("transport.py", "--quick", "--only", "kernel", "--plot", "--pictures", str(tmp_path))
+    assert _checks(text) == 5  # all tallied, three shares against the exact ones, NumPy's histories
+    assert "<circle" in (tmp_path / "transport_shares.svg").read_text()
+
+
+def test_transport_ops_version_against_the_rod_model():
+    text = _run("transport.py", "--quick", "--only", "ops", "--particles", "32")
+    assert _checks(text) == 4
+
+
+def _entry(name: str):
+    sys.path.insert(0, str(GALLERY))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(GALLERY))
+
+
+@pytest.mark.parametrize("name", ["cg", "ising", "dopri", "transport"])
+def test_the_gpus_block_sums_on_the_simulator(name):
+    """Each entry's ``shared_block_sum`` (shared memory and barriers: what its
+    kernels use on the GPU, where the simulator adds per thread instead), in a
+    kernel of two blocks, against the plain sum."""
+    entry = _entry(name)
+    block = entry.BLOCK if isinstance(entry.BLOCK, tuple) else (entry.BLOCK,)
+    threads = int(np.prod(block))
+    dtype = tp.float64 if name in ("cg", "dopri") else tp.int64
+    values = tp.tensor(np.arange(2 * threads) - 5, dtype=dtype)
+    total, block_sum = tp.zeros(2, dtype=dtype), entry.shared_block_sum
+
+    @tp.jit
+    def add_up(values, total):
+        t = cuda.threadIdx.x + cuda.blockDim.x * cuda.threadIdx.y
+        block_sum(values[cuda.blockIdx.x * threads + t], total, 1)
+
+    add_up[2, block](values, total)
+    assert total.tolist() == [0, (2 * threads - 1) * threads - 10 * threads]
 
 
 def test_a_failed_check_is_the_exit_status_and_the_last_line():
