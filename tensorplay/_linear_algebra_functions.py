@@ -88,7 +88,8 @@ def tensordot(x1: Tensor, x2: Tensor, /, dims=None, *, axes=2) -> Tensor:
 
 def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1, dim: int | None = None) -> Tensor:
     """The dot products of the vectors along ``axis`` (``torch.linalg.vecdot``'s
-    ``dim`` too), the other axes broadcast; the contracted axis is not.
+    ``dim`` too), the other axes broadcast; the contracted axis is not. Complex
+    vectors: ``sum(conj(x1) * x2)``, as the standard and PyTorch define it.
 
     Examples
     --------
@@ -102,7 +103,7 @@ def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1, dim: int | None = None)
     n1, n2 = x1.shape[x1._dim(axis)], x2.shape[x2._dim(axis)]
     if n1 != n2:
         raise ValueError(f"vecdot() needs vectors of one length along axis {axis}, got {n1} and {n2}")
-    out = _sum(x1 * x2, axis=axis)
+    out = _sum((x1.conj() if x1.dtype.kind == "c" else x1) * x2, axis=axis)
     common = dt.promote(x1.dtype, x2.dtype)
     return out if out.dtype is common else out.to(common)
 

@@ -1,13 +1,14 @@
 """Matrix products: 1-D, 2-D and batched (broadcast) operands, as in NumPy.
 
-**By cuBLAS** (float16, bfloat16, float32, float64 on a GPU: see
+**By cuBLAS** (float16, bfloat16, float32, float64, complex64, complex128 on a GPU: see
 ``_matmul_choice``): each operand is passed as it lies wherever cuBLAS can
 read it, rows or columns at a pitch (a slice, a ``.t()``), a batch at one
 stride, 0 for an operand broadcast over the batch (a batch of rows times one
 matrix is one product of all the rows); anything else is copied dense first.
 A ``LibraryPlan`` per layout of operands keeps the call's arguments.
 
-**By the Numba kernels** (everything else): an operand reaches the kernel as it is stored where it can: C-contiguous, or
+**By the Numba kernels** (everything else; complex as four real products): an
+operand reaches the kernel as it is stored where it can: C-contiguous, or
 the transpose of a C-contiguous array (a ``.t()`` or ``.transpose(-1, -2)``,
 as ``linear`` and the backward of a product make), which a kernel variant reads
 directly; anything else is copied dense first. A product whose tiles fill the
@@ -25,6 +26,7 @@ from functools import partial
 from typing import Any
 
 from . import _dtype as dt
+from ._complex import imag_part, real_part
 from ._matmul_choice import MATMUL, MatmulChoice, Problem
 from ._shape import broadcast_shapes, broadcast_strides, contiguous_strides
 from ._tensor import TENSOR_TYPES, Tensor
@@ -155,6 +157,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
             return out
     if dtype is dt.bfloat16:  # the kernels read plain values: products and sums in float32, rounded once
         return matmul(a.to(dt.float32), b.to(dt.float32)).to(dt.bfloat16)
+    if dtype.kind == "c":
+        return _complex_matmul(a.to(dtype), b.to(dtype), dtype)
     (a3, trans_a, a_from), (b3, trans_b, b_from) = _operand(a2, a, batch, dtype), _operand(b2, b, batch, dtype)
     out = Tensor._empty((a3.shape[0], m, n), dtype)
     shape = tuple(batch) + (m, n)
@@ -174,6 +178,17 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if final and a_from and b_from:
         _PLANS.put((a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides), plan)
     return out.view(shape)
+
+
+def _complex_matmul(a: Tensor, b: Tensor, dtype: dt.DType) -> Tensor:
+    """A complex product by the real kernels, where cuBLAS does not serve:
+    ``(ar + i ai)(br + i bi) = (ar br - ai bi) + i (ar bi + ai br)``, four real products."""
+    ar, ai, br, bi = real_part(a), imag_part(a), real_part(b), imag_part(b)
+    real, imag = matmul(ar, br) - matmul(ai, bi), matmul(ar, bi) + matmul(ai, br)
+    out = Tensor._empty(real.shape, dtype)
+    real_part(out).copy_(real)
+    imag_part(out).copy_(imag)
+    return out
 
 
 def _count(dims) -> int:

@@ -151,6 +151,8 @@ def _extreme(op: str):
 
 def _arg(op: str):
     def method(self, dim=None, keepdim: bool = False):
+        if self.dtype.kind == "c":
+            raise TypeError(f"arg{op}() is not defined for complex tensors (they have no order), got {self.dtype}")
         if dim is None:  # an index into the flattened tensor
             flat = self.reshape(-1)
             index = _first_index(flat, _reduce.reduce(op, flat, 0, True), 0, False)

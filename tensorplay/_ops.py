@@ -274,7 +274,7 @@ def _operand(x, scalar_type: type, compute: dt.DType):
     (which a capture takes, where an upload is refused)."""
     if isinstance(x, Tensor):
         return x
-    if dt.scalar_kind(x) == "c":
+    if dt.scalar_kind(x) == "c" or compute.kind == "c":
         return fill(Tensor._empty((), compute), x)
     return scalar_type(x)
 
@@ -470,7 +470,7 @@ def where(cond: Tensor, a, b) -> Tensor:
     shape = broadcast_shapes(cond.shape, *[t.shape for t in tensors])
     cast, scalar_type = types.cast_for(common)
     out = Tensor._empty(shape, common)
-    operands = [cond] + [x if isinstance(x, Tensor) else scalar_type(x) for x in (a, b)]
+    operands = [cond] + [_operand(x, scalar_type, common) for x in (a, b)]
     return elementwise("where", out, operands, cast)
 
 

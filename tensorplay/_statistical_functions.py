@@ -23,6 +23,7 @@ from . import _dtype as dt
 from . import _ops, _reduce
 from ._aliases import either
 from ._complex import imag_part, real_part
+from ._factories import ones_like
 from ._grad_mode import no_grad
 from ._indexing_functions import index_select
 from ._manipulation_functions import concat, moveaxis
@@ -106,10 +107,10 @@ def prod(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims: boo
     [2.0, 12.0]
     """
     x, want = _accumulated(x, dtype)
-    if x.dtype.kind == "c":
-        raise TypeError(f"prod() of complex tensors is not supported yet, got {x.dtype}")
     axis = either("prod", "axis", axis, "dim", dim)
     keep = keepdims or keepdim
+    if x.dtype.kind == "c":
+        return _complex_prod(x, axis, keep)
     with no_grad():
         out = _reduce.reduce("prod", x.detach(), axis, keep)
     out = out if out.dtype is want else out.to(want)
@@ -127,6 +128,24 @@ def prod(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims: boo
         return (gs[0].reshape(kept) * AG.where(zero, at_zero, elsewhere),)
 
     return record("ProdBackward", out, (x,), grads)
+
+
+def _complex_prod(x: Tensor, axis, keep: bool) -> Tensor:
+    """The product of a complex tensor over ``axis``: its reduced axes moved last
+    and merged, then halved by elementwise products (padded with ones to an even
+    length) until one is left: ``log2(N)`` launches, each captured like any op."""
+    dims = reduce_dims(x, axis)
+    kept = [d for d in range(x.ndim) if d not in dims]
+    shape = tuple(x.shape[d] for d in kept)
+    rows = moveaxis(x, list(dims), list(range(len(kept), x.ndim))).reshape(*shape, -1)
+    while rows.shape[-1] != 1:
+        if rows.shape[-1] == 0 or rows.shape[-1] % 2:
+            rows = concat([rows, ones_like(rows[..., :1])], axis=-1)
+        rows = rows[..., 0::2] * rows[..., 1::2]
+    out = rows.reshape(shape)
+    if keep:
+        out = out.reshape(tuple(1 if d in dims else n for d, n in enumerate(x.shape)))
+    return out
 
 
 def mean(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims: bool = False, dtype=None) -> Tensor:
@@ -169,12 +188,16 @@ min = _extreme("min")  # noqa: A001 (the standard's name)
 def _variance(fn: str, x: Tensor, axis, correction, keep: bool) -> Tensor:
     """The sum of squared deviations from the mean over ``axis``, divided by
     ``N - correction`` (NaN where that is not positive): two passes, composed."""
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "fc":
         raise TypeError(f"{fn}() needs a floating point tensor, got {x.dtype}; convert with .float() first")
     dims = reduce_dims(x, axis)
     n = int(np.prod([x.shape[d] for d in dims]))
-    deviation = x - x.mean(dims, keepdim=True)
-    squares = (deviation * deviation).sum(dims, keepdim=keep)
+    deviation = x - mean(x, dims, keepdim=True)
+    if x.dtype.kind == "c":  # |deviation|^2, real, as NumPy and PyTorch give it
+        re, im = real_part(deviation), imag_part(deviation)
+        squares = (re * re + im * im).sum(dims, keepdim=keep)
+    else:
+        squares = (deviation * deviation).sum(dims, keepdim=keep)
     return squares * (1.0 / (n - correction) if n - correction > 0 else float("nan"))
 
 

@@ -6,11 +6,12 @@ stride_a`` elements with its rows ``lda`` apart, or, ``trans_a``, stored as its
 transpose (its columns ``lda`` apart; ``stride_a`` 0 repeats one matrix); B
 likewise. cuBLAS is column-major, where a row-major matrix is its transpose:
 the call computes C^T = B^T A^T (operands swapped, m and n swapped), which
-writes C row-major with no copy. float16, bfloat16 and float32 multiply on
+writes C row-major with no copy (the complex types too: a transpose, never a
+conjugate transpose). float16, bfloat16 and float32 multiply on
 the tensor cores and sum in float32 (``CUBLAS_COMPUTE_32F``; the half types
 rounded once at the store, reductions kept in float32; float32 exact unless
 TF32 is asked for: ``CUBLAS_COMPUTE_32F_FAST_TF32``); float64 sums in float64
-(``CUBLAS_COMPUTE_64F``).
+(``CUBLAS_COMPUTE_64F``); complex64 and complex128 as float32 and float64.
 
 **Handles.** One per thread, made at its first product, or before a capture it
 begins once cuBLAS is in use (``prepare_before_captures``); a thread that ends
@@ -45,17 +46,19 @@ from ._nvmath import LibraryUnavailable, bindings, data_type, library_calls, ver
 
 __all__ = ["DTYPES", "MAX_DIM", "WORKSPACE_BYTES", "Gemm", "describe", "library_version", "unavailable"]
 
-DTYPES = ("float16", "bfloat16", "float32", "float64")
+DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
 MAX_DIM = (1 << 31) - 1  # cuBLAS's int arguments: sizes, leading dimensions, batch count
 WORKSPACE_BYTES = 32 << 20  # what cuBLAS asks for on Hopper
 SIMULATOR = "cuBLAS runs on a GPU only, and this is the CPU simulator"
 
-_CUDA_TYPES = {"float16": "CUDA_R_16F", "bfloat16": "CUDA_R_16BF", "float32": "CUDA_R_32F", "float64": "CUDA_R_64F"}
-# alpha = 1 and beta = 0 in the compute type's precision, read by cuBLAS from the host at each call
-_SCALARS = {
-    "float32": (np.ones(1, np.float32), np.zeros(1, np.float32)),
-    "float64": (np.ones(1, np.float64), np.zeros(1, np.float64)),
-}
+_CUDA_TYPES = {
+    "float16": "CUDA_R_16F", "bfloat16": "CUDA_R_16BF", "float32": "CUDA_R_32F", "float64": "CUDA_R_64F",
+    "complex64": "CUDA_C_32F", "complex128": "CUDA_C_64F",
+}  # fmt: skip
+# alpha = 1 and beta = 0 in the type cuBLAS reads them in (the compute precision; complex for complex
+# products), read from the host at each call
+_SCALAR_TYPES = {"float64": np.float64, "complex64": np.complex64, "complex128": np.complex128}
+_SCALARS = {name: (np.ones(1, t), np.zeros(1, t)) for name, t in {**_SCALAR_TYPES, "float32": np.float32}.items()}
 _ADVICE = {
     "CUBLAS_STATUS_NOT_INITIALIZED": "cuBLAS could not start; check that its CUDA version suits the driver",
     "CUBLAS_STATUS_ALLOC_FAILED": "cuBLAS could not allocate memory; free tensors or call tp.cuda.empty_cache()",
@@ -196,18 +199,20 @@ def _failed(lib, function: str, e: Exception) -> CudaError:
 
 
 def _compute_name(dtype: str, tf32: bool) -> str:
-    if dtype == "float64":
+    if dtype in ("float64", "complex128"):
         return "COMPUTE_64F"
-    return "COMPUTE_32F_FAST_TF32" if tf32 and dtype == "float32" else "COMPUTE_32F"
+    return "COMPUTE_32F_FAST_TF32" if tf32 and dtype in ("float32", "complex64") else "COMPUTE_32F"
 
 
 def describe(dtype: str, batch: int = 1, tf32: bool = False) -> str:
     """How cuBLAS computes a product of ``dtype`` (for ``explain``; cuBLAS available)."""
     call = "cublasGemmStridedBatchedEx" if batch > 1 else "cublasGemmEx"
     compute = _compute_name(dtype, tf32)
-    if dtype == "float64":
-        how = "float64 products and sums"
-    elif dtype != "float32":
+    if dtype in ("float64", "complex128"):
+        how = f"{dtype} products and sums"
+    elif dtype == "complex64" and not compute.endswith("TF32"):
+        how = "complex64 products and sums in float32, no TF32 (tp.backends.matmul.allow_tf32 is False)"
+    elif dtype not in ("float32", "complex64"):
         how = f"tensor-core products summed in float32, rounded once to {dtype}"
     elif compute.endswith("TF32"):
         how = "TF32 tensor-core products (10-bit mantissas) summed in float32 (tp.backends.matmul.allow_tf32 is True)"
@@ -235,7 +240,7 @@ class Gemm:
         self.batch, self.m, self.n, self.k = batch, m, n, k
         self.lda, self.ldb, self.stride_a, self.stride_b = lda, ldb, stride_a, stride_b
         self._type = data_type(_CUDA_TYPES[dtype])
-        self._alpha, self._beta = (v.ctypes.data for v in _SCALARS["float64" if dtype == "float64" else "float32"])
+        self._alpha, self._beta = (v.ctypes.data for v in _SCALARS[dtype if dtype in _SCALAR_TYPES else "float32"])
         self._op_a, self._op_b = (int(lib.Operation.T if flip else lib.Operation.N) for flip in (trans_a, trans_b))
         self._compute, self._algo = int(lib.ComputeType[_compute_name(dtype, tf32)]), int(lib.GemmAlgo.DEFAULT)
 
