@@ -2,10 +2,6 @@
 ``matrix_power``, ``matrix_rank``, ``pinv``, the standard's ``diagonal``
 (of the last two axes) and PyTorch's ``lstsq``. They need no device code of
 their own and are differentiable through what they are made of.
-
-``product`` is the matrix product they use: ``tp.matmul`` for real
-operands, and for complex ones four real products (``tp.matmul`` takes real
-dtypes only).
 """
 
 from __future__ import annotations
@@ -14,7 +10,6 @@ from typing import NamedTuple
 
 from . import _dtype as dt
 from ._aliases import either
-from ._complex import imag_part, real_part
 from ._creation_functions import eye
 from ._data_type_functions import finfo
 from ._functions import where
@@ -27,7 +22,7 @@ from ._manipulation_functions import broadcast_arrays, concat
 from ._shape import broadcast_shapes
 from ._tensor import Tensor
 
-__all__ = ["LstsqResult", "cross", "diagonal", "lstsq", "matrix_power", "matrix_rank", "pinv", "product"]
+__all__ = ["LstsqResult", "cross", "diagonal", "lstsq", "matrix_power", "matrix_rank", "pinv"]
 
 
 class LstsqResult(NamedTuple):
@@ -35,17 +30,6 @@ class LstsqResult(NamedTuple):
     residuals: Tensor
     rank: Tensor
     singular_values: Tensor
-
-
-def product(a: Tensor, b: Tensor) -> Tensor:
-    """``a @ b``, complex operands included."""
-    if a.dtype.kind != "c" and b.dtype.kind != "c":
-        return matmul(a, b)
-    complex_type = dt.promote(a.dtype, b.dtype)
-    a, b = a.to(complex_type), b.to(complex_type)
-    ar, ai, br, bi = real_part(a), imag_part(a), real_part(b), imag_part(b)
-    real, imag = matmul(ar, br) - matmul(ai, bi), matmul(ar, bi) + matmul(ai, br)
-    return real.to(complex_type) + imag.to(complex_type) * 1j
 
 
 def _adjoint(x: Tensor) -> Tensor:
@@ -121,11 +105,11 @@ def matrix_power(x: Tensor, n: int, /) -> Tensor:
     result, base = None, x
     while True:
         if n & 1:
-            result = base if result is None else product(result, base)
+            result = base if result is None else matmul(result, base)
         n >>= 1
         if not n:
             return result if result is not x else x.clone()
-        base = product(base, base)
+        base = matmul(base, base)
 
 
 def _tolerance(fn: str, values: Tensor, m: int, n: int, rtol, atol) -> Tensor:
@@ -176,7 +160,7 @@ def pinv(x: Tensor, /, *, rtol=None, atol=None, hermitian: bool = False) -> Tens
     kept = s > _tolerance(fn, s, *x.shape[-2:], rtol, atol)
     inverse = where(kept, 1.0 / where(kept, s, 1.0), 0.0)  # no 1/0 for the backward to meet
     scaled = _adjoint(vh) * inverse.unsqueeze(-2).to(vh.dtype)
-    return product(scaled, _adjoint(u))
+    return matmul(scaled, _adjoint(u))
 
 
 def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None) -> LstsqResult:  # noqa: N803 (PyTorch's names)
@@ -205,9 +189,9 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None) -> LstsqResult:  # n
         raise ValueError(f"{fn}() expects B with {A.shape[-2]} rows for A of shape {A.shape}, got shape {B.shape}")
     float_dtype(fn, A, B)
     m, n = A.shape[-2:]
-    solution = product(pinv(A, rtol=rcond), rhs)
+    solution = matmul(pinv(A, rtol=rcond), rhs)
     if m > n:
-        residual = product(A, solution) - rhs
+        residual = matmul(A, solution) - rhs
         residuals = (residual.abs() ** 2).sum(-2)
         residuals = residuals.squeeze(-1) if vector else residuals
     else:
