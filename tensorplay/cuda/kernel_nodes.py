@@ -120,7 +120,23 @@ class KernelNodes:
     the arguments they keep alive) and ``_captures`` (a count of its captures)."""
 
     def nodes(self) -> list[KernelNode]:
-        """The kernel nodes the capture's stream launched, in launch order."""
+        """The kernel nodes the capture's stream launched, in launch order.
+
+        Only kernels launched through tensorplay are listed (its ops, ``@tp.jit``
+        kernels, ``tp.cuda.launch``), as those are the nodes ``set_args`` can
+        repack: a kernel launched Numba's way (``kernel[grid, block, stream]``)
+        is a node of the graph but not in the list. ``node.index`` counts the
+        listed nodes only, while the DOT view (``g.dot()``, ``g.draw()``)
+        numbers every node of the graph, so one kernel's two numbers can differ.
+
+        >>> import tensorplay as tp
+        >>> x = tp.ones(4)
+        >>> g = tp.cuda.CUDAGraph()
+        >>> with tp.cuda.graph(g):
+        ...     y = x * 2
+        >>> [node.index for node in g.nodes()]
+        [0]
+        """
         if self._exec is None:
             raise RuntimeError("nodes() needs a captured graph; capture one first")
         same = len(self._origin_launches) == len(self._launches)  # else the origin's nodes are not known
