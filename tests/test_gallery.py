@@ -3,6 +3,7 @@ pass their validations against references nobody here wrote, and say so."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -167,6 +168,56 @@ def test_the_gpus_block_sums_on_the_simulator(name):
 
     add_up[2, block](values, total)
     assert total.tolist() == [0, (2 * threads - 1) * threads - 10 * threads]
+
+
+def test_the_cupy_versions_on_numpy():
+    """``benchmarks/gallery_cupy.py`` takes its array module: with NumPy, its
+    algorithms against the entries' references, at tiny sizes."""
+    from benchmarks import gallery_cupy as gc
+
+    cg, cavity, nbody, dopri, transport = (_entry(n) for n in ("cg", "cavity", "nbody", "dopri", "transport"))
+    problem = cg.Poisson(7)
+    x_ref, iters, _ = cg.scipy_cg(problem)
+    (x, got) = gc.cg(np, problem.b, cg.TOL**2 * float(np.sum(problem.b**2)), 200)
+    assert got == iters and np.abs(x["x"].ravel() - x_ref).max() < 1e-12
+    sim = cavity.Cavity(6, 10)
+    u, _ = gc.cavity(np, sim.at_rest(), sim.omega, cavity.U, 5)
+    assert np.abs(u["u"] - cavity.numpy_steps(sim, 5)).max() < 1e-13
+    bodies = nbody.plummer(6, 0.01)
+    state, _ = gc.nbody(np, bodies.m, bodies.x, bodies.v, 1e-3, 1e-4, 3)
+    assert np.abs(state["x"] - nbody.numpy_leapfrog(bodies, 1e-3, 3)[0]).max() < 1e-14
+    system = dopri.SYSTEMS["vdp"]
+    y0, p = system.ensemble(4)
+    system = dopri.System(system.name, system.dim, system.device, system.numpy, 1.0)
+    y_ref, accepted, rejected = dopri.scipy_ensemble(system, y0, p, 1e-4, 1e-6, 1e-9)
+    y, _ = gc.dopri(np, False, y0, p, 1e-4, 1e-6, 1e-9, 1.0, dopri.C, dopri.A, dopri.B, dopri.E)
+    assert list(y["counts"]) == [accepted, rejected] and np.abs(y["y"] - y_ref).max() < 1e-12
+    ising = _entry("ising")
+    moments, _ = gc.ising(np, np.ones((1, 4, 4), np.int32), np.array([1 / 3.0]), 3000, 300, 1)
+    assert abs(moments["moments"][0, 0] - ising.exact_moments(4, [3.0])[0, 0]) < 0.03
+    tallies, _ = gc.transport(np, 20000, 2.0, 0.8, 1)
+    exact = np.array(transport.Slab(2.0, 0.8).exact())
+    assert np.allclose(gc.rod_model(2.0, 0.8), exact)
+    assert (np.abs(tallies["tallies"] / 20000 - exact) < 4 * np.sqrt(exact * (1 - exact) / 20000)).all()
+
+
+def test_the_jax_version_of_cg(tmp_path):
+    """``benchmarks/gallery_jax.py`` (where JAX is installed; on the CPU here) against SciPy."""
+    pytest.importorskip("jax")
+    cg = _entry("cg")
+    problem = cg.Poisson(7)
+    x_ref, iters, _ = cg.scipy_cg(problem)
+    stop = cg.TOL**2 * float(np.sum(problem.b**2))
+    np.savez(tmp_path / "in.npz", b=problem.b, stop=stop, max_iters=200)
+    root = GALLERY.parent.parent
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "gallery_jax.py"), "cg", str(tmp_path / "in.npz"),
+         str(tmp_path / "out.npz")], capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["steps"] == iters
+    assert np.abs(np.load(tmp_path / "out.npz")["x"].ravel() - x_ref).max() < 1e-12
 
 
 def test_a_failed_check_is_the_exit_status_and_the_last_line():
