@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+from tensorplay.examples.plots import layout
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,15 +37,21 @@ def test_heat_demo_converges_like_numpy(tmp_path):
     svg = (tmp_path / "heat.svg").read_text()  # drawn with or without Graphviz
     assert svg.lstrip().startswith(("<svg", "<?xml")) and "jacobi_sweep" in svg
     rgb = _read_png(tmp_path / "heat_field.png")
-    assert rgb.shape[0] >= 256 and rgb.shape[0] == rgb.shape[1]  # 6 x 6 points, each a square of pixels
-    assert tuple(rgb[0, rgb.shape[1] // 2]) == (252, 255, 164)  # the top edge, held at 1: the brightest colour
-    assert tuple(rgb[-1, rgb.shape[1] // 2]) == (0, 0, 4)  # the bottom edge, at 0: the darkest
+    where = layout(np.zeros((6, 6)))  # where the field, its axes and its colour scale lie (the width aside)
+    assert where.field_h == where.field_w >= 256  # 6 x 6 points, each a square of pixels
+    assert rgb.shape[0] == where.height and rgb.shape[1] > where.bar_left > where.left + where.field_w
+    middle = where.left + where.field_w // 2
+    assert tuple(rgb[where.top, middle]) == (252, 255, 164)  # the top edge, held at 1: the brightest colour
+    assert tuple(rgb[where.top + where.field_h - 1, middle]) == (0, 0, 4)  # the bottom edge, at 0: the darkest
+    assert tuple(rgb[where.top, where.bar_left + 2]) == (252, 255, 164)  # the colour scale, brightest on top
+    assert tuple(rgb[where.top - 1, middle]) == (0, 0, 0) and tuple(rgb[0, 0]) == (255, 255, 255)  # framed
     curve = (tmp_path / "heat_residual.svg").read_text()
-    assert "<polyline" in curve and f"iteration {iters}" in curve  # one point per iteration
+    assert "<polyline" in curve and f"iteration (of {iters})" in curve  # one point per iteration
+    assert "largest change (log scale)" in curve and curve.count('stroke="#dddddd"') >= 2  # a tick per decade
 
 
 def _read_png(path) -> np.ndarray:
-    """The pixels of an 8-bit RGB PNG without filters (what examples/plots.py writes)."""
+    """The pixels of an 8-bit RGB PNG without filters (what tensorplay/examples/plots.py writes)."""
     import struct
     import zlib
 
@@ -68,16 +75,18 @@ def test_quickstart():
     assert "saxpy on a side stream, sum: 1000000.0 expected: 1000000.0" in text
 
 
-def test_the_notebook_runs_in_a_jupyter_kernel_and_shows_its_pictures():
+def test_the_notebook_runs_in_a_jupyter_kernel_and_shows_its_pictures(tmp_path):
     """Every cell in a real kernel (the test extra brings nbclient and
-    ipykernel), then one more that prints what the cells computed."""
+    ipykernel), then one more that prints what the cells computed. The kernel
+    runs in a folder outside the repository, as a copied notebook would: it
+    needs nothing but an installed tensorplay."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     notebook = nbformat.read(ROOT / "notebooks" / "graphs_tour.ipynb", as_version=4)
     check = "steps.item(), y.item(), loop.iterations.item(), loop.hit_limit, tp.cuda.is_current_stream_capturing()"
     notebook.cells.append(nbformat.v4.new_code_cell(f"print({check})"))
     client = nbclient.NotebookClient(
-        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}}
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TENSORPLAY_BACKEND", tp.cuda.backend())  # the kernel's process inherits it
