@@ -1,12 +1,21 @@
 """What a capture costs the host: capture and instantiate of N op pairs
 (``y = y * a + b`` on 1M floats, two kernels each), tensorplay beside torch in
 the same process, sampled alike (the median of five captures each side, each
-graph freed before the next), for N = 100, 1000 and 5000. Capture and
-instantiate are also reported apart.
+graph freed before the next), for N = 100, 1000 and 5000. Each row says what
+instantiation took of it and the microseconds per kernel.
 
-Run as a module to see where the time goes (cProfile of one capture)::
+Run as a module to see where the time goes per kernel::
 
-    python -m benchmarks.capture_cost [--pairs 1000] [--top 30]
+    python -m benchmarks.capture_cost [--pairs 1000] [--profile] [--top 30]
+
+prints, for one size, the phases of a capture (the ops recorded, the edge
+rewrite, cuGraphInstantiate), the same ops run eagerly, and the driver's own
+share: the same kernels launched into a capture with their parameters packed
+beforehand (no op layer, no recording) and that graph's instantiation, and
+``captured_node`` (the per-kernel read of the node the launch added), beside
+torch's capture and instantiation. ``--profile`` adds a cProfile of one
+capture (which inflates Python-level calls: the bindings' enum constructors
+count as calls there, and cost ~0.25 us each without it).
 """
 
 from __future__ import annotations
@@ -16,55 +25,85 @@ import cProfile
 import gc
 import pstats
 import statistics
+import struct
 import time
 
 import tensorplay as tp
 from benchmarks.common import peer
 
 SIZES = (100, 1000, 5000)
-ELEMENTS = 1 << 20
+ELEMENTS = 1 << 20 if tp.cuda.backend() == "cuda" else 64  # the simulator runs each kernel in Python
 REPEATS = 5
+_FLOATS = "1M floats" if ELEMENTS == 1 << 20 else f"{ELEMENTS} floats"
 
 
-def _tp_capture(pairs: int, y, a, b) -> tuple[float, float]:
+class _Timed:
+    """Wraps a function, adding the seconds each call took to ``spent``."""
+
+    def __init__(self, fn) -> None:
+        self.fn, self.spent = fn, 0.0
+
+    def __call__(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.spent += time.perf_counter() - t0
+
+
+def _tp_capture(pairs: int, y, a, b, phases: dict | None = None) -> tuple[float, float]:
     """Milliseconds to capture ``pairs`` op pairs and instantiate the graph
-    (``capture_end`` instantiates), and the instantiation's share of it."""
-    g = tp.cuda.CUDAGraph()
-    tp.cuda.synchronize()
-    t0 = time.perf_counter()
-    with tp.cuda.graph(g):
-        for _ in range(pairs):
-            y = y * a + b
-    t1 = time.perf_counter()
-    inst = _instantiate_ms(g)
-    del g, y
-    gc.collect()
-    return (t1 - t0) * 1e3, inst
-
-
-def _instantiate_ms(g) -> float:
-    """The time to instantiate ``g``'s graph once more (what capture_end paid for it)."""
+    (``capture_end`` instantiates), and the instantiation's share of it (the
+    edge rewrite included). With ``phases``, also the ops' share and the edge
+    rewrite's (``capture_end`` is timed from the inside)."""
     from tensorplay.runtime.backend import get as get_backend
 
     dev = get_backend()
-    t0 = time.perf_counter()
-    exec_ = dev.graph_instantiate(g._graph)
-    t1 = time.perf_counter()
-    dev.graph_exec_destroy(exec_)
-    return (t1 - t0) * 1e3
+    driver = None
+    if tp.cuda.backend() == "cuda":
+        from tensorplay.runtime.backend import driver
+    g = tp.cuda.CUDAGraph()
+    tp.cuda.synchronize()
+    instantiate = dev.graph_instantiate = _Timed(dev.graph_instantiate)  # an instance attribute over the method
+    rewrite = _Timed(driver.overlap_kernels if driver is not None else None)
+    if driver is not None:
+        driver.overlap_kernels = rewrite
+    try:
+        t0 = time.perf_counter()
+        with tp.cuda.graph(g):
+            for _ in range(pairs):
+                y = y * a + b
+            t1 = time.perf_counter()
+        t2 = time.perf_counter()
+    finally:
+        del dev.graph_instantiate
+        if driver is not None:
+            driver.overlap_kernels = rewrite.fn
+    if phases is not None:
+        phases["capture: the ops, recorded"] = (t1 - t0) * 1e3
+        phases["capture_end"] = (t2 - t1) * 1e3
+        phases["  edge rewrite (programmatic edges)"] = rewrite.spent * 1e3
+        phases["  cuGraphInstantiate"] = (instantiate.spent - rewrite.spent) * 1e3
+    del g, y
+    gc.collect()
+    return (t2 - t0) * 1e3, instantiate.spent * 1e3
 
 
-def _torch_capture(torch, pairs: int, y, a, b) -> tuple[float, float]:
+def _torch_capture(torch, pairs: int, y, a, b, phases: dict | None = None) -> tuple[float, float]:
     g = torch.cuda.CUDAGraph()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     with torch.cuda.graph(g):
         for _ in range(pairs):
             y = y * a + b
-    t1 = time.perf_counter()
+        t1 = time.perf_counter()
+    t2 = time.perf_counter()
+    if phases is not None:
+        phases["torch: capture, the ops"] = (t1 - t0) * 1e3
+        phases["torch: capture_end (instantiates)"] = (t2 - t1) * 1e3
     del g, y
     gc.collect()
-    return (t1 - t0) * 1e3, 0.0
+    return (t2 - t0) * 1e3, 0.0
 
 
 def _median(samples: list) -> tuple[float, float]:
@@ -72,10 +111,7 @@ def _median(samples: list) -> tuple[float, float]:
     return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
 
 
-def capture_instantiate(rows: list, progress) -> None:
-    """One row per N: capture + instantiate in ms, tensorplay beside torch."""
-    torch = peer("torch")
-    sizes = SIZES if tp.cuda.backend() == "cuda" else (10,)
+def _operands(torch):
     y, a, b = tp.ones(ELEMENTS), tp.full((ELEMENTS,), 0.5), tp.full((ELEMENTS,), 0.25)
     ty = ta = tb = None
     if torch is not None:
@@ -86,6 +122,14 @@ def capture_instantiate(rows: list, progress) -> None:
             _ = ty * ta + tb
         torch.cuda.current_stream().wait_stream(s)
     _ = y * a + b  # warm: kernels compiled, plans made
+    return (y, a, b), (ty, ta, tb)
+
+
+def capture_instantiate(rows: list, progress) -> None:
+    """One row per N: capture + instantiate in ms, tensorplay beside torch."""
+    torch = peer("torch")
+    sizes = SIZES if tp.cuda.backend() == "cuda" else (10,)
+    (y, a, b), (ty, ta, tb) = _operands(torch)
     for pairs in sizes:
         ours, theirs = [], []
         for _ in range(REPEATS):
@@ -96,8 +140,8 @@ def capture_instantiate(rows: list, progress) -> None:
         ref = _median(theirs)[0] if theirs else None
         rows.append(
             {
-                "name": f"capture+instantiate of {pairs} op pairs (y = y * a + b, 1M floats), host ms "
-                f"(instantiate {inst:.3g} ms of it)",
+                "name": f"capture+instantiate of {pairs} op pairs (y = y * a + b, {_FLOATS}), host ms "
+                f"(instantiate {inst:.3g} ms of it; {total * 1e3 / (2 * pairs):.3g} us a kernel)",
                 "unit": "ms",
                 "lower_is_better": True,
                 "tensorplay": total,
@@ -111,26 +155,119 @@ def capture_instantiate(rows: list, progress) -> None:
 SECTIONS = [(capture_instantiate, 1)]
 
 
+# -- where the time goes ------------------------------------------------------------
+
+
+def _eager_ms(pairs: int, y, a, b) -> float:
+    """The same ops run eagerly: host ms to issue them (the device's work not waited for)."""
+    tp.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(pairs):
+        y = y * a + b
+    t1 = time.perf_counter()
+    tp.cuda.synchronize()
+    return (t1 - t0) * 1e3
+
+
+def _raw_launches(y, a, b) -> list:
+    """The two kernels of ``y * a + b`` with their parameters packed, as the
+    ops launch them: (launcher, grid, block, parameters), for ping-ponging
+    between ``y`` and a second buffer."""
+    from tensorplay import _ops
+    from tensorplay.runtime.launch import grid_groups
+
+    other, n = tp.empty(ELEMENTS), ELEMENTS
+    grid, block = grid_groups(n)
+    pack = struct.Struct("<QQQQ").pack  # output address, element count, two operand addresses
+    launches = []
+    for op, src, operand, dst in (("mul", y, a, other), ("add", other, b, y)):
+        plan = _ops._FAST_PLANS[(op, "aa", y.dtype, y.dtype)]
+        launcher = plan.kernels._exact or plan.kernels._general
+        launches.append((launcher, grid, block, pack(dst._ptr, n, src._ptr, operand._ptr)))
+    launches.append(other)  # kept alive
+    return launches
+
+
+def _raw_capture(pairs: int, launches: list, read_nodes: bool) -> tuple[float, float]:
+    """Host ms to capture ``2 * pairs`` pre-packed launches on a stream (reading
+    the node each added when ``read_nodes``), and to instantiate that graph
+    with the driver's call alone."""
+    from tensorplay.runtime.backend import get as get_backend
+
+    dev, s = get_backend(), tp.cuda.Stream()
+    kernels = launches[:2]
+    tp.cuda.synchronize()
+    t0 = time.perf_counter()
+    dev.begin_capture(s._h, "global")
+    for _ in range(pairs):
+        for launcher, grid, block, params in kernels:
+            launcher.launch_packed(grid, block, s._h, params)
+            if read_nodes:
+                dev.captured_node(s._h)
+    graph = dev.end_capture(s._h)
+    t1 = time.perf_counter()
+    if dev.name == "cuda":
+        from cuda.bindings import driver as drv
+
+        err, graph_exec = drv.cuGraphInstantiate(graph, 0)
+        assert not err, err
+    else:
+        graph_exec = dev.graph_instantiate(graph)
+    t2 = time.perf_counter()
+    dev.graph_exec_destroy(graph_exec)
+    dev.graph_destroy(graph)
+    return (t1 - t0) * 1e3, (t2 - t1) * 1e3
+
+
+def breakdown(pairs: int) -> None:
+    """Print where the host time of a capture of ``pairs`` op pairs goes (medians of five)."""
+    torch = peer("torch")
+    (y, a, b), (ty, ta, tb) = _operands(torch)
+    launches = _raw_launches(y, a, b)
+    _tp_capture(pairs, y, a, b)
+    samples: dict[str, list] = {}
+
+    def add(name: str, ms: float) -> None:
+        samples.setdefault(name, []).append(ms)
+
+    for _ in range(REPEATS):
+        phases: dict = {}
+        add("tensorplay: capture + instantiate", _tp_capture(pairs, y, a, b, phases)[0])
+        for name, ms in phases.items():
+            add(name, ms)
+        add("the same ops, eagerly (host)", _eager_ms(pairs, y, a, b))
+        plain, inst = _raw_capture(pairs, launches, read_nodes=False)
+        add("driver: pre-packed launches captured", plain)
+        add("driver: their cuGraphInstantiate", inst)
+        add("  + captured_node after each launch", _raw_capture(pairs, launches, read_nodes=True)[0] - plain)
+        if torch is not None:
+            phases = {}
+            add("torch: capture + instantiate", _torch_capture(torch, pairs, ty, ta, tb, phases)[0])
+            for name, ms in phases.items():
+                add(name, ms)
+    kernels = 2 * pairs
+    print(f"{pairs} op pairs ({kernels} kernels), host time, medians of {REPEATS}:")
+    for name, values in samples.items():
+        ms = statistics.median(values)
+        print(f"  {name:<44} {ms:9.2f} ms  {ms * 1e3 / kernels:7.2f} us a kernel")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pairs", type=int, default=1000)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", type=int, default=1000 if tp.cuda.backend() == "cuda" else 20)
+    parser.add_argument("--profile", action="store_true", help="add a cProfile of one capture")
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
-    y, a, b = tp.ones(ELEMENTS), tp.full((ELEMENTS,), 0.5), tp.full((ELEMENTS,), 0.25)
-    _ = y * a + b
-    _tp_capture(args.pairs, y, a, b)  # warm
-    for _ in range(3):
-        total, inst = _tp_capture(args.pairs, y, a, b)
-        print(
-            f"{args.pairs} pairs: {total:.2f} ms ({inst:.2f} ms instantiating), {total * 1e3 / (2 * args.pairs):.2f} us/kernel"
-        )
-    prof = cProfile.Profile()
-    prof.enable()
-    _tp_capture(args.pairs, y, a, b)
-    prof.disable()
-    stats = pstats.Stats(prof)
-    stats.sort_stats("tottime").print_stats(args.top)
-    stats.sort_stats("cumulative").print_stats(args.top)
+    breakdown(args.pairs)
+    if args.profile:
+        (y, a, b), _ = _operands(None)
+        prof = cProfile.Profile()
+        prof.enable()
+        _tp_capture(args.pairs, y, a, b)
+        prof.disable()
+        stats = pstats.Stats(prof)
+        stats.sort_stats("tottime").print_stats(args.top)
+        stats.sort_stats("cumulative").print_stats(args.top)
 
 
 if __name__ == "__main__":
