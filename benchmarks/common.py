@@ -90,9 +90,34 @@ def checked_figure(row: dict, who: str, fn, to_host, err_of, tol: float, events,
     row[who] = per_ms(device_ms(fn, *events, sync, **reps()))
 
 
+RUNS = 5  # samples a side of a comparison takes: medians of as many on every side
+
+
+def wall_us(fn, sync, per: int = 1, runs: int = RUNS, before=None) -> float:
+    """Median wall microseconds of ``fn()`` divided by ``per`` (its iterations),
+    over ``runs`` calls, each after ``before()`` (untimed) and a sync, and timed
+    up to the sync that follows it: what a loop run to its end costs, device
+    work included. Every side of a comparison is sampled by this, alike (on the
+    simulator, which runs each kernel in Python, with two runs at most)."""
+    samples = []
+    for _ in range(runs if on_gpu() else min(runs, 2)):
+        if before is not None:
+            before()
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        samples.append((time.perf_counter() - t0) / per * 1e6)
+    return statistics.median(samples)
+
+
 def host_us(fn, sync, n: int = 2000, repeats: int = 5) -> float:
-    """Median host microseconds per call of ``fn`` (work queued, not waited for)."""
-    for _ in range(50):
+    """Median host microseconds per call of ``fn`` (work queued, not waited for);
+    on the simulator, which runs each kernel in Python, two calls show the code runs."""
+    warmup = 50
+    if not on_gpu():
+        warmup, n, repeats = 1, min(n, 2), 1
+    for _ in range(warmup):
         fn()
     sync()
     samples = []

@@ -1,19 +1,23 @@
 """If/else and switch nodes, and the cost of a while loop's cap: each node
-kind repeated in one graph, replayed, time per node (or per pass)."""
+kind repeated in one graph, replayed, time per node (or per pass): the median
+of ``RUNS`` replays on every side (``common.wall_us``)."""
 
 from __future__ import annotations
 
 import contextlib
+import statistics
 
 import numpy as np
 
 import tensorplay as tp
-from benchmarks.conditional import _per_iteration_us, _timed, count_down, count_down_and_set
+from benchmarks.common import wall_us
+from benchmarks.conditional import _per_iteration_us, count_down, count_down_and_set
+from benchmarks.targets import at_most, judge
 
 
-def _per_node_us(graph, nodes: int, repeats: int = 5) -> float:
+def _per_node_us(graph, nodes: int) -> float:
     graph.replay()
-    return min(_timed(graph.replay, tp.cuda.synchronize) for _ in range(repeats)) / nodes * 1e6
+    return wall_us(graph.replay, tp.cuda.synchronize, per=nodes)
 
 
 def _graph(build, nodes: int):
@@ -79,39 +83,28 @@ def branches(rows: list, progress) -> None:
         times[f"if_else {taken}"] = _per_node_us(_graph(if_else, nodes), nodes)
         times[f"two_ifs {taken}"] = _per_node_us(_graph(two_ifs, nodes), nodes)
     for taken in (True, False):
-        one, two = times[f"if_else {taken}"], times[f"two_ifs {taken}"]
-        rows.append(
-            {
-                "name": f"if/else node ({'then' if taken else 'else'} taken), replay GPU us per node "
-                "(driver column: two if nodes and a negation kernel, as Warp and PyTorch emulate it)",
-                "unit": "us",
-                "lower_is_better": True,
-                "tensorplay": one,
-                "driver": two,
-                "target": f"<= the emulation ({one / two:.2f}x here)",
-            }
-        )
-    rows.append(
-        {
-            "name": "switch node over 4 cases (case 2 taken), replay GPU us per node (driver column: one if node)",
+        row = {
+            "name": f"if/else node ({'then' if taken else 'else'} taken), replay GPU us per node "
+            "(driver column: two if nodes and a negation kernel, as Warp and PyTorch emulate it)",
             "unit": "us",
             "lower_is_better": True,
-            "tensorplay": times["switch"],
-            "driver": times["if"],
-            "target": f"<= 1.1x an if node ({times['switch'] / times['if']:.2f}x here)",
+            "tensorplay": times[f"if_else {taken}"],
+            "driver": times[f"two_ifs {taken}"],
         }
-    )
-    rows.append(
-        {
-            "name": "switch node over 4 cases set by the user's kernel (g.conditional_handle), replay GPU us per "
-            "node and kernel (driver column: one if node and its flag kernel)",
+        at_most(row, 1.0, of="driver", label="the emulation")
+        rows.append(row)
+    for name, what in (("switch", "switch node over 4 cases (case 2 taken), replay GPU us per node"),
+                       ("user switch", "switch node over 4 cases set by the user's kernel (g.conditional_handle), "
+                        "replay GPU us per node and kernel")):  # fmt: skip
+        row = {
+            "name": f"{what} (driver column: one if node and its flag kernel)",
             "unit": "us",
             "lower_is_better": True,
-            "tensorplay": times["user switch"],
+            "tensorplay": times[name],
             "driver": times["if"],
-            "target": f"<= 1.1x an if node ({times['user switch'] / times['if']:.2f}x here)",
         }
-    )
+        at_most(row, 1.1, of="driver", label="an if node")
+        rows.append(row)
     progress.step("if/else and switch")
 
 
@@ -135,17 +128,16 @@ def loop_caps(rows: list, progress) -> None:
                 count_down_and_set[1, 32](n, loop)
         graphs["do-while", cap] = g
     for form in ("flag", "do-while"):
-        capped, free = (_per_iteration_us(graphs[form, c], n, iters, repeats=5) for c in (10 * iters, None))
-        rows.append(
-            {
-                "name": f"while node ({form}, 1-kernel body) with max_iters, us per pass (driver column: no cap)",
-                "unit": "us",
-                "lower_is_better": True,
-                "tensorplay": capped,
-                "driver": free,
-                "target": f"<= 0.3 us per pass more than no cap ({capped - free:+.2f} us here)",
-            }
-        )
+        capped, free = (_per_iteration_us(graphs[form, c], n, iters) for c in (10 * iters, None))
+        row = {
+            "name": f"while node ({form}, 1-kernel body) with max_iters, us per pass (driver column: no cap)",
+            "unit": "us",
+            "lower_is_better": True,
+            "tensorplay": capped,
+            "driver": free,
+        }
+        judge(row, capped - free <= 0.3, f"<= 0.3 us per pass more than no cap ({capped - free:+.2f} us here)")
+        rows.append(row)
     progress.step("while caps")
 
 
@@ -161,7 +153,7 @@ def unrolled(rows: list, progress) -> None:
         for _ in range(100):
             x.add_(1.0)
             count_down[1, 32](n, flag)
-    reference = _per_iteration_us(flat, n, 100, repeats=5)
+    reference = _per_iteration_us(flat, n, 100)
     for k in (1, 2, 4, 8):
         g = tp.cuda.CUDAGraph()
         with tp.cuda.graph(g):
@@ -169,17 +161,16 @@ def unrolled(rows: list, progress) -> None:
             with g.while_(flag, unroll=k):
                 x.add_(1.0)
                 count_down[1, 32](n, flag)
-        us = _per_iteration_us(g, n, iters, repeats=5)
-        rows.append(
-            {
-                "name": f"while node with unroll={k}, 2-kernel body writing its flag, us/iter (driver: unrolled)",
-                "unit": "us",
-                "lower_is_better": True,
-                "tensorplay": us,
-                "driver": reference,
-                "target": f"<= 1.3x unrolled ({us / reference:.2f}x here)",
-            }
-        )
+        row = {
+            "name": f"while node with unroll={k}, 2-kernel body writing its flag, us/iter "
+            "(driver column: the same two kernels unrolled in a graph)",
+            "unit": "us",
+            "lower_is_better": True,
+            "tensorplay": _per_iteration_us(g, n, iters),
+            "driver": reference,
+        }
+        at_most(row, 1.3, of="driver", label="unrolled")
+        rows.append(row)
         del g
     progress.step("unrolled loops")
 
@@ -231,19 +222,18 @@ def cancel_check(rows: list, progress) -> None:
     samples = {True: [], False: []}
     for _ in range(15 if tp.cuda.backend() == "cuda" else 2):
         for checked in (True, False):
-            samples[checked].append(_per_iteration_us(graphs[checked], n, iters, repeats=1))
-    checked, unchecked = min(samples[True]), min(samples[False])
-    rows.append(
-        {
-            "name": "while node (flag, 1-kernel body) cancellable (its pass reads the cancel request), us per pass "
-            "(driver column: the same pass without the read)",
-            "unit": "us",
-            "lower_is_better": True,
-            "tensorplay": checked,
-            "driver": unchecked,
-            "target": f"<= 0.1 us per pass more ({checked - unchecked:+.3f} us here)",
-        }
-    )
+            samples[checked].append(_per_iteration_us(graphs[checked], n, iters, runs=1))
+    checked, unchecked = statistics.median(samples[True]), statistics.median(samples[False])
+    row = {
+        "name": "while node (flag, 1-kernel body) cancellable (its pass reads the cancel request), us per pass "
+        "(driver column: the same pass without the read)",
+        "unit": "us",
+        "lower_is_better": True,
+        "tensorplay": checked,
+        "driver": unchecked,
+    }
+    judge(row, checked - unchecked <= 0.1, f"<= 0.1 us per pass more ({checked - unchecked:+.3f} us here)")
+    rows.append(row)
     progress.step("while cancel check")
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import tensorplay as tp
 import tensorplay.nn.functional as F
 from benchmarks.common import device_ms, host_us, on_gpu, peer, reps, torch_events, tp_events
+from benchmarks.targets import at_most, below, judge
 
 N_NODES = 100
 
@@ -61,7 +62,8 @@ def update_100_nodes(rows: list, progress) -> None:
     def update():
         which[0] ^= 1
         _chain(g, sets[which[0]], update=True)
-        assert g.last_update.updated
+        if not g.last_update.updated:
+            raise AssertionError(f"the 100-node graph with new pointers was not updated in place: {g.last_update}")
 
     def set_all():
         which[0] ^= 1
@@ -83,11 +85,18 @@ def update_100_nodes(rows: list, progress) -> None:
     np.testing.assert_allclose(got, np.cumprod(np.full(N_NODES, 1.0001)), rtol=1e-5)
     progress.step("graph update: update and set_args")
     for label, t in (("capture with update=True (cuGraphExecUpdate)", t_update), ("set_args on every node", t_set)):
-        rows.append({
+        row = {
             "name": f"{N_NODES}-kernel graph, pointers changed: {label}, host ms",
-            "unit": "ms", "lower_is_better": True, "tensorplay": t,
-            "target": f">= 5x faster than reset + capture + instantiate ({t_fresh:.3g} ms): {t_fresh / t:.1f}x here",
-        })  # fmt: skip
+            "unit": "ms",
+            "lower_is_better": True,
+            "tensorplay": t,
+            "reset_capture_instantiate": t_fresh,
+        }
+        faster = t_fresh / t
+        judge(
+            row, faster >= 5, f">= 5x faster than reset + capture + instantiate ({t_fresh:.3g} ms): {faster:.1f}x here"
+        )
+        rows.append(row)
 
 
 def set_args_one(rows: list, progress) -> None:
@@ -103,12 +112,13 @@ def set_args_one(rows: list, progress) -> None:
         flip.reverse()
         node.set_args(out, flip[0], 2.0)
 
-    rows.append({
+    row = {
         "name": "set_args on one kernel node (3 arguments), host us",
         "unit": "us", "lower_is_better": True,
         "tensorplay": host_us(change, tp.cuda.synchronize, n=2000 if on_gpu() else 20, repeats=5 if on_gpu() else 1),
-        "target": "<= 2 us",
-    })  # fmt: skip
+    }  # fmt: skip
+    below(row, 2, "us")
+    rows.append(row)
     progress.step("set_args")
 
 
@@ -156,8 +166,7 @@ def dropout_replay(rows: list, progress) -> None:
         with torch.cuda.graph(tg):
             torch.nn.functional.dropout((xt @ wt).relu(), p)
         row["torch"] = device_ms(tg.replay, *torch_events(torch), torch.cuda.synchronize, **reps()) * 1e3
-    ratio = times["rng"] / times["fixed"]
-    row["target"] = f"<= 1.05x the fixed-mask graph ({ratio:.2f}x here)"
+    at_most(row, 1.05, of="driver", label="the fixed-mask graph")
     rows.append(row)
     progress.step("dropout torch")
 
@@ -173,11 +182,13 @@ def stale_check_cost(rows: list, progress) -> None:
         tp.compiler.config.check_stale_outputs = on
         figures[on] = host_us(lambda: f(x), tp.cuda.synchronize, *n_calls)
     tp.compiler.config.check_stale_outputs = True
-    rows.append({
-        "name": "compiled call returning 3 tensors, host us, stale-output check on (driver column: off)",
+    row = {
+        "name": "compiled call of 3 ops returning 3 tensors, host us, stale-output check on (driver column: off)",
         "unit": "us", "lower_is_better": True, "tensorplay": figures[True], "driver": figures[False],
-        "target": f"ops pay nothing; a call {figures[True] - figures[False]:+.2f} us (<= 0.2 us per op)",
-    })  # fmt: skip
+    }  # fmt: skip
+    per_op = (figures[True] - figures[False]) / 3
+    judge(row, per_op <= 0.2, f"<= 0.2 us per op of the call ({per_op:+.2f} us here; eager ops pay nothing)")
+    rows.append(row)
     progress.step("stale-output check")
 
 

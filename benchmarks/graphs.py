@@ -3,9 +3,13 @@ and host time per staged replay (``stage_and_launch``) with 1 and 8 inputs.
 
 References in the same process: a raw ``cuGraphLaunch`` from Python, PyTorch's
 ``CUDAGraph.replay()``, CuPy's ``Graph.launch``, and for GPU time the same
-compiled kernels captured into a graph through raw driver calls; for staged
-replays, ``copy_`` of each input then ``replay()``, and PyTorch's
-``static.copy_(x)`` for each input then ``g.replay()``.
+compiled kernels captured into a graph through raw driver calls, given the
+same edges as tensorplay's graph (``overlap_kernels`` makes programmatic the
+edges into kernels that wait for the ones before them, as tensorplay's
+instantiate does; the figure with the capture's plain edges is kept beside it
+as ``driver_plain_edges``); for staged replays, ``copy_`` of each input then
+``replay()``, and PyTorch's ``static.copy_(x)`` for each input then
+``g.replay()``.
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 import tensorplay as tp
-from benchmarks.common import check, device_ms, host_us, optional, peer
+from benchmarks.common import check, device_ms, host_us, on_gpu, optional, peer
+from benchmarks.common import reps as common_reps
+from benchmarks.graph_ops import programmatic_edges, same_edges_as_tensorplay
+from benchmarks.targets import judge, measurement
 
 
 def _tp_graph(n_kernels: int, x):
@@ -41,7 +48,9 @@ def _torch_graph(torch, n: int, n_kernels: int):
 
 
 def _raw_graph(n_kernels: int, x):
-    """The same add kernel captured with raw driver calls (no tensorplay graph code)."""
+    """The same add kernel captured with raw driver calls (no tensorplay graph
+    code): (graph, executable with the capture's plain edges, executable with
+    tensorplay's edges, stream)."""
     from cuda.bindings import driver as drv
 
     from tensorplay.kernels import elementwise as ew
@@ -58,13 +67,13 @@ def _raw_graph(n_kernels: int, x):
     for _ in range(n_kernels):
         launcher(grid, block, stream, [flat, np.uint64(x.numel()), flat, one])
     err, graph = drv.cuStreamEndCapture(stream)
+    err, plain_exec = drv.cuGraphInstantiate(graph, 0)
+    same_edges_as_tensorplay(graph)
     err, graph_exec = drv.cuGraphInstantiate(graph, 0)
-    return graph, graph_exec, stream
+    return graph, plain_exec, graph_exec, stream
 
 
 def replay_host(rows: list, progress) -> None:
-    from cuda.bindings import driver as drv
-
     x = tp.zeros(1024)
     g = _tp_graph(1, x)
     s = tp.cuda.Stream()
@@ -72,8 +81,11 @@ def replay_host(rows: list, progress) -> None:
     row = {"name": "replay(stream), 1-kernel graph, host us", "unit": "us", "lower_is_better": True}
     row["tensorplay"] = host_us(lambda: g.replay(s), s.synchronize, n=n)
     progress.step("replay tensorplay")
-    exec_, hs = g._exec, s._h
-    row["driver"] = host_us(lambda: drv.cuGraphLaunch(exec_, hs), s.synchronize, n=n)
+    if on_gpu():  # the simulator has no driver to call
+        from cuda.bindings import driver as drv
+
+        exec_, hs = g._exec, s._h
+        row["driver"] = host_us(lambda: drv.cuGraphLaunch(exec_, hs), s.synchronize, n=n)
     progress.step("replay raw driver")
     torch = optional("torch")
     if torch is not None and torch.cuda.is_available():
@@ -91,7 +103,16 @@ def replay_host(rows: list, progress) -> None:
             cg = cs.end_capture()
         row["cupy"] = host_us(lambda: cg.launch(cs), cs.synchronize, n=n)
     progress.step("replay cupy")
-    row["target"] = "<= 1.1x driver and <= torch; stretch: cupy"
+    to_driver, torch_us = row["tensorplay"] / row["driver"] if row.get("driver") else None, row.get("torch")
+    text = f"<= 1.1x driver ({to_driver:.2f}x here) and <= torch" if to_driver else "<= 1.1x driver and <= torch"
+    if torch_us and to_driver:
+        judge(
+            row,
+            to_driver <= 1.1 and row["tensorplay"] <= torch_us,
+            f"{text} ({row['tensorplay'] / torch_us:.2f}x here)",
+        )
+    else:
+        judge(row, None, f"{text} (no torch figure in this run)")
     rows.append(row)
 
 
@@ -101,36 +122,51 @@ def replay_device(rows: list, progress) -> None:
         progress.step(f"replay GPU {n_kernels}")
 
 
-def _replay_device_row(n_kernels: int, reps: int = 200) -> dict:
-    from cuda.bindings import driver as drv
-
+def _replay_device_row(n_kernels: int) -> dict:
+    reps = 200 if on_gpu() else 1  # replays per sample (the simulator runs each kernel in Python)
     x = tp.zeros(1 << 12)
     g = _tp_graph(n_kernels, x)
-    graph, raw_exec, raw_stream = _raw_graph(n_kernels, x)
     s = tp.cuda.Stream()
     start, end = tp.cuda.Event(enable_timing=True), tp.cuda.Event(enable_timing=True)
+
+    def timed(fn) -> float:
+        return device_ms(
+            fn, lambda: start.record(s), lambda: end.record(s), lambda: start.elapsed_time(end), s.synchronize,
+            **common_reps(),
+        )  # fmt: skip
 
     def run_tp():
         for _ in range(reps):
             g.replay(s)
 
-    def run_raw():
-        for _ in range(reps):
-            drv.cuGraphLaunch(raw_exec, s._h)
+    row = {"unit": "us", "lower_is_better": True, "tensorplay": timed(run_tp) / reps * 1e3}
+    what = f"replay GPU us, {n_kernels}-kernel graph of x.add_(1.0) on {x.numel()} float32"
+    if on_gpu():  # the same kernels captured by raw driver calls (the simulator has no driver)
+        from cuda.bindings import driver as drv
 
-    def timed(fn) -> float:
-        return device_ms(
-            fn, lambda: start.record(s), lambda: end.record(s), lambda: start.elapsed_time(end), s.synchronize
+        graph, plain_exec, raw_exec, raw_stream = _raw_graph(n_kernels, x)
+
+        def run_raw(exec_=raw_exec):
+            for _ in range(reps):
+                drv.cuGraphLaunch(exec_, s._h)
+
+        row["driver"] = timed(run_raw) / reps * 1e3
+        row["driver_plain_edges"] = timed(lambda: run_raw(plain_exec)) / reps * 1e3
+        nodes = (_node_count(g._graph), _node_count(graph))
+        edges = (programmatic_edges(g._graph), programmatic_edges(graph))
+        for exec_ in (raw_exec, plain_exec):
+            drv.cuGraphExecDestroy(exec_)
+        drv.cuGraphDestroy(graph)
+        drv.cuStreamDestroy(raw_stream)
+        row["name"] = (
+            f"{what} (driver column: the same kernels by raw driver calls, the same edges; nodes tp/raw: "
+            f"{nodes[0]}/{nodes[1]}, programmatic edges tp/raw: {edges[0]}/{edges[1]})"
         )
-
-    row = {
-        "name": f"replay GPU us, {n_kernels}-kernel graph (nodes tp/raw: {_node_count(g._graph)}/{_node_count(graph)})",
-        "unit": "us",
-        "lower_is_better": True,
-        "tensorplay": timed(run_tp) / reps * 1e3,
-        "driver": timed(run_raw) / reps * 1e3,
-        "target": "= driver (no extra nodes)",
-    }
+        ratio = row["tensorplay"] / row["driver"]
+        judge(row, ratio <= 1.05 and nodes[0] == nodes[1], f"<= 1.05x driver, no extra nodes ({ratio:.2f}x here)")
+    else:
+        row["name"] = f"{what} (driver column: the same kernels by raw driver calls, the same edges)"
+        judge(row, None, "<= 1.05x driver, no extra nodes (GPU only: the simulator has no driver)")
     torch = optional("torch")
     if torch is not None and torch.cuda.is_available():
         tg = _torch_graph(torch, 1 << 12, n_kernels)
@@ -142,9 +178,6 @@ def _replay_device_row(n_kernels: int, reps: int = 200) -> dict:
 
         ms = device_ms(run_torch, e0.record, e1.record, lambda: e0.elapsed_time(e1), torch.cuda.synchronize)
         row["torch"] = ms / reps * 1e3
-    drv.cuGraphExecDestroy(raw_exec)
-    drv.cuGraphDestroy(graph)
-    drv.cuStreamDestroy(raw_stream)
     return row
 
 
@@ -186,25 +219,28 @@ def _stage_rows(k: int, progress, n: int = 1024, calls: int = 5000) -> list:
     torch_us = _torch_copy_replay_us(k, n, calls)
     progress.step(f"torch copy_ + replay {k}")
     name = f"{k} input(s) of {n} floats, host us"
-    return [
-        {
-            "name": f"stage_and_launch, {name}",
-            "unit": "us",
-            "lower_is_better": True,
-            "tensorplay": staged,
-            "torch": torch_us,
-            "copy_replay": copied,
-            "target": f"< copy_ each + replay() ({copied:.3g}) and <= torch",
-        },
-        {
-            "name": f"copy_ each + replay(), {name}",
-            "unit": "us",
-            "lower_is_better": True,
-            "tensorplay": copied,
-            "torch": torch_us,
-            "target": "reference for stage_and_launch",
-        },
-    ]
+    staged_row = {
+        "name": f"stage_and_launch, {name} (torch: static.copy_(x) each + replay())",
+        "unit": "us",
+        "lower_is_better": True,
+        "tensorplay": staged,
+        "torch": torch_us,
+        "copy_replay": copied,
+    }
+    text = f"< copy_ each + replay() ({staged:.3g} vs {copied:.3g} here) and <= torch"
+    if torch_us:
+        judge(staged_row, staged < copied and staged <= torch_us, f"{text} ({staged / torch_us:.2f}x here)")
+    else:
+        judge(staged_row, None, f"{text} (no torch figure in this run)")
+    copied_row = {
+        "name": f"copy_ each + replay(), {name} (torch: static.copy_(x) each + replay())",
+        "unit": "us",
+        "lower_is_better": True,
+        "tensorplay": copied,
+        "torch": torch_us,
+    }
+    measurement(copied_row, "the reference for stage_and_launch")
+    return [staged_row, copied_row]
 
 
 def _torch_copy_replay_us(k: int, n: int, calls: int) -> float | None:

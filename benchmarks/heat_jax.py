@@ -1,18 +1,21 @@
 """The heat benchmark's loop in JAX: ``lax.while_loop`` under ``jit``, float32.
 
 Run as a script in its own process, since XLA reads ``XLA_FLAGS`` once, when
-JAX starts (``benchmarks/heat.py`` runs it with XLA's defaults and with command
-buffers for WHILE and CONDITIONAL)::
+JAX starts (``benchmarks/heat.py`` runs it with each configuration of
+``JAX_CONFIGS``: XLA's defaults, command buffers for WHILE and CONDITIONAL,
+and those with ``--xla_gpu_graph_min_graph_size=1``)::
 
-    python benchmarks/heat_jax.py N ITERS
+    python benchmarks/heat_jax.py N ITERS [RUNS]
 
-prints one JSON line: {"us_per_iter": ..., "iters": ...} (best of three solves).
+prints one JSON line: {"us_per_iter": ..., "iters": ...}, the median of RUNS
+solves (5 by default), as tensorplay's and torch's figures are sampled.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -25,6 +28,7 @@ from jax import lax  # noqa: E402
 
 def main() -> None:
     n, iters = int(sys.argv[1]), int(sys.argv[2])
+    runs = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     tol = jnp.float32(0.0)  # never converges: every solve runs exactly ITERS sweeps, as tensorplay's rows
 
     def sweep(state):
@@ -43,12 +47,12 @@ def main() -> None:
     u0 = jnp.zeros((n, n), jnp.float32).at[0].set(1.0)
     u, k, _ = solve(u0)
     u.block_until_ready()
-    best = float("inf")
-    for _ in range(3):
+    samples = []
+    for _ in range(runs):
         t0 = time.perf_counter()
         solve(u0)[0].block_until_ready()
-        best = min(best, time.perf_counter() - t0)
-    print(json.dumps({"us_per_iter": best / int(k) * 1e6, "iters": int(k)}))
+        samples.append(time.perf_counter() - t0)
+    print(json.dumps({"us_per_iter": statistics.median(samples) / int(k) * 1e6, "iters": int(k)}))
 
 
 if __name__ == "__main__":

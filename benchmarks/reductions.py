@@ -13,6 +13,7 @@ import numpy as np
 
 import tensorplay as tp
 from benchmarks.common import checked_figure, cupy_events, on_gpu, peer, torch_events, tp_events
+from benchmarks.targets import at_least
 
 TOL = 1e-4
 MIB256 = 64 << 20  # float32 elements in 256 MiB
@@ -77,7 +78,7 @@ def reduction(case, rows: list, progress) -> None:
         cp.get_default_memory_pool().free_all_blocks()
     progress.step(f"{expr} cupy")
 
-    row["target"] = ">= 80% of torch"
+    at_least(row, 0.8)
     rows.append(row)
 
 

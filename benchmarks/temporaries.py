@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import tensorplay as tp
 from benchmarks.common import on_gpu, peer
+from benchmarks.targets import judge
 
 # (expression, fn(lib, x, y, w, c)) with lib tensorplay or torch
 OPS = [
@@ -73,7 +74,8 @@ def temporaries(rows: list, progress) -> None:
             row["torch"], row["peak_ratio"]["torch"] = t_allocs, t_ratio
             ratios += f", torch {_fmt(t_ratio)}"
         row["name"] = f"allocs: {expr} {(r, k)} (peak bytes / output bytes: {ratios})"
-        row["target"] = "1 alloc, peak / output 1.0"
+        judge(row, allocs == 1 and ratio is not None and ratio <= 1.0,
+              f"1 alloc, peak / output 1.0 ({allocs} and {_fmt(ratio)} here)")  # fmt: skip
         rows.append(row)
         progress.step(f"temporaries {expr}")
 
