@@ -217,3 +217,60 @@ def _env() -> dict:
     import os
 
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+
+
+# On the GPU (the lead's check: TENSORPLAY_BACKEND=cuda python -m pytest tests/test_benchmarks_harness.py -m gpu)
+
+
+@pytest.mark.gpu
+def test_the_raw_driver_graph_gets_the_edges_of_tensorplays_graph():
+    """The "= driver" rows compare like with like: the raw capture, given
+    tensorplay's edges, has as many programmatic edges as tensorplay's graph."""
+    import tensorplay as tp
+    from benchmarks import graph_ops, graphs
+
+    x = tp.zeros(1 << 12)
+    g = graphs._tp_graph(10, x)
+    graph, plain, exec_, stream = graphs._raw_graph(10, x)
+    theirs, raw = graph_ops.programmatic_edges(g._graph), graph_ops.programmatic_edges(graph)
+    from cuda.bindings import driver as drv
+
+    for done in (drv.cuGraphExecDestroy(exec_), drv.cuGraphExecDestroy(plain), drv.cuGraphDestroy(graph)):
+        assert not done[0]
+    drv.cuStreamDestroy(stream)
+    assert raw == theirs > 0
+    row = graphs._replay_device_row(10)
+    assert f"programmatic edges tp/raw: {theirs}/{theirs}" in row["name"] and row["driver_plain_edges"] > 0
+
+
+@pytest.mark.gpu
+def test_each_torch_heat_loop_runs_or_says_why_not():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no GPU")
+    figures, why_not, fields = heat._torch_loops(torch, 16, 5)
+    assert set(figures) | set(why_not) == {
+        "torch_while_node", "torch_compiled_while_loop", "torch_host_loop", "torch_host_loop_compiled_sweep",
+    }  # fmt: skip
+    assert "torch_host_loop" in figures, why_not
+    print({**figures, **why_not})  # what this torch can do, for the report
+    for field in fields.values():
+        assert abs(field - fields["torch_host_loop"]).max() < 1e-6
+
+
+@pytest.mark.gpu
+def test_each_torch_compile_mode_runs_on_the_fusion_chain():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no GPU")
+    import numpy as np
+
+    from benchmarks import fusion
+
+    rng = np.random.default_rng(0)
+    xv, yv = (rng.standard_normal(1 << 12).astype(np.float32) for _ in range(2))
+    check_ = fusion._checker(xv, yv)
+    tx, ty = torch.from_numpy(xv).cuda(), torch.from_numpy(yv).cuda()
+    assert fusion._torch_graph_ms(torch, tx, ty, check_) > 0
+    for mode in fusion.TORCH_MODES:
+        assert fusion._torch_call_ms(torch, mode, tx, ty, check_) > 0, mode
