@@ -222,6 +222,24 @@ def test_the_jax_version_of_cg(tmp_path):
     assert np.abs(np.load(tmp_path / "out.npz")["x"].ravel() - x_ref).max() < 1e-12
 
 
+def test_every_kernel_compiles_for_the_gpu():
+    """``scripts/gallery-compile``: each entry's kernels, as the GPU compiles them
+    (block sums in shared memory, tiles), to PTX for compute capability 9.0."""
+    root = GALLERY.parent.parent
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "TENSORPLAY_BACKEND")}
+    done = subprocess.run(
+        [sys.executable, str(root / "scripts" / "gallery-compile")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    if done.returncode == 3:
+        pytest.skip(done.stdout.strip())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert done.stdout.strip().endswith("all kernels compiled") and done.stdout.count("\nok ") >= 22
+
+
 def test_a_failed_check_is_the_exit_status_and_the_last_line():
     from importlib import util
 

@@ -1,6 +1,6 @@
 """The gallery's pictures with no plotting library: charts of several series
 (lines and points, with a legend and ticks) as SVG, and fields as PNG
-(``examples/plots.py``'s colour map).
+(``tensorplay.examples.plots``, the heat demo's).
 
 >>> import tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "c.svg")
@@ -11,14 +11,12 @@ True
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # examples/: plots.py
-from plots import colour, write_png  # noqa: E402
+from tensorplay.examples.plots import colour, write_png
 
 __all__ = ["Series", "chart", "colour", "write_png"]
 
