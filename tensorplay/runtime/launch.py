@@ -166,13 +166,13 @@ def _record(launcher, grid, block, s) -> None:
     record = capture_state.recorders.get(s.handle)
     if record is None:
         return
-    frame = sys._getframe(2)
+    frame, ours = sys._getframe(2), _OURS
     while frame is not None:
         filename = frame.f_code.co_filename
-        if filename not in _OURS:
+        if filename not in ours:
             if not filename.startswith(_PACKAGE):
                 break
-            _OURS.add(filename)
+            ours.add(filename)
         frame = frame.f_back
     caller = (filename, frame.f_lineno) if frame is not None else None
     record.append((get_backend().captured_node(s._h), launcher, grid, block, caller))

@@ -95,8 +95,13 @@ _STAGING_BYTES = 4096
 
 def _known_kernels(launches) -> dict[int, bool]:
     """Node -> whether its function waits, for the kernel launches a capture
-    recorded (``(node, launcher, ...)``: ``launch.py``)."""
-    return {record[0]: record[1].waits for record in launches if record[0] is not None}
+    recorded (``(node, launcher, ...)``: ``launch.py``) by a ``Launcher``."""
+    known = {}
+    for node, launcher, *_ in launches:
+        waits = getattr(launcher, "waits", None)
+        if node is not None and waits is not None:
+            known[node] = waits
+    return known
 
 
 class Launcher:
