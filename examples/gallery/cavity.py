@@ -399,7 +399,10 @@ def _draw(folder, re: int, u: np.ndarray) -> None:
         u_series.append(Series("Ghia et al. 1982", GHIA_U[re], GHIA_Y, "points"))
         v_series.append(Series("Ghia et al. 1982", GHIA_X, GHIA_V[re], "points"))
     title = "{} on the {} centreline, Re = {}"
-    profile = chart(folder / f"cavity_re{re}_u.svg", u_series, title.format("u / U", "vertical", re), "u / U", "y")
+    profile = chart(
+        folder / f"cavity_re{re}_u.svg", u_series, title.format("u / U", "vertical", re), "u / U", "y",
+        legend="lower right",
+    )  # fmt: skip
     other = chart(folder / f"cavity_re{re}_v.svg", v_series, title.format("v / U", "horizontal", re), "x", "v / U")
     speed = write_png(str(folder / f"cavity_re{re}_speed.png"), np.hypot(u[0], u[1])[::-1])  # the lid on top
     print(f"  pictures: {profile}, {other}, {speed}")

@@ -47,9 +47,17 @@ def _ticks(lo: float, hi: float, log: bool) -> list[float]:
 
 
 def chart(
-    path: str | Path, series: list[Series], title: str, xlabel: str, ylabel: str, logy: bool = False, logx: bool = False
+    path: str | Path,
+    series: list[Series],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    logy: bool = False,
+    logx: bool = False,
+    legend: str = "upper right",
 ) -> str:
-    """Draw ``series`` on shared axes as an SVG at ``path``; returns the path."""
+    """Draw ``series`` on shared axes as an SVG at ``path``, the legend in the
+    corner ``legend`` names ("upper right", "lower right"); returns the path."""
     if not series:
         raise ValueError("chart draws at least one series, got none")
 
@@ -101,7 +109,7 @@ def chart(
         else:
             points = " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b in zip(x, y, strict=True))
             out.append(f'<polyline points="{points}" fill="none" stroke="{c}" stroke-width="1.6"/>')
-        ly = TOP + 16 + 16 * k
+        ly = TOP + 16 + 16 * k if legend == "upper right" else H - BOTTOM - 10 - 16 * (len(series) - 1 - k)
         out.append(f'<line x1="{W - RIGHT - 170}" y1="{ly - 4}" x2="{W - RIGHT - 150}" y2="{ly - 4}" stroke="{c}"/>')
         out.append(f'<text x="{W - RIGHT - 145}" y="{ly}">{s.label}</text>')
     out.append("</svg>")

@@ -309,7 +309,9 @@ def main() -> int:
     p = parser(__doc__)
     p.add_argument("--only", nargs="+", choices=VERSIONS, default=VERSIONS, help="the versions to run (default: all)")
     p.add_argument("--sweeps", type=int, help="sweeps per run (default 20000 on 256²; --quick: 400)")
-    p.add_argument("--binder-sweeps", type=int, default=1_000_000, help="sweeps of 16² and 32² for the cumulants")
+    p.add_argument("--side", type=int, default=256, help="the lattices' side for the magnetisation (default 256)")
+    p.add_argument("--binder-sides", type=int, nargs=2, default=[16, 32], help="the two sizes whose cumulants cross")
+    p.add_argument("--binder-sweeps", type=int, default=1_000_000, help="sweeps of each size for the cumulants")
     p.add_argument("--temperatures", type=float, nargs="+", help="--quick: the temperatures (default 2 3)")
     args = p.parse_args()
     folder = pictures_folder(args)
@@ -334,12 +336,13 @@ def main() -> int:
         return _finish(validation)
     below = [1.5, 1.8, 2.0, 2.1, 2.2]
     for name, make in versions:
-        run = Run(256, below, args.sweeps or 20_000, burn_in=2_000)
+        sweeps = args.sweeps or 20_000
+        run = Run(args.side, below, sweeps, burn_in=sweeps // 10)
         solver = make(run)
         solver.solve()  # once untimed: kernels compiled
         seconds = timed(solver.solve)
         us = seconds / run.sweeps * 1e6
-        print(f"\n{name}: 256x256, {len(below)} temperatures, {run.sweeps} sweeps, {us:.1f} us/sweep")
+        print(f"\n{name}: {run.side}x{run.side}, {len(below)} temperatures, {run.sweeps} sweeps, {us:.1f} us/sweep")
         for k, t in enumerate(below):
             got, want = run.moments[k, 0], onsager(t)
             print(f"  T = {t}: <|m|> = {got:.5f} ± {run.error()[k]:.5f}, Onsager-Yang {want:.5f}")
@@ -350,12 +353,13 @@ def main() -> int:
     if "kernel" not in args.only:
         return _finish(validation)
     near = np.round(np.linspace(2.24, 2.30, 7), 3)  # the cumulants' difference is close to a line here
-    runs = [Run(side, list(near), args.binder_sweeps, burn_in=args.binder_sweeps // 20) for side in (16, 32)]
+    runs = [Run(side, list(near), args.binder_sweeps, burn_in=args.binder_sweeps // 20) for side in args.binder_sides]
     for run in runs:
         KernelIsing(run).solve()
     binder = [run.binder() for run in runs]
     tc = crossing(near, *binder)
-    print(f"\nkernel: the Binder cumulants of 16x16 and 32x32 ({args.binder_sweeps} sweeps) cross at T = {tc:.4f}")
+    sides = " and ".join(f"{side}x{side}" for side in args.binder_sides)
+    print(f"\nkernel: the Binder cumulants of {sides} ({args.binder_sweeps} sweeps) cross at T = {tc:.4f}")
     print(f"  Onsager's Tc: {TC:.4f}")
     validation.at_most("kernel: Tc where the Binder cumulants cross (relative)", abs(tc / TC - 1), 0.01)
     if folder is not None:
@@ -369,7 +373,8 @@ def _draw_magnetisation(folder, run: Run) -> None:
     t = np.linspace(1.0, 3.0, 400)
     series = [Series("Onsager-Yang", t, [onsager(v) for v in t])]
     series.append(Series("tensorplay", run.temperatures, run.moments[:, 0], "points"))
-    path = chart(folder / "ising_magnetisation.svg", series, "magnetisation per spin, 256x256", "T", "<|m|>")
+    title = f"magnetisation per spin, {run.side}x{run.side}"
+    path = chart(folder / "ising_magnetisation.svg", series, title, "T", "<|m|>")
     print(f"  picture: {path}")
 
 
