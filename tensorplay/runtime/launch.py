@@ -182,9 +182,11 @@ def launch_stream(kernel_name: str, stream=None):
     """The stream to launch on (the current one if None), refusing the legacy
     default stream while a graph is being captured."""
     s = stream or current_stream()
-    if capture_state.active:
-        refuse_legacy_launch(kernel_name, s)
-        flush_fused()
+    if capture_state.active:  # as in launch_packed
+        if not s.handle:
+            refuse_legacy_launch(kernel_name, s)
+        if capture_state.fusers:
+            flush_fused()
     return s
 
 
