@@ -14,7 +14,9 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+from collections.abc import Callable
 from functools import cache, partial
+from typing import Any
 
 from cuda.bindings import driver as drv
 
@@ -105,7 +107,7 @@ _DEFAULT_SYMBOLS = drv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
 
 
 @cache
-def entry_point(name: str, version: int = 12000, nargs: int = 3):
+def entry_point(name: str, version: int = 12000, nargs: int = 3) -> Callable[..., int] | None:
     """The driver's ``name`` in its form of CUDA ``version`` (the signature of
     ``PFN_<name>_v<version>`` in ``cudaTypedefs.h``) as a ctypes function of
     ``nargs`` pointer-sized arguments (handles, addresses and sizes, as ints)
@@ -124,7 +126,7 @@ _read_u64 = ctypes.c_uint64.from_address
 _CALLS_KEPT = 64  # prepared calls per thread: one per capturing stream
 
 
-def last_node_reader():
+def last_node_reader() -> Callable[[Any], int | None] | None:
     """A function of a capturing stream (a ``CUstream``) giving the node its
     last captured work added (an int; None when the stream is not capturing
     or has no node yet), through ``cuStreamGetCaptureInfo`` of CUDA 12.3
@@ -132,9 +134,9 @@ def last_node_reader():
     where the driver has no such function.
 
     Called once per kernel captured: the call is prepared once per thread and
-    stream (its arguments converted, results written into buffers of the
-    thread's own, as the call runs without the GIL), and the bindings' result
-    objects (enums, handles, lists) are not built."""
+    stream (its arguments bound, its results written into buffers of the
+    thread's own, as the call runs without the GIL), and none of the bindings'
+    result objects (enums, handles, lists) is built."""
     raw = entry_point("cuStreamGetCaptureInfo", 12030, 7)
     if raw is None:
         return None
