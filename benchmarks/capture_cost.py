@@ -11,9 +11,11 @@ Run as a module to see where the time goes per kernel::
 prints, for one size, the phases of a capture (the ops recorded, the edge
 rewrite, cuGraphInstantiate), the same ops run eagerly, and the driver's own
 share: the same kernels launched into a capture with their parameters packed
-beforehand (no op layer, no recording) and that graph's instantiation, and
-``captured_node`` (the per-kernel read of the node the launch added), beside
-torch's capture and instantiation. ``--profile`` adds a cProfile of one
+beforehand (no op layer, no recording) and that graph's instantiation,
+``captured_node`` (the per-kernel read of the node the launch added), the
+launches eagerly, and both through the context's ``CUfunction`` rather than
+the ``CUkernel`` numba-cuda loads (whether the handle costs the driver time),
+beside torch's capture and instantiation. ``--profile`` adds a cProfile of one
 capture (which inflates Python-level calls: the bindings' enum constructors
 count as calls there, and cost ~0.25 us each without it).
 """
@@ -169,39 +171,64 @@ def _eager_ms(pairs: int, y, a, b) -> float:
     return (t1 - t0) * 1e3
 
 
-def _raw_launches(y, a, b) -> list:
-    """The two kernels of ``y * a + b`` with their parameters packed, as the
-    ops launch them: (launcher, grid, block, parameters), for ping-ponging
-    between ``y`` and a second buffer."""
+def _raw_launches(n: int) -> list:
+    """The two kernels of ``y = y * a + b`` over ``n`` floats with their
+    parameters packed, as the ops launch them: (launcher, grid, block,
+    parameters) each, ping-ponging between two buffers (kept alive last)."""
     from tensorplay import _ops
     from tensorplay.runtime.launch import grid_groups
 
-    other, n = tp.empty(ELEMENTS), ELEMENTS
+    y, a, b, other = tp.ones(n), tp.full((n,), 0.5), tp.full((n,), 0.25), tp.empty(n)
+    _ = y * a + b  # the plans of these operands made
     grid, block = grid_groups(n)
     pack = struct.Struct("<QQQQ").pack  # output address, element count, two operand addresses
-    launches = []
+    launches: list = []
     for op, src, operand, dst in (("mul", y, a, other), ("add", other, b, y)):
         plan = _ops._FAST_PLANS[(op, "aa", y.dtype, y.dtype)]
         launcher = plan.kernels._exact or plan.kernels._general
         launches.append((launcher, grid, block, pack(dst._ptr, n, src._ptr, operand._ptr)))
-    launches.append(other)  # kept alive
+    launches.append((y, a, b, other))
     return launches
 
 
-def _raw_capture(pairs: int, launches: list, read_nodes: bool) -> tuple[float, float]:
+def _by_function(launcher):
+    """A launch of ``launcher``'s kernel through the context's ``CUfunction``
+    of it (``cuKernelGetFunction``) where tensorplay passes the ``CUkernel``
+    numba-cuda loaded: whether the handle changes the driver's time per launch
+    (None on the simulator)."""
+    if tp.cuda.backend() != "cuda":
+        return None
+    from cuda.bindings import driver as drv
+
+    err, function = drv.cuKernelGetFunction(drv.CUkernel(int(launcher._func)))
+    assert not err, err
+    data, _, table = launcher._buffers()
+
+    def launch(grid, block, stream, params: bytes) -> None:
+        data[: len(params)] = params
+        (err,) = drv.cuLaunchKernel(function, *grid, *block, 0, stream, table, 0)
+        assert not err, err
+
+    return launch
+
+
+def _raw_capture(pairs: int, launches: list, read_nodes: bool = False, by_function: bool = False):
     """Host ms to capture ``2 * pairs`` pre-packed launches on a stream (reading
-    the node each added when ``read_nodes``), and to instantiate that graph
-    with the driver's call alone."""
+    the node each added when ``read_nodes``; through the context's function
+    when ``by_function``), and to instantiate that graph with the driver's
+    call alone; None where there is no context function (the simulator)."""
     from tensorplay.runtime.backend import get as get_backend
 
     dev, s = get_backend(), tp.cuda.Stream()
-    kernels = launches[:2]
+    kernels = [(_by_function(k[0]) if by_function else k[0].launch_packed, *k[1:]) for k in launches[:2]]
+    if kernels[0][0] is None:
+        return None
     tp.cuda.synchronize()
     t0 = time.perf_counter()
     dev.begin_capture(s._h, "global")
     for _ in range(pairs):
-        for launcher, grid, block, params in kernels:
-            launcher.launch_packed(grid, block, s._h, params)
+        for launch, grid, block, params in kernels:
+            launch(grid, block, s._h, params)
             if read_nodes:
                 dev.captured_node(s._h)
     graph = dev.end_capture(s._h)
@@ -219,16 +246,34 @@ def _raw_capture(pairs: int, launches: list, read_nodes: bool) -> tuple[float, f
     return (t1 - t0) * 1e3, (t2 - t1) * 1e3
 
 
+def _raw_eager(pairs: int, launches: list, by_function: bool = False):
+    """Host ms to issue the same pre-packed launches eagerly, over 1024 floats
+    (the device keeps up), through the ``CUkernel`` or the context's function."""
+    s = tp.cuda.current_stream()
+    kernels = [(_by_function(k[0]) if by_function else k[0].launch_packed, *k[1:]) for k in launches[:2]]
+    if kernels[0][0] is None:
+        return None
+    tp.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(pairs):
+        for launch, grid, block, params in kernels:
+            launch(grid, block, s._h, params)
+    t1 = time.perf_counter()
+    tp.cuda.synchronize()
+    return (t1 - t0) * 1e3
+
+
 def breakdown(pairs: int) -> None:
     """Print where the host time of a capture of ``pairs`` op pairs goes (medians of five)."""
     torch = peer("torch")
     (y, a, b), (ty, ta, tb) = _operands(torch)
-    launches = _raw_launches(y, a, b)
+    launches, small = _raw_launches(ELEMENTS), _raw_launches(min(1024, ELEMENTS))
     _tp_capture(pairs, y, a, b)
     samples: dict[str, list] = {}
 
-    def add(name: str, ms: float) -> None:
-        samples.setdefault(name, []).append(ms)
+    def add(name: str, ms: float | None) -> None:
+        if ms is not None:
+            samples.setdefault(name, []).append(ms)
 
     for _ in range(REPEATS):
         phases: dict = {}
@@ -236,10 +281,14 @@ def breakdown(pairs: int) -> None:
         for name, ms in phases.items():
             add(name, ms)
         add("the same ops, eagerly (host)", _eager_ms(pairs, y, a, b))
-        plain, inst = _raw_capture(pairs, launches, read_nodes=False)
+        plain, inst = _raw_capture(pairs, launches)
         add("driver: pre-packed launches captured", plain)
         add("driver: their cuGraphInstantiate", inst)
         add("  + captured_node after each launch", _raw_capture(pairs, launches, read_nodes=True)[0] - plain)
+        by_function = _raw_capture(pairs, launches, by_function=True)
+        add("  captured through the context's CUfunction", by_function and by_function[0])
+        add("driver: pre-packed launches, eagerly (1K floats)", _raw_eager(pairs, small))
+        add("  eagerly through the context's CUfunction", _raw_eager(pairs, small, by_function=True))
         if torch is not None:
             phases = {}
             add("torch: capture + instantiate", _torch_capture(torch, pairs, ty, ta, tb, phases)[0])
