@@ -22,10 +22,12 @@ from ._complex import imag_part, real_part
 from ._fft_choice import Call, Step, refusal, refuse, steps
 from ._grad_mode import no_grad
 from ._tensor import Tensor
+from .runtime.backend import CaptureError
 from .runtime.backend import get as get_backend
 from .runtime.caches import BoundedCache
 from .runtime.libraries import cufft
 from .runtime.libraries.simulated import Operand, call
+from .runtime.streams import current_stream
 
 __all__ = ["resize", "transform"]
 
@@ -139,6 +141,7 @@ def _run(step: Step, src: Tensor, perm: list, precision: str, forward: bool) -> 
     out_sizes = cufft.half(sizes) if step.kind == "R2C" else sizes
     real, complex_ = dt.as_dtype(precision), dt.complex_dtype(dt.as_dtype(precision))
     out_dtype = real if step.kind == "C2R" else complex_
+    _refuse_new_plan(step, precision)
     out = Tensor._empty(tuple(lead) + tuple(out_sizes), out_dtype)
     if refusal() is None:
         cufft.plan(step.kind, precision, sizes, step.batch)(src._ptr, out._ptr, forward)
@@ -148,6 +151,41 @@ def _run(step: Step, src: Tensor, perm: list, precision: str, forward: bool) -> 
     for i, d in enumerate(perm):
         inverse[d] = i
     return out.permute(inverse)
+
+
+_PLANNED: set = set()  # (kind, precision, sizes, batch) of every step run eagerly, on either backend
+
+
+BLUESTEIN_PRIME = 127  # cuFFT computes lengths with a prime factor over this by Bluestein's algorithm
+
+
+def _refuse_new_plan(step: Step, precision: str) -> None:
+    """A step of a length with a prime factor over 127 meets its first call
+    inside a capture: cuFFT makes such a plan (Bluestein's) by computing tables
+    on the device, which fails while a graph is captured (CUFFT_INTERNAL_ERROR
+    on the H200), so the call is refused with what to do, on the simulator too.
+    Other plans are made inside captures as well as outside."""
+    key = (step.kind, precision, tuple(step.sizes), step.batch)
+    if key in _PLANNED:
+        return
+    s = current_stream()
+    if s.is_capturing() and any(_largest_prime_factor(n) > BLUESTEIN_PRIME for n in step.sizes):
+        raise CaptureError(
+            f"a {step.kind} transform of sizes {list(step.sizes)} ({precision}, batch {step.batch}) meets its first "
+            f"call inside a capture on stream {s.handle:#x}: a length with a prime factor over {BLUESTEIN_PRIME} "
+            "needs a cuFFT plan that cannot be made while a graph is captured; call the same transform once before "
+            "capturing (a warm-up, as tp.compile's first call makes), or pad to a length of small prime factors"
+        )
+    _PLANNED.add(key)
+
+
+def _largest_prime_factor(n: int) -> int:
+    largest, p = 1, 2
+    while p * p <= n:
+        while n % p == 0:
+            largest, n = p, n // p
+        p += 1
+    return max(largest, n)
 
 
 def _simulated(step: Step, src: Tensor, out: Tensor, in_sizes, out_sizes, forward: bool) -> None:

@@ -230,7 +230,7 @@ def test_the_plans_and_calls_of_a_four_axis_c2r(library):
 
 
 def test_a_plan_is_made_once_per_shape(library):
-    x = tp.tensor(_data((3, 8), "c", seed=4))
+    x = tp.tensor(_data((3, 46), "c", seed=4))  # sizes no other test uses: the cache is the process's
     count = cufft.plan_count()
     for _ in range(3):
         tp.fft.fft(x)
