@@ -41,6 +41,7 @@ from ._grad_mode import is_grad_enabled, no_grad
 from ._shape import broadcast_shapes, numel
 from ._tape import needs_grad, sum_to
 from ._tensor import Tensor
+from .runtime.backend import CaptureError
 from .runtime.backend import get as get_backend
 from .runtime.capture import capture_state
 from .runtime.libraries import cusolver, simsolver
@@ -48,9 +49,8 @@ from .runtime.libraries._nvmath import LibraryUnavailable
 from .runtime.streams import current_stream
 
 __all__ = [
-    "FLOATS", "LinAlgError", "cholesky_factor", "eigen", "float_dtype", "grad_for", "householder", "inverse", "kept",
-    "lu",
-    "matrices", "settle", "singular", "solve_system", "solver",
+    "FLOATS", "LinAlgError", "adjoint", "cholesky_factor", "eigen", "float_dtype", "grad_for", "householder",
+    "inverse", "kept", "lu", "matrices", "settle", "singular", "solve_system", "solver",
 ]  # fmt: skip
 
 FLOATS = (dt.float32, dt.float64, dt.complex64, dt.complex128)
@@ -174,11 +174,26 @@ def cholesky_factor(fn: str, a: Tensor, dtype: dt.DType, upper: bool) -> tuple[T
     return (triu(work) if upper else tril(work)), info
 
 
+def refuse_in_capture(fn: str, routine: str) -> None:
+    """cuSOLVER's eigen- and singular value routines (syevd, gesvd) cannot run
+    inside a capture: on the H200 they fail (CUSOLVER_STATUS_INTERNAL_ERROR) in
+    a graph and crash in a while body, as they wait for the host inside. They
+    are refused there with what to do, on the simulator too."""
+    s = current_stream()
+    if s.is_capturing():
+        raise CaptureError(
+            f"{fn}() cannot be captured in a graph: cuSOLVER's {routine}, which computes it, waits for the host "
+            f"inside, which a capture (stream {s.handle:#x}) forbids; call it before capture_begin() or after "
+            "capture_end() (LU, Cholesky and QR: solve, inv, det, cholesky, qr are captured, in while bodies too)"
+        )
+
+
 def eigen(
     fn: str, a: Tensor, dtype: dt.DType, vectors: bool, upper: bool = False
 ) -> tuple[Tensor, Tensor | None, Tensor]:
     """(eigenvalues ascending, eigenvectors as columns or None, info) of the
     Hermitian matrices of ``a``, read from their lower (``upper``: upper) triangles."""
+    refuse_in_capture(fn, "syevd")
     n = a.shape[-1]
     work = _copy(a, tuple(a.shape), dtype)
     values = Tensor._empty(tuple(a.shape[:-1]), dt.real_dtype(dtype))
@@ -193,6 +208,7 @@ def eigen(
 def singular(fn: str, a: Tensor, dtype: dt.DType, job: str) -> tuple[Tensor | None, Tensor, Tensor | None, Tensor]:
     """(U, S descending, V^H, info) of every matrix: ``job`` "A" (U m x m, V^H
     n x n), "S" (the first min(m, n) of each) or "N" (S only; U, V^H None)."""
+    refuse_in_capture(fn, "gesvd")
     *batch, m, n = a.shape
     k = min(m, n)
     batch = tuple(batch)
@@ -281,6 +297,14 @@ NO_CONVERGENCE = "{fn}: the algorithm did not converge for the input matrix{matr
 
 
 # -- what the backwards share --------------------------------------------------------------------
+
+
+def adjoint(x: Tensor) -> Tensor:
+    """The conjugate transpose of each matrix of ``x`` (a real one's transpose,
+    a view): the backwards are written with it, so that they serve complex
+    matrices as PyTorch's do (``gA = -A^-H gY A^-H`` for the inverse)."""
+    t = x.transpose(-1, -2)
+    return t.conj() if x.dtype.kind == "c" else t
 
 
 def grad_for(g, x):

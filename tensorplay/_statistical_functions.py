@@ -23,7 +23,7 @@ from . import _dtype as dt
 from . import _ops, _reduce
 from ._aliases import either
 from ._complex import imag_part, real_part
-from ._factories import ones_like
+from ._factories import full, ones_like
 from ._grad_mode import no_grad
 from ._indexing_functions import index_select
 from ._manipulation_functions import concat, moveaxis
@@ -138,8 +138,10 @@ def _complex_prod(x: Tensor, axis, keep: bool) -> Tensor:
     kept = [d for d in range(x.ndim) if d not in dims]
     shape = tuple(x.shape[d] for d in kept)
     rows = moveaxis(x, list(dims), list(range(len(kept), x.ndim))).reshape(*shape, -1)
+    if rows.shape[-1] == 0:  # the empty product
+        rows = full((*shape, 1), 1, dtype=x.dtype)
     while rows.shape[-1] != 1:
-        if rows.shape[-1] == 0 or rows.shape[-1] % 2:
+        if rows.shape[-1] % 2:
             rows = concat([rows, ones_like(rows[..., :1])], axis=-1)
         rows = rows[..., 0::2] * rows[..., 1::2]
     out = rows.reshape(shape)

@@ -327,10 +327,10 @@ def test_captured_and_in_a_while_body(library):
     a_np, b_np = _random((3, 3), "float64", 5) + 3 * np.eye(3), _random((3, 2), "float64", 6)
     a, b = tp.tensor(a_np), tp.tensor(b_np)
     count, go = tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
-    tp.linalg.solve(a, b), tp.linalg.eigvalsh(a), tp.linalg.qr(a)
+    tp.linalg.solve(a, b), tp.linalg.qr(a)
     g = tp.cuda.CUDAGraph()
-    with tp.cuda.graph(g):
-        values, r = tp.linalg.eigvalsh(a), tp.linalg.qr(a).R
+    with tp.cuda.graph(g):  # eigvalsh and svd are refused in captures (cuSOLVER's syevd and gesvd wait for the host)
+        r = tp.linalg.qr(a).R
         with g.while_(go):
             b.copy_(tp.linalg.solve(a, b))
             count.add_(1)
@@ -338,7 +338,6 @@ def test_captured_and_in_a_while_body(library):
     a_np = a_np + a_np.T
     a.copy_(tp.tensor(a_np))
     g.replay()
-    _close(values, np.linalg.eigvalsh(a_np))
     _close(r, np.linalg.qr(a_np)[1])
     _close(b, np.linalg.solve(np.linalg.matrix_power(a_np, 3), b_np), 1e-9)
 
