@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _dtype as dt
+from .._export import hold_for_graph
 from .._factories import empty
 from .._tensor import Tensor
 from ..kernels import conditional as ck
@@ -309,8 +310,11 @@ def _end_body(node: OpenNode) -> None:
 
 
 def _start(kind: str, handle: int, pred, size: int, loop: Loop | None, stream: Stream) -> None:
-    """The kernel before the node: it sets the handle (and zeroes a loop's counter)."""
+    """The kernel before the node: it sets the handle (and zeroes a loop's counter).
+    The graph keeps the flag or index alive: its kernels read it at every replay."""
     h = np.uint64(handle)
+    if isinstance(pred, Tensor):
+        hold_for_graph(stream, [pred])
     if kind == "switch":
         _launch(ck.set_from_index(), [h, pred.reshape(1)._flat(), np.int64(size)], stream)
     elif kind != "while":

@@ -298,3 +298,21 @@ def test_an_invalidation_inside_a_body_is_a_clear_error_not_a_crash():
         x.add_(1.0)
     g2.replay()
     assert x.tolist() == [2.0] * 4
+
+
+def test_a_while_node_keeps_its_flag_alive_after_the_caller_drops_it():
+    # The flag is read at every replay: dropped by the caller, it must not be freed and its memory reused.
+    x = tp.zeros(1)
+
+    def capture():
+        go = tp.ones(1, dtype=tp.bool)
+        g = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(g):
+            with g.while_(go, max_iters=3):
+                x.add_(1.0)
+        return g
+
+    g = capture()
+    junk = tp.zeros(64, dtype=tp.bool)  # would take the flag's memory were it freed
+    g.replay()
+    assert x.item() == 3.0 and not junk.any().item()
