@@ -23,6 +23,7 @@ import traceback
 
 import tensorplay as tp
 from benchmarks import (
+    array_ops,
     capture_cost,
     conditional,
     conditional_kinds,
@@ -58,6 +59,7 @@ MODULES = {
     "fft": fft,
     "linalg": linalg,
     "capture_cost": capture_cost,
+    "array_ops": array_ops,
 }
 COLUMNS = ["name", "tensorplay", "torch", "cupy", "jax", "driver", "ratio", "target", "met"]
 
