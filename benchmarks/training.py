@@ -1,8 +1,9 @@
 """A training step of an MLP (forward, backward, optimizer): time per step for
 eager ops, for the forward and backward graphed by ``make_graphed_callables``,
 and for the whole step captured as one CUDA graph, next to PyTorch doing the
-same in the same process, for two models: a small one with SGD and a wide one
-(four layers of 4096, batch 256) with Adam. The losses of the first steps are
+same in the same process, for three models: a small one with SGD, a wide one
+(four layers of 4096, batch 256) with Adam, and the wide one in bfloat16
+(parameters and data; products on the tensor cores through cuBLAS) with SGD. The losses of the first steps are
 checked against PyTorch's from the same initial weights before anything is
 timed.
 """
@@ -22,9 +23,10 @@ from benchmarks.targets import at_most
 SIZES = (512, 1024, 1024, 512)  # features of the layers
 BATCH = 128
 LR = 1e-3
-MODELS = {  # (features of the layers, batch, optimizer)
-    "small": (SIZES, BATCH, "SGD"),
-    "wide": ((4096,) * 5, 256, "Adam"),
+MODELS = {  # (features of the layers, batch, optimizer, dtype of the parameters and data)
+    "small": (SIZES, BATCH, "SGD", "float32"),
+    "wide": ((4096,) * 5, 256, "Adam", "float32"),
+    "wide bfloat16": ((4096,) * 5, 256, "SGD", "bfloat16"),  # issue 38's `training step bfloat16`
 }
 TARGETS = (1.25, 1.0, 1.0)  # at most these times torch's: eager, graphed, whole step
 
@@ -53,7 +55,7 @@ def step_us(step, sync, n: int, repeats: int = 5) -> float:
     return statistics.median(samples)
 
 
-def _tp_model(sizes, weights, optimizer="SGD"):
+def _tp_model(sizes, weights, optimizer="SGD", dtype="float32"):
     import tensorplay.nn as nn
     import tensorplay.optim as optim
 
@@ -61,13 +63,15 @@ def _tp_model(sizes, weights, optimizer="SGD"):
     for i, o in zip(sizes[:-1], sizes[1:], strict=True):
         layers += [nn.Linear(i, o), nn.ReLU()]
     model = nn.Sequential(*layers[:-1])
+    if dtype != "float32":
+        model.to(getattr(tp, dtype))
     with tp.no_grad():
         for p, w in zip(model.parameters(), weights, strict=True):
-            p.copy_(tp.tensor(w.astype(np.float32)))
+            p.copy_(tp.tensor(w.astype(np.float32)).to(p.dtype))
     return model, getattr(optim, optimizer)(model.parameters(), lr=LR)
 
 
-def _tp_steps(sizes, weights, x, y, optimizer):
+def _tp_steps(sizes, weights, x, y, optimizer, dtype="float32"):
     """(eager step, make_graphed_callables step, whole-step graph replay, first eager losses)."""
     import tensorplay.nn.functional as F
 
@@ -81,15 +85,15 @@ def _tp_steps(sizes, weights, x, y, optimizer):
 
         return step
 
-    model, opt = _tp_model(sizes, weights, optimizer)
+    model, opt = _tp_model(sizes, weights, optimizer, dtype)
     eager = make_step(model, model, opt)
-    losses = [eager().item() for _ in range(3)]
+    losses = [eager().float().item() for _ in range(3)]
 
-    model_g, opt_g = _tp_model(sizes, weights, optimizer)
+    model_g, opt_g = _tp_model(sizes, weights, optimizer, dtype)
     graphed = tp.cuda.make_graphed_callables(model_g, (x,))
     graphed_step = make_step(graphed, model_g, opt_g)
 
-    model_w, opt_w = _tp_model(sizes, weights, optimizer)
+    model_w, opt_w = _tp_model(sizes, weights, optimizer, dtype)
     whole = make_step(model_w, model_w, opt_w)
     whole()  # warm-up: every kernel compiled, optimizer state made
     g = tp.cuda.CUDAGraph()
@@ -99,22 +103,22 @@ def _tp_steps(sizes, weights, x, y, optimizer):
     return eager, graphed_step, g.replay, losses
 
 
-def _torch_model(torch, sizes, weights, optimizer="SGD", capturable=False):
+def _torch_model(torch, sizes, weights, optimizer="SGD", capturable=False, dtype="float32"):
     torch.backends.cuda.matmul.allow_tf32 = False
     layers = []
     for i, o in zip(sizes[:-1], sizes[1:], strict=True):
         layers += [torch.nn.Linear(i, o), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers[:-1]).cuda()
+    model = torch.nn.Sequential(*layers[:-1]).cuda().to(getattr(torch, dtype))
     with torch.no_grad():
         for p, w in zip(model.parameters(), weights, strict=True):
-            p.copy_(torch.tensor(w, dtype=torch.float32))
+            p.copy_(torch.tensor(w, dtype=torch.float32).to(p.dtype))
     if optimizer == "Adam":  # its default on CUDA: foreach; a captured step needs capturable
         return model, torch.optim.Adam(model.parameters(), lr=LR, capturable=capturable)
     return model, torch.optim.SGD(model.parameters(), lr=LR)
 
 
-def _torch_steps(torch, sizes, weights, x, y, optimizer):
-    model_and_opt = partial(_torch_model, torch, sizes, weights, optimizer)
+def _torch_steps(torch, sizes, weights, x, y, optimizer, dtype="float32"):
+    model_and_opt = partial(_torch_model, torch, sizes, weights, optimizer, dtype=dtype)
 
     def make_step(forward, opt):
         def step():
@@ -128,7 +132,7 @@ def _torch_steps(torch, sizes, weights, x, y, optimizer):
 
     model, opt = model_and_opt()
     eager = make_step(model, opt)
-    losses = [eager().item() for _ in range(3)]
+    losses = [eager().float().item() for _ in range(3)]
     model_g, opt_g = model_and_opt()
     graphed = torch.cuda.make_graphed_callables(model_g, (x,))
     graphed_step = make_step(graphed, opt_g)
@@ -149,18 +153,19 @@ def _torch_steps(torch, sizes, weights, x, y, optimizer):
 
 
 def training_step(model: str, rows: list, progress) -> None:
-    sizes, batch, optimizer = MODELS[model] if on_gpu() else ((4, 8, 3), 2, MODELS[model][2])
+    sizes, batch, optimizer, dtype = MODELS[model] if on_gpu() else ((4, 8, 3), 2, *MODELS[model][2:])
     n = (50 if model == "small" else 10) if on_gpu() else 1
     rng = np.random.default_rng(1)
     xv, yv = rng.standard_normal((batch, sizes[0])), rng.standard_normal((batch, sizes[-1]))
     weights = _weights(sizes)
-    x, y = tp.tensor(xv.astype(np.float32)), tp.tensor(yv.astype(np.float32))
-    eager, graphed, whole, losses = _tp_steps(sizes, weights, x, y, optimizer)
+    x, y = (tp.tensor(v.astype(np.float32)).to(getattr(tp, dtype)) for v in (xv, yv))
+    eager, graphed, whole, losses = _tp_steps(sizes, weights, x, y, optimizer, dtype)
     progress.step("training tensorplay capture")
     shape = "-".join(map(str, sizes))
     names = ["eager ops", "forward and backward graphed (make_graphed_callables)", "whole step as one CUDA graph"]
+    kind = "training step" if dtype == "float32" else f"training step {dtype} (parameters and data)"
     rows_here = [
-        {"name": f"training step, MLP {shape}, batch {batch}, {optimizer}: {what}, us/step", "unit": "us",
+        {"name": f"{kind}, MLP {shape}, batch {batch}, {optimizer}: {what}, us/step", "unit": "us",
          "lower_is_better": True}
         for what in names
     ]  # fmt: skip
@@ -169,11 +174,10 @@ def training_step(model: str, rows: list, progress) -> None:
     progress.step("training tensorplay")
     torch = peer("torch")
     if torch is not None:
-        tx = torch.tensor(xv, dtype=torch.float32, device="cuda")
-        ty = torch.tensor(yv, dtype=torch.float32, device="cuda")
-        t_eager, t_graphed, t_whole, t_losses = _torch_steps(torch, sizes, weights, tx, ty, optimizer)
+        tx, ty = (torch.tensor(v, dtype=torch.float32, device="cuda").to(getattr(torch, dtype)) for v in (xv, yv))
+        t_eager, t_graphed, t_whole, t_losses = _torch_steps(torch, sizes, weights, tx, ty, optimizer, dtype)
         err = max(abs(a - b) / abs(b) for a, b in zip(losses, t_losses, strict=True))
-        check("training losses against torch's", err, 1e-3)
+        check("training losses against torch's", err, 1e-3 if dtype == "float32" else 3e-2)
         for row, fn in zip(rows_here, (t_eager, t_graphed, t_whole), strict=True):
             row["torch"] = step_us(fn, torch.cuda.synchronize, n)
     progress.step("training torch")
