@@ -44,7 +44,9 @@ def _torch():
 
 def _rel_err(got, ref) -> float:
     """Norm-wise relative error ||got - ref|| / ||ref||."""
-    return float(np.linalg.norm(np.asarray(got, np.float64) - ref) / np.linalg.norm(ref))
+    got = np.asarray(got)
+    got = got.astype(np.complex128 if np.iscomplexobj(got) else np.float64)
+    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
 
 
 def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -182,7 +184,10 @@ def shape_table(rows: list, progress) -> None:
 
 
 # (dtype, n on a GPU, norm-wise relative error allowed against float64): one rounding of the result to the dtype
-DTYPE_PRODUCTS = [("float64", 4096, 1e-12), ("float32", 4096, TOL), ("bfloat16", 8192, 1e-2), ("float16", 8192, 2e-3)]
+DTYPE_PRODUCTS = [
+    ("float64", 4096, 1e-12), ("float32", 4096, TOL), ("bfloat16", 8192, 1e-2), ("float16", 8192, 2e-3),
+    ("complex64", 4096, TOL),
+]  # fmt: skip
 
 
 def _path(text: str) -> str:
@@ -201,13 +206,20 @@ def dtype_products(rows: list, progress) -> None:
     for name, gpu_n, tol in DTYPE_PRODUCTS:
         n = gpu_n if on_gpu() else 16
         row = {"name": f"matmul {name} {n}", "unit": "TFLOP/s", "lower_is_better": False}
-        a, b = tp.rand(n, n).to(name), tp.rand(n, n).to(name)
-        ha, hb = (t.float().numpy() for t in (a, b))  # exact: every value is the dtype's
         sample = np.unique(np.linspace(0, n - 1, 8).astype(np.int64))
-        ref = _reference(ha[sample], hb)
-        err_of = lambda got: _rel_err(np.asarray(got, np.float64)[sample], ref)  # noqa: B023 (used in this pass)
-        tflops = lambda ms: 2.0 * n**3 / 1e12 / (ms / 1e3)  # noqa: B023
-        to_host = lambda t: t.to("float64").numpy()
+        if name.startswith("complex"):  # random real and imaginary parts; 8 real flops per complex product
+            rng = np.random.default_rng(3)
+            ha, hb = (rng.random((n, n)) + 1j * rng.random((n, n)) for _ in range(2))
+            ha, hb = ha.astype(name), hb.astype(name)
+            a, b = tp.asarray(ha), tp.asarray(hb)
+            ref, flops, wide = ha[sample].astype(np.complex128) @ hb.astype(np.complex128), 8.0 * n**3, np.complex128
+        else:
+            a, b = tp.rand(n, n).to(name), tp.rand(n, n).to(name)
+            ha, hb = (t.float().numpy() for t in (a, b))  # exact: every value is the dtype's
+            ref, flops, wide = _reference(ha[sample], hb), 2.0 * n**3, np.float64
+        err_of = lambda got: _rel_err(np.asarray(got, wide)[sample], ref)  # noqa: B023 (used in this pass)
+        tflops = lambda ms: flops / 1e12 / (ms / 1e3)  # noqa: B023
+        to_host = lambda t: t.to(wide.__name__).numpy()  # noqa: B023
         checked_figure(
             row, "tensorplay", partial(operator.matmul, a, b), to_host, err_of, tol, tp_events(), tp.cuda.synchronize,
             tflops,
@@ -218,7 +230,8 @@ def dtype_products(rows: list, progress) -> None:
         path = _path(tp.backends.matmul.explain(n, n, n, dtype=name))
         if torch is not None:
             ta, tb = (torch.from_numpy(h).cuda().to(getattr(torch, name)) for h in (ha, hb))
-            fn, to_host = partial(operator.matmul, ta, tb), lambda t: t.double().cpu().numpy()
+            fn = partial(operator.matmul, ta, tb)
+            to_host = lambda t: t.to(getattr(torch, wide.__name__)).cpu().numpy()  # noqa: B023
             checked_figure(row, "torch", fn, to_host, err_of, tol, torch_events(torch), torch.cuda.synchronize, tflops)
             del ta, tb, fn
             torch.cuda.empty_cache()
