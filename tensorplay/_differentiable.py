@@ -6,6 +6,11 @@ then records a node whose backward gives the gradient of every input that
 needs one; composite ops (``nn.functional``) are built from these, so they
 carry no gradient code of their own, except the two a training step spends
 most nodes on, ``linear`` and ``mse_loss``, which are primitives here.
+
+Complex tensors follow PyTorch's convention (``_tape``): the products' backwards
+take the conjugates of the other operands (``g @ b^H`` for ``a @ b``), and a
+real input of a complex result gets the real part of its gradient
+(``_grad_for``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import weakref
 
 from . import _ops as ops
 from . import _reduce
+from ._complex import imag_part, real_part
 from ._grad_mode import is_grad_enabled, no_grad
 from ._matmul import matmul as _matmul
 from ._shape import broadcast_shapes
@@ -30,7 +36,8 @@ def tracked(x) -> bool:
 
 
 def _grad_for(g, x):
-    """``g`` as the gradient of ``x``: summed to its shape, in its dtype; None for numbers."""
+    """``g`` as the gradient of ``x``: summed to its shape, in its dtype (a
+    complex ``g`` of a real ``x``: its real part); None for numbers."""
     if not needs_grad(x):
         return None
     g = sum_to(g, x.shape)
@@ -78,7 +85,7 @@ def binary(op: str, a, b):
         out = ops.binary(op, a, b)
     entry = ew.OPS[op]
     backward = entry.backward
-    if backward is None or out.dtype.kind != "f":  # comparisons, logic, //, %: no gradient
+    if backward is None or out.dtype.kind not in "fc":  # comparisons, logic, //, %: no gradient
         return out
     saved = _Saved(out) if entry.uses_result else None
 
@@ -97,7 +104,7 @@ def unary(op: str, x):
         out = ops.unary(op, x)
     entry = ew.OPS[op]
     backward = entry.backward
-    if backward is None or out.dtype.kind != "f":
+    if backward is None or out.dtype.kind not in "fc":
         return out
     saved = _Saved(out) if entry.uses_result else None
 
@@ -142,7 +149,7 @@ def copy(x, dtype=None):
     """``x.clone()`` (or ``x.to(dtype)``): the gradient passes back unchanged."""
     with no_grad():
         out = ops.copy(Tensor._empty(x.shape, x.dtype if dtype is None else dtype), x)
-    if out.dtype.kind != "f":
+    if out.dtype.kind not in "fc":
         return out
     return record("CloneBackward" if dtype is None else "ToCopyBackward", out, (x,), lambda gs: (_grad_for(gs[0], x),))
 
@@ -152,9 +159,9 @@ def copy(x, dtype=None):
 
 def reduce(op: str, x, dim, keepdim: bool):
     if not is_grad_enabled():
-        return _reduce.reduce(op, x, dim, keepdim)
+        return _reduced(op, x, dim, keepdim)
     with no_grad():
-        out = _reduce.reduce(op, x, dim, keepdim)
+        out = _reduced(op, x, dim, keepdim)
     dims = _reduce.reduce_dims(x, dim)
     kept = tuple(1 if i in dims else d for i, d in enumerate(x.shape))
     count = max(x.numel(), 1) // max(out.numel(), 1)
@@ -172,6 +179,20 @@ def reduce(op: str, x, dim, keepdim: bool):
     return record(f"{op.capitalize()}Backward", out, (x,), grads)
 
 
+def _reduced(op: str, x, dim, keepdim: bool):
+    """``_reduce.reduce``; for a complex tensor (sum and mean) those of its real
+    and imaginary parts, put together (the reduction kernels are real ones)."""
+    if x.dtype.kind != "c":
+        return _reduce.reduce(op, x, dim, keepdim)
+    if op not in ("sum", "mean"):
+        raise TypeError(f"{op}() is not defined for complex tensors (they have no order), got {x.dtype}")
+    real, imag = (_reduce.reduce(op, part(x), dim, keepdim) for part in (real_part, imag_part))
+    out = Tensor._empty(real.shape, x.dtype)
+    real_part(out).copy_(real)
+    imag_part(out).copy_(imag)
+    return out
+
+
 def matmul(a, b):
     if not is_grad_enabled():
         return _matmul(a, b)
@@ -183,8 +204,8 @@ def matmul(a, b):
         b2 = b if b.ndim > 1 else b.unsqueeze(-1)
         batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
         g = gs[0].reshape(tuple(batch) + (a2.shape[-2], b2.shape[-1]))
-        ga = sum_to(g @ b2.transpose(-1, -2), a2.shape).reshape(a.shape) if needs_grad(a) else None
-        gb = sum_to(a2.transpose(-1, -2) @ g, b2.shape).reshape(b.shape) if needs_grad(b) else None
+        ga = sum_to(g @ _adjoint(b2), a2.shape).reshape(a.shape) if needs_grad(a) else None
+        gb = sum_to(_adjoint(a2) @ g, b2.shape).reshape(b.shape) if needs_grad(b) else None
         return _grad_for(ga, a) if ga is not None else None, _grad_for(gb, b) if gb is not None else None
 
     return record("MmBackward", out, (a, b), grads)
@@ -203,10 +224,10 @@ def linear(x, weight, bias):
 
     def grads(gs):
         g = gs[0]
-        gx = g @ weight if needs_grad(x) else None
+        gx = g @ _conj(weight) if needs_grad(x) else None
         rows = _rows(g) if needs_grad(weight) or needs_grad(bias) else None
-        gw = rows.t() @ _rows(x) if needs_grad(weight) else None
-        gb = rows.sum(0) if needs_grad(bias) else None
+        gw = rows.t() @ _conj(_rows(x)) if needs_grad(weight) else None
+        gb = sum_to(rows, bias.shape) if needs_grad(bias) else None
         return tuple(None if gr is None else _grad_for(gr, t) for gr, t in ((gx, x), (gw, weight), (gb, bias)))
 
     return record("AddmmBackward" if bias is not None else "MmBackward", out, (x, weight, bias), grads)
@@ -215,6 +236,16 @@ def linear(x, weight, bias):
 def _rows(t):
     """``t`` as a matrix of its last dimension's rows (itself when 2-D)."""
     return t if len(t.shape) == 2 else t.reshape(-1, t.shape[-1])
+
+
+def _conj(t):
+    """The conjugate of a complex tensor; a real one itself (no copy)."""
+    return t.conj() if t.dtype.kind == "c" else t
+
+
+def _adjoint(t):
+    """The conjugate transpose of each matrix of ``t`` (the transpose of a real one)."""
+    return _conj(t.transpose(-1, -2))
 
 
 def mse_loss(input, target, reduction: str):  # noqa: A002 (PyTorch's name)

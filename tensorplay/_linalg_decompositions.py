@@ -1,8 +1,10 @@
 """Decompositions: ``eigh`` and ``eigvalsh`` (Hermitian), ``svd`` and
-``svdvals``, ``qr``, each differentiable (real dtypes) with its backward
-beside it, the formulas of PyTorch's ``FunctionsManual.cpp``: they assume
-distinct eigenvalues (singular values), and for the SVD of a non-square
-matrix full rank.
+``svdvals``, ``qr``, each differentiable with its backward beside it, the
+formulas of PyTorch's ``FunctionsManual.cpp``: they assume distinct
+eigenvalues (singular values), and for the SVD of a non-square matrix full
+rank. For complex matrices they are written with conjugate transposes; the
+vectors are then defined up to a phase each, and a loss must not depend on
+those phases (``|v|**2`` does not) for its gradient to mean anything.
 """
 
 from __future__ import annotations
@@ -11,7 +13,18 @@ from typing import NamedTuple
 
 from ._creation_functions import eye, tril, triu
 from ._grad_mode import no_grad
-from ._linalg_lapack import NO_CONVERGENCE, eigen, float_dtype, grad_for, householder, kept, matrices, settle, singular
+from ._linalg_lapack import (
+    NO_CONVERGENCE,
+    adjoint,
+    eigen,
+    float_dtype,
+    grad_for,
+    householder,
+    kept,
+    matrices,
+    settle,
+    singular,
+)
 from ._linalg_solve import solve
 from ._manipulation_functions import concat
 from ._tape import needs_grad, record
@@ -34,10 +47,6 @@ class SVDResult(NamedTuple):
 class QRResult(NamedTuple):
     Q: Tensor
     R: Tensor
-
-
-def _mt(x: Tensor) -> Tensor:
-    return x.transpose(-1, -2)
 
 
 def _uplo(fn: str, uplo: str) -> bool:
@@ -72,14 +81,14 @@ def eigh(x: Tensor, /, UPLO: str = "L") -> EighResult:  # noqa: N803 (PyTorch's 
         return EighResult(values, vectors)
     again = kept((values, vectors), lambda: tuple(eigh(x, UPLO)))
 
-    def grads(gs):  # gA = V (diag(gw) + skew(V^T gV) / E) V^T, E_ij = w_j - w_i (1 on the diagonal)
+    def grads(gs):  # gA = V (diag(gw) + skew(V^H gV) / E) V^H, E_ij = w_j - w_i (1 on the diagonal)
         w, v = again()
         gw, gv = gs
         one = eye(x.shape[-1], dtype=w.dtype)
-        inner = _mt(v) @ gv
+        inner = adjoint(v) @ gv
         gaps = w.unsqueeze(-2) - w.unsqueeze(-1) + one
-        middle = 0.5 * (inner - _mt(inner)) / gaps + gw.unsqueeze(-2) * one
-        return (grad_for(v @ middle @ _mt(v), x),)
+        middle = 0.5 * (inner - adjoint(inner)) / gaps + gw.unsqueeze(-2) * one
+        return (grad_for(v @ middle @ adjoint(v), x),)
 
     values, vectors = record("LinalgEighBackward", (values, vectors), (x,), grads)
     return EighResult(values, vectors)
@@ -144,20 +153,22 @@ def svd(x: Tensor, /, full_matrices: bool = True, *, driver=None) -> SVDResult:
 
 
 def _svd_backward(gu: Tensor, gs: Tensor, gvh: Tensor, u: Tensor, s: Tensor, vh: Tensor) -> Tensor:
-    """The gradient of A = U diag(S) Vh (reduced, real), as PyTorch's svd_backward."""
+    """The gradient of A = U diag(S) Vh (reduced), as PyTorch's svd_backward."""
     m, n = u.shape[-2], vh.shape[-1]
     one = eye(s.shape[-1], dtype=s.dtype)
-    inner_u, inner_v = _mt(u) @ gu, vh @ _mt(gvh)
-    skew_u, skew_v = inner_u - _mt(inner_u), inner_v - _mt(inner_v)
+    inner_u, inner_v = adjoint(u) @ gu, vh @ adjoint(gvh)
+    skew_u, skew_v = inner_u - adjoint(inner_u), inner_v - adjoint(inner_v)
     squares = s * s
     gaps = squares.unsqueeze(-2) - squares.unsqueeze(-1) + one  # E_jk = S_k^2 - S_j^2, 1 on the diagonal
     middle = (skew_u * s.unsqueeze(-2) + s.unsqueeze(-1) * skew_v) / gaps + gs.unsqueeze(-2) * one
-    if m > n:  # + (I - U U^T) gU S^-1, then V^T
+    if u.dtype.kind == "c":  # the imaginary diagonal of skew(U^H gU) (0 for real matrices), over 2 S
+        middle = middle + skew_u * one / (2 * s.unsqueeze(-2))
+    if m > n:  # + (I - U U^H) gU S^-1, then V^H
         scaled = gu / s.unsqueeze(-2)
-        return (u @ middle + scaled - u @ (_mt(u) @ scaled)) @ vh
-    if m < n:  # + S^-1 gVh (I - V V^T), after U
+        return (u @ middle + scaled - u @ (adjoint(u) @ scaled)) @ vh
+    if m < n:  # + S^-1 gVh (I - V V^H), after U
         scaled = gvh / s.unsqueeze(-1)
-        return u @ (middle @ vh + scaled - (scaled @ _mt(vh)) @ vh)
+        return u @ (middle @ vh + scaled - (scaled @ adjoint(vh)) @ vh)
     return u @ middle @ vh
 
 
@@ -232,15 +243,18 @@ def qr(x: Tensor, /, *, mode: str = "reduced") -> QRResult:
 
 
 def _qr_backward(gq: Tensor, gr: Tensor, q: Tensor, r: Tensor) -> Tensor:
-    """The gradient of A = Q R (real), as PyTorch's linalg_qr_backward."""
+    """The gradient of A = Q R, as PyTorch's linalg_qr_backward."""
     m, n = q.shape[-2], r.shape[-1]
-    inner = gr @ _mt(r) - _mt(q) @ gq
-    if m >= n:  # gA = (Q syminvadj(triu(inner)) + gQ) R^-T
+    inner = gr @ adjoint(r) - adjoint(q) @ gq
+    if m >= n:  # gA = (Q syminvadj(triu(inner)) + gQ) R^-H, syminvadj(X) = X + X^H with Re(diag(X)) halved
         upper = triu(inner)
-        one = eye(upper.shape[-1], dtype=upper.dtype)
-        ga = q @ (upper + _mt(upper) - upper * one) + gq
-        return _mt(solve(r, _mt(ga)))
-    lower = tril(_mt(inner) - inner)  # of -inner: tril(X - X^T)
-    ga = _mt(solve(r.narrow(-1, 0, m), _mt(q @ lower)))
+        diagonal = upper * eye(n, dtype=upper.dtype)
+        real_diagonal = diagonal if upper.dtype.kind != "c" else 0.5 * (diagonal + diagonal.conj())
+        ga = q @ (upper + adjoint(upper) - real_diagonal) + gq
+        return adjoint(solve(r, adjoint(ga)))
+    lower = tril(adjoint(inner) - inner)  # of -inner: tril(X - X^H), its (imaginary) diagonal halved
+    if lower.dtype.kind == "c":
+        lower = lower - 0.5 * lower * eye(m, dtype=lower.dtype)
+    ga = adjoint(solve(r.narrow(-1, 0, m), adjoint(q @ lower)))
     pad = Tensor._empty(tuple(ga.shape[:-1]) + (n - m,), ga.dtype).zero_()
     return concat([ga, pad], axis=-1) + q @ gr

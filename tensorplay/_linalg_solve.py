@@ -1,7 +1,9 @@
 """Linear systems and what LU and Cholesky give: ``solve``, ``inv``, ``det``,
 ``slogdet``, ``cholesky``, and PyTorch's ``solve_triangular`` and the ``_ex``
 forms that return ``info`` instead of raising (``solve_ex``, ``inv_ex``,
-``cholesky_ex``), each differentiable with its backward beside it.
+``cholesky_ex``), each differentiable with its backward beside it, for real
+and complex matrices (the backwards are written with conjugate transposes,
+``adjoint``: PyTorch's gradients).
 
 Each backward keeps its forward's result detached and, when a gradient of the
 gradient is asked for (``create_graph=True``), recomputes it from the inputs
@@ -16,11 +18,12 @@ from typing import NamedTuple
 from . import _dtype as dt
 from ._complex import imag_part, real_part
 from ._creation_functions import arange, eye, tril, triu
-from ._elementwise_functions import atan2, cos, log, sign, sin
+from ._elementwise_functions import atan2, cos, imag, log, sign, sin
 from ._grad_mode import no_grad
 from ._linalg_lapack import (
     NOT_POSITIVE,
     SINGULAR,
+    adjoint,
     cholesky_factor,
     float_dtype,
     grad_for,
@@ -99,11 +102,11 @@ def _solve(fn: str, a: Tensor, b: Tensor, check: bool) -> tuple[Tensor, Tensor]:
         return x, info
     again = kept(x, lambda: solve(a, b))
 
-    def grads(gs):  # gB = A^-T gX, gA = -gB X^T
+    def grads(gs):  # gB = A^-H gX, gA = -gB X^H
         x = again()
         g = gs[0].unsqueeze(-1) if vector else gs[0]
-        gb = solve(a.transpose(-1, -2), g)
-        ga = -(gb @ (x.unsqueeze(-2) if vector else x.transpose(-1, -2))) if needs_grad(a) else None
+        gb = solve(adjoint(a), g)
+        ga = -(gb @ adjoint(x.unsqueeze(-1) if vector else x)) if needs_grad(a) else None
         return grad_for(ga, a) if ga is not None else None, grad_for(gb.squeeze(-1) if vector else gb, b)
 
     return record("LinalgSolveBackward", x, (a, b), grads), info
@@ -164,9 +167,9 @@ def _inv(fn: str, x: Tensor, check: bool) -> tuple[Tensor, Tensor]:
         return y, info
     again = kept(y, lambda: inv(x))
 
-    def grads(gs):  # gA = -Y^T gY Y^T
-        yt = again().transpose(-1, -2)
-        return (grad_for(-(yt @ gs[0] @ yt), x),)
+    def grads(gs):  # gA = -Y^H gY Y^H
+        yh = adjoint(again())
+        return (grad_for(-(yh @ gs[0] @ yh), x),)
 
     return record("LinalgInvExBackward", y, (x,), grads), info
 
@@ -216,9 +219,10 @@ def det(x: Tensor, /) -> Tensor:
         return out
     again = kept(out, lambda: det(x))
 
-    def grads(gs):  # gA = g det(A) A^-T
-        scale = (gs[0] * again()).unsqueeze(-1).unsqueeze(-1)
-        return (grad_for(scale * inv(x).transpose(-1, -2), x),)
+    def grads(gs):  # gA = g conj(det(A)) A^-H
+        d = again()
+        scale = (gs[0] * (d.conj() if d.dtype.kind == "c" else d)).unsqueeze(-1).unsqueeze(-1)
+        return (grad_for(scale * adjoint(inv(x)), x),)
 
     return record("LinalgDetBackward", out, (x,), grads)
 
@@ -247,9 +251,13 @@ def slogdet(x: Tensor, /) -> SlogdetResult:
             sgn = prod(sign(diag), axis=-1) * (1 - 2 * odd.to(dtype))
     if not needs_grad(x):
         return SlogdetResult(sgn, logabsdet)
+    again = kept(sgn, lambda: slogdet(x).sign)
 
-    def grads(gs):  # d logabsdet = A^-T; the sign is locally constant
-        return (grad_for(gs[1].unsqueeze(-1).unsqueeze(-1) * inv(x).transpose(-1, -2), x),)
+    def grads(gs):  # d log det = tr(A^-1 dA): logabsdet moves by its real part, a complex sign's angle by its imaginary
+        g = gs[1]
+        if dtype.kind == "c":  # (a real sign is locally constant)
+            g = g - 1j * imag(gs[0].conj() * again())
+        return (grad_for(g.unsqueeze(-1).unsqueeze(-1) * adjoint(inv(x)), x),)
 
     sgn, logabsdet = record("LinalgSlogdetBackward", (sgn, logabsdet), (x,), grads)
     return SlogdetResult(sgn, logabsdet)
@@ -293,11 +301,11 @@ def _cholesky(fn: str, x: Tensor, upper: bool, check: bool) -> tuple[Tensor, Ten
     again = kept(factor, lambda: cholesky(x, upper=upper))
 
     def grads(gs):  # Murray (2016): gA = L^-H Phi(L^H gL) L^-1, Phi: the lower triangle, its diagonal halved
-        low = again().transpose(-1, -2) if upper else again()
-        g = gs[0].transpose(-1, -2) if upper else gs[0]
-        phi = tril(low.transpose(-1, -2) @ g)
-        phi = 0.5 * (phi + tril(phi, -1).transpose(-1, -2))
-        left = solve(low.transpose(-1, -2), phi)  # L^-H Phi
-        return (grad_for(solve(low.transpose(-1, -2), left.transpose(-1, -2)).transpose(-1, -2), x),)
+        low = adjoint(again()) if upper else again()
+        g = adjoint(gs[0]) if upper else gs[0]
+        phi = tril(adjoint(low) @ g)
+        phi = 0.5 * (phi + adjoint(tril(phi, -1)))
+        left = solve(adjoint(low), phi)  # L^-H Phi
+        return (grad_for(adjoint(solve(adjoint(low), adjoint(left))), x),)
 
     return record("LinalgCholeskyExBackward", factor, (x,), grads), info

@@ -5,10 +5,18 @@ A tensor that requires grad carries a ``Meta``: a leaf's holds its ``grad``; a
 result's points at the ``Node`` of the op that made it. A node keeps its
 backward function (the gradients of the op's inputs from those of its outputs)
 and the metas of the inputs it sends gradients to.
+
+Real floating-point and complex tensors take part. For a complex tensor
+``z = a + ib`` the gradient is PyTorch's, the conjugate Wirtinger derivative
+scaled by two: for a real loss ``L`` it is ``dL/da + i dL/db``, so that
+``dL = Re(sum(conj(grad) * dz))``; a holomorphic ``f`` sends ``g`` back as
+``g * conj(f'(z))``, and a real input of a complex result gets the real part
+of what reaches it.
 """
 
 from __future__ import annotations
 
+from ._dtype import real_dtype
 from ._grad_mode import is_grad_enabled, set_grad_enabled
 
 __all__ = ["Meta", "Node", "needs_grad", "record", "refuse_in_place", "run_backward", "sum_to"]
@@ -54,7 +62,10 @@ def needs_grad(t) -> bool:
 def record(name: str, outputs, inputs, backward):
     """Attach a node to ``outputs`` (a tensor or a tuple) if grad mode is on and
     any of ``inputs`` requires grad; ``backward`` maps the output gradients (a
-    tuple) to one gradient (or None) per input. Returns ``outputs``."""
+    tuple) to one gradient (or None) per input. Returns ``outputs``.
+
+    The real floating-point and complex outputs get gradients; integer and
+    bool ones (indices, masks) do not."""
     if not is_grad_enabled():
         return outputs
     metas = tuple(t._ag if needs_grad(t) else None for t in inputs)
@@ -63,7 +74,7 @@ def record(name: str, outputs, inputs, backward):
     outs = outputs if isinstance(outputs, tuple) else (outputs,)
     node = Node(name, backward, metas, tuple((o.shape, o.dtype) for o in outs))
     for i, o in enumerate(outs):
-        if o.dtype.kind == "f":
+        if o.dtype.kind in "fc":
             o._ag = Meta(True, node, i)
     return outputs
 
@@ -203,7 +214,18 @@ def sum_to(g, shape):
         return g
     lead = g.ndim - len(shape)
     dims = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
-    return (g.sum(dims, keepdim=True) if dims else g).reshape(shape)
+    if not dims:
+        return g.reshape(shape)
+    return (_complex_sum(g, dims) if g.dtype.kind == "c" else g.sum(dims, keepdim=True)).reshape(shape)
+
+
+def _complex_sum(g, dims):
+    """The sum of a complex ``g`` over ``dims`` (kept), as the sums of its real
+    and imaginary parts (``Tensor.sum`` reduces real tensors only), recorded
+    like any op when ``g`` requires grad."""
+    part = real_dtype(g.dtype)
+    real, imag = g.to(part).sum(dims, keepdim=True), (g * -1j).to(part).sum(dims, keepdim=True)
+    return real + imag * 1j
 
 
 def refuse_in_place(what: str, target, *sources) -> None:

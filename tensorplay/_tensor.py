@@ -491,7 +491,7 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
             raise RuntimeError(
                 "requires_grad can only be turned off on a leaf tensor; use .detach() for a tensor outside the graph"
             )
-        if requires_grad and self.dtype.kind != "f":
+        if requires_grad and self.dtype.kind not in "fc":
             raise TypeError(
                 f"only floating point tensors can require gradients, got {self.dtype}; "
                 "make it floating point first (dtype=tp.float32, or .float())"

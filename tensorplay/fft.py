@@ -33,9 +33,9 @@ backward is its adjoint, as PyTorch's (for complex tensors the gradient is
 the conjugate Wirtinger derivative, PyTorch's convention): the transform the
 other way with the same scale, cut or padded back to the input's lengths; the
 real part for a real input; for ``irfft``/``hfft`` an ``rfft`` with the
-entries that stand for two doubled. Complex results carry the gradient on to
-later transforms, ``.real`` and ``abs``; a gradient's backward is the
-transform itself, so ``create_graph=True`` works too.
+entries that stand for two doubled. Complex inputs and results take part in
+autograd like real ones (``x.requires_grad_()`` on a complex ``x`` too); a
+gradient's backward is the transform itself, so ``create_graph=True`` works too.
 
 Examples
 --------
@@ -60,9 +60,9 @@ from ._creation_functions import arange
 from ._device import check_device
 from ._fft_choice import Call, resolve
 from ._fft_ops import resize, transform
-from ._grad_mode import is_grad_enabled, no_grad
+from ._grad_mode import no_grad
 from ._manipulation_functions import concat, roll
-from ._tape import Meta, Node, needs_grad
+from ._tape import record
 from ._tensor import Tensor
 from .runtime.caches import BoundedCache
 
@@ -313,17 +313,12 @@ def _scaled(x: Tensor, c: Call) -> Tensor:
 
 def _linear(name: str, x: Tensor, apply, adjoint) -> Tensor:
     """``apply(x)`` (a linear map), recorded for autograd with the backward
-    ``adjoint``, whose own backward is ``apply``: gradients of gradients too.
-    The node is made here, not by ``_tape.record``, which gives gradients to
-    real results only."""
-    out = apply(x)
-    if is_grad_enabled() and needs_grad(x):
+    ``adjoint``, whose own backward is ``apply``: gradients of gradients too."""
 
-        def backward(gs):
-            return (_linear(name.replace("Backward", "BackwardBackward", 1), gs[0], adjoint, apply),)
+    def backward(gs):
+        return (_linear(name.replace("Backward", "BackwardBackward", 1), gs[0], adjoint, apply),)
 
-        out._ag = Meta(True, Node(name, backward, (x._ag,), ((out.shape, out.dtype),)), 0)
-    return out
+    return record(name, apply(x), (x,), backward)
 
 
 def _adjoint(g: Tensor, c: Call) -> Tensor:

@@ -31,6 +31,11 @@ def _roots(outputs, grad_outputs, what: str):
                 "call requires_grad_() on an input before computing it (and not under tp.no_grad())"
             )
         if g is None:
+            if out.dtype.kind == "c":
+                raise RuntimeError(
+                    f"{what}: a gradient can only be implied for a real output, got {out.dtype}; "
+                    "pass the gradient of the output explicitly, or make a real loss of it first (tp.real(y), y.abs())"
+                )
             if out.numel() != 1:
                 raise RuntimeError(
                     f"{what}: a gradient can only be implied for a one-element output, got shape {out.shape}; "

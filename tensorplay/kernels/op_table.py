@@ -9,7 +9,10 @@ functions (``_elementwise_functions.py``), the dtype checks (``_ops.py``), the k
 (``_differentiable.py``) are all derived from the entries, so adding an op is
 adding an entry here. Backwards take ``(g, *inputs, out)`` and return a
 gradient per input (None for none); they use only the tensors' own methods, so
-this file imports nothing of tensorplay.
+this file imports nothing of tensorplay. For complex operands they give
+PyTorch's gradient (``_tape``): a holomorphic op's is ``g`` times the
+conjugate of its derivative (``_conj``), and ``abs``, ``sign``, ``real``,
+``imag`` and ``conj``, which are not holomorphic, have their own.
 
 The device functions and their special cases (the array API standard's:
 signed zeros, NaN, infinities) are in ``kernels/scalar_math.py``: one
@@ -25,6 +28,7 @@ Examples
 
 from __future__ import annotations
 
+import cmath
 import math
 from dataclasses import dataclass
 
@@ -109,8 +113,45 @@ def _binary(name, fn, result="same", backward=None, **kw) -> Op:
 # -- backwards ----------------------------------------------------------------------------------
 
 
+def _conj(x):
+    """The conjugate of a complex tensor or number; anything real as it is (no
+    copy): the factor a holomorphic op's backward multiplies ``g`` by."""
+    if isinstance(x, complex):
+        return x.conjugate()
+    return x.conj() if getattr(getattr(x, "dtype", None), "kind", "") == "c" else x
+
+
 def _sign(x):
+    """The direction of ``x``: -1, 0 or 1, and ``x / |x|`` (0 at 0) for a complex ``x``."""
+    if x.dtype.kind == "c":
+        return x.sign()
     return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+def _rsqrt_grads(g, x, out):
+    """d x^(-1/2) = -x^(-3/2) / 2: the result cubed (conjugated)."""
+    c = _conj(out)
+    return (g * -0.5 * c * c * c,)
+
+
+def _acosh_grads(g, x, out):
+    """d acosh(x) = 1 / sqrt(x^2 - 1) for real x; for complex x the principal
+    branch's 1 / (sqrt(x - 1) sqrt(x + 1)) (the square root of the product is
+    off by a sign where Re(x) < 0)."""
+    if x.dtype.kind == "c":
+        return (g / ((x - 1).sqrt() * (x + 1).sqrt()).conj(),)
+    return (g / (x * x - 1).sqrt(),)
+
+
+def _sign_grads(g, x, out):
+    """``sign`` is piecewise constant on the reals (gradient 0); for a complex ``x``
+    it is ``x / |x|``, whose gradient is ``(g - sgn^2 conj(g)) / (2 |x|)``, 0 at 0
+    (PyTorch's ``sgn_backward``)."""
+    if x.dtype.kind != "c":
+        return _zero(g, x, out)
+    magnitude, sgn = x.abs(), x.sign()
+    grad = (g - sgn * sgn * g.conj()) / (2 * _select(magnitude == 0, 1.0, magnitude))
+    return (_select(magnitude == 0, 0.0, grad),)
 
 
 def _select(cond, a, b):
@@ -128,7 +169,7 @@ def _zero(g, x, out):
 
 def _pow_base(g, a, b):
     """d(a ** b)/da = b a ** (b - 1), and 0 where b == 0 (not 0 * inf at a == 0)."""
-    ga = g * b * a ** (b - 1)
+    ga = g * _conj(b) * _conj(a ** (b - 1))
     if hasattr(b, "where"):
         return _select(b == 0, 0.0, ga)
     return g * 0.0 if b == 0 else ga
@@ -136,6 +177,8 @@ def _pow_base(g, a, b):
 
 def _pow_exponent(g, a, b, out):
     """d(a ** b)/db = a ** b log(a) for a > 0; 0 where a == 0 and b >= 0; NaN below."""
+    if out.dtype.kind == "c":
+        return _pow_exponent_complex(g, a, b, out)
     if not hasattr(a, "where"):
         if a > 0:
             return g * out * math.log(a)
@@ -145,6 +188,27 @@ def _pow_exponent(g, a, b, out):
     at_zero = (a == 0) & (b >= 0) if hasattr(b, "where") else (a == 0) if b >= 0 else None
     rest = math.nan if at_zero is None else _select(at_zero, g * 0.0, math.nan)
     return _select(positive, grad, rest)
+
+
+def _pow_exponent_complex(g, a, b, out):
+    """d(a ** b)/db = a ** b log(a), the principal logarithm of ``a`` as a
+    complex number (of a negative real base too); at a == 0, 0 where b is a
+    real number >= 0 and NaN elsewhere, as for real operands."""
+    ok = _nonnegative_real(b)
+    at_zero_value = _select(ok, g * 0.0, math.nan) if hasattr(ok, "where") else g * (0.0 if ok else math.nan)
+    if not hasattr(a, "where"):
+        return g * _conj(out * cmath.log(a)) if a != 0 else at_zero_value
+    at_zero = a == 0
+    base = a if a.dtype is out.dtype else a.to(out.dtype)
+    grad = g * _conj(out * _select(at_zero, 1.0, base).log())  # no log of 0
+    return _select(at_zero, at_zero_value, grad)
+
+
+def _nonnegative_real(b):
+    """Whether ``b`` (a number or a tensor, complex or not) is a real number >= 0."""
+    if isinstance(b, complex):
+        return b.imag == 0 and b.real >= 0
+    return b.abs() == b if hasattr(b, "abs") else b >= 0
 
 
 def _wants(x) -> bool:
@@ -158,11 +222,11 @@ def _sub_grads(g, a, b, out):
 
 
 def _mul_grads(g, a, b, out):
-    return g * b if _wants(a) else None, g * a if _wants(b) else None
+    return g * _conj(b) if _wants(a) else None, g * _conj(a) if _wants(b) else None
 
 
 def _div_grads(g, a, b, out):
-    return g / b if _wants(a) else None, -g * out / b if _wants(b) else None
+    return g / _conj(b) if _wants(a) else None, -g * _conj(out) / _conj(b) if _wants(b) else None
 
 
 def _pow(g, a, b, out):
@@ -218,25 +282,26 @@ OPS: dict[str, Op] = {
             "abs", lambda x: abs(x), "real", symbol="abs", backward=lambda g, x, out: (g * _sign(x),), kinds="iuhfc",
             aliases=("absolute",),
         ),
-        _unary("square", lambda x: x * x, backward=lambda g, x, out: (g * 2 * x,), kinds="iuhfc"),
-        _unary("sign", lambda x: sm.signum(x), backward=_zero, kinds="iuhfc"),
+        _unary("square", lambda x: x * x, backward=lambda g, x, out: (g * 2 * _conj(x),), kinds="iuhfc"),
+        _unary("sign", lambda x: sm.signum(x), backward=_sign_grads, kinds="iuhfc"),
         _unary(
-            "reciprocal", lambda x: sm.divide(sm.one(x), x), "float", lambda g, x, out: (-g * out * out,),
+            "reciprocal", lambda x: sm.divide(sm.one(x), x), "float", lambda g, x, out: (-g * _conj(out) * _conj(out),),
             uses_result=True, kinds="biuhfc",
         ),
         _unary(
-            "rsqrt", lambda x: sm.divide(sm.one(x), sm.sqrt(x)), "float",
-            lambda g, x, out: (g * -0.5 * out * out * out,), uses_result=True, kinds="biuhfc",
+            "rsqrt", lambda x: sm.divide(sm.one(x), sm.sqrt(x)), "float", _rsqrt_grads, uses_result=True,
+            kinds="biuhfc",
         ),
         # (of a real tensor: itself, its real part, no imaginary part)
         _unary(
-            "conj", lambda x: x.conjugate(), backward=lambda g, x, out: (g,), kinds="biuhfc", instead=("biuhf", "copy"),
+            "conj", lambda x: x.conjugate(), backward=lambda g, x, out: (_conj(g),), kinds="biuhfc",
+            instead=("biuhf", "copy"),
         ),
         _unary(
             "real", lambda x: x.real, "real", lambda g, x, out: (g,), method=None, kinds="biuhfc",
             instead=("biuhf", "copy"),
         ),  # (PyTorch's Tensor.real is a property)
-        _unary("imag", lambda x: x.imag, "real", method=None, kinds="c"),
+        _unary("imag", lambda x: x.imag, "real", lambda g, x, out: (g * 1j,), method=None, kinds="c"),
         # -- rounding: integers are their own floor, ceil, trunc and round
         _unary("floor", lambda x: sm.floor(x), backward=_zero, kinds="iuhf", instead=("iu", "copy")),
         _unary("ceil", lambda x: sm.ceil(x), backward=_zero, kinds="iuhf", instead=("iu", "copy")),
@@ -245,54 +310,57 @@ OPS: dict[str, Op] = {
         ),
         _unary("round", lambda x: sm.round_(x), backward=_zero, kinds="iuhfc", instead=("iu", "copy")),
         # -- exponentials and logarithms
-        _unary("exp", lambda x: sm.exp(x), "float", lambda g, x, out: (g * out,), uses_result=True, kinds="biuhfc"),
         _unary(
-            "expm1", lambda x: sm.expm1(x), "float", lambda g, x, out: (g * (out + 1),), uses_result=True,
+            "exp", lambda x: sm.exp(x), "float", lambda g, x, out: (g * _conj(out),), uses_result=True, kinds="biuhfc",
+        ),
+        _unary(
+            "expm1", lambda x: sm.expm1(x), "float", lambda g, x, out: (g * _conj(out + 1),), uses_result=True,
             kinds="biuhfc",
         ),
-        _unary("log", lambda x: sm.log(x), "float", lambda g, x, out: (g / x,), kinds="biuhfc"),
-        _unary("log1p", lambda x: sm.log1p(x), "float", lambda g, x, out: (g / (x + 1),), kinds="biuhfc"),
-        _unary("log2", lambda x: sm.log2(x), "float", lambda g, x, out: (g / (x * sm.LN2),), kinds="biuhfc"),
-        _unary("log10", lambda x: sm.log10(x), "float", lambda g, x, out: (g / (x * sm.LN10),), kinds="biuhfc"),
+        _unary("log", lambda x: sm.log(x), "float", lambda g, x, out: (g / _conj(x),), kinds="biuhfc"),
+        _unary("log1p", lambda x: sm.log1p(x), "float", lambda g, x, out: (g / _conj(x + 1),), kinds="biuhfc"),
+        _unary("log2", lambda x: sm.log2(x), "float", lambda g, x, out: (g / _conj(x * sm.LN2),), kinds="biuhfc"),
         _unary(
-            "sqrt", lambda x: sm.sqrt(x), "float", lambda g, x, out: (g * 0.5 / out,), uses_result=True,
+            "log10", lambda x: sm.log10(x), "float", lambda g, x, out: (g / _conj(x * sm.LN10),), kinds="biuhfc",
+        ),
+        _unary(
+            "sqrt", lambda x: sm.sqrt(x), "float", lambda g, x, out: (g * 0.5 / _conj(out),), uses_result=True,
             kinds="biuhfc",
         ),
         # -- trigonometric and hyperbolic
-        _unary("sin", lambda x: sm.sin(x), "float", lambda g, x, out: (g * x.cos(),), kinds="biuhfc"),
-        _unary("cos", lambda x: sm.cos(x), "float", lambda g, x, out: (-g * x.sin(),), kinds="biuhfc"),
+        _unary("sin", lambda x: sm.sin(x), "float", lambda g, x, out: (g * _conj(x.cos()),), kinds="biuhfc"),
+        _unary("cos", lambda x: sm.cos(x), "float", lambda g, x, out: (-g * _conj(x.sin()),), kinds="biuhfc"),
         _unary(
-            "tan", lambda x: sm.tan(x), "float", lambda g, x, out: (g * (1 + out * out),), uses_result=True,
+            "tan", lambda x: sm.tan(x), "float", lambda g, x, out: (g * _conj(1 + out * out),), uses_result=True,
             kinds="biuhfc",
         ),
         _unary(
-            "asin", lambda x: sm.asin(x), "float", lambda g, x, out: (g / (1 - x * x).sqrt(),), kinds="biuhfc",
+            "asin", lambda x: sm.asin(x), "float", lambda g, x, out: (g / _conj((1 - x * x).sqrt()),), kinds="biuhfc",
             aliases=("arcsin",),
         ),
         _unary(
-            "acos", lambda x: sm.acos(x), "float", lambda g, x, out: (-g / (1 - x * x).sqrt(),), kinds="biuhfc",
+            "acos", lambda x: sm.acos(x), "float", lambda g, x, out: (-g / _conj((1 - x * x).sqrt()),), kinds="biuhfc",
             aliases=("arccos",),
         ),
         _unary(
-            "atan", lambda x: sm.atan(x), "float", lambda g, x, out: (g / (1 + x * x),), kinds="biuhfc",
+            "atan", lambda x: sm.atan(x), "float", lambda g, x, out: (g / _conj(1 + x * x),), kinds="biuhfc",
             aliases=("arctan",),
         ),
-        _unary("sinh", lambda x: sm.sinh(x), "float", lambda g, x, out: (g * x.cosh(),), kinds="biuhfc"),
-        _unary("cosh", lambda x: sm.cosh(x), "float", lambda g, x, out: (g * x.sinh(),), kinds="biuhfc"),
+        _unary("sinh", lambda x: sm.sinh(x), "float", lambda g, x, out: (g * _conj(x.cosh()),), kinds="biuhfc"),
+        _unary("cosh", lambda x: sm.cosh(x), "float", lambda g, x, out: (g * _conj(x.sinh()),), kinds="biuhfc"),
         _unary(
-            "tanh", lambda x: sm.tanh(x), "float", lambda g, x, out: (g * (1 - out * out),), uses_result=True,
+            "tanh", lambda x: sm.tanh(x), "float", lambda g, x, out: (g * _conj(1 - out * out),), uses_result=True,
             kinds="biuhfc",
         ),
         _unary(
-            "asinh", lambda x: sm.asinh(x), "float", lambda g, x, out: (g / (x * x + 1).sqrt(),), kinds="biuhfc",
-            aliases=("arcsinh",),
+            "asinh", lambda x: sm.asinh(x), "float", lambda g, x, out: (g / _conj((x * x + 1).sqrt()),),
+            kinds="biuhfc", aliases=("arcsinh",),
         ),
         _unary(
-            "acosh", lambda x: sm.acosh(x), "float", lambda g, x, out: (g / (x * x - 1).sqrt(),), kinds="biuhfc",
-            aliases=("arccosh",),
+            "acosh", lambda x: sm.acosh(x), "float", _acosh_grads, kinds="biuhfc", aliases=("arccosh",),
         ),
         _unary(
-            "atanh", lambda x: sm.atanh(x), "float", lambda g, x, out: (g / (1 - x * x),), kinds="biuhfc",
+            "atanh", lambda x: sm.atanh(x), "float", lambda g, x, out: (g / _conj(1 - x * x),), kinds="biuhfc",
             aliases=("arctanh",),
         ),
         # -- special functions
