@@ -469,7 +469,7 @@ class Sizes:
     tg_n: int
     tg_k: int
     tg_nu: float
-    tg_steps: int  # the fine run's steps to t = 1 (the coarse run takes half as many)
+    tg_steps: int  # the fine run's steps to t = 1 (the coarse run takes half as many): stable at n/3 modes
     shear_n: int
     shear_rho: float
     shear_t: float  # the shear layer's end time (2π: the unit box's t = 1)
@@ -483,7 +483,7 @@ class Sizes:
             return cls(n, 2, 0.05, 20, n, 30.0, np.pi / 2, steps or 16, 1)
         n = n or 512
         steps = steps or 3 * n
-        return cls(n, 8, 0.01, n, n, 80.0, 2 * np.pi, steps, max(1, steps // 256))
+        return cls(n, 8, 0.01, max(n, 256), n, 80.0, 2 * np.pi, steps, max(1, steps // 256))
 
 
 def _solved(version: str, flow: Flow, dtype: str, every: int) -> tuple[Solver, float]:
