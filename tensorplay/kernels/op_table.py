@@ -194,10 +194,12 @@ def _pow_exponent_complex(g, a, b, out):
     """d(a ** b)/db = a ** b log(a), the principal logarithm of ``a`` as a
     complex number (of a negative real base too); at a == 0, 0 where b is a
     real number >= 0 and NaN elsewhere, as for real operands."""
+    if not hasattr(a, "where") and a != 0:
+        return g * _conj(out * cmath.log(a))
     ok = _nonnegative_real(b)
     at_zero_value = _select(ok, g * 0.0, math.nan) if hasattr(ok, "where") else g * (0.0 if ok else math.nan)
     if not hasattr(a, "where"):
-        return g * _conj(out * cmath.log(a)) if a != 0 else at_zero_value
+        return at_zero_value
     at_zero = a == 0
     base = a if a.dtype is out.dtype else a.to(out.dtype)
     grad = g * _conj(out * _select(at_zero, 1.0, base).log())  # no log of 0
