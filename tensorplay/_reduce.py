@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import _dtype as dt
+from ._complex import imag_part, real_part
 from ._ops import fill
 from ._shape import contiguous_strides, is_contiguous, view_strides
 from ._tensor import Tensor
@@ -103,6 +104,8 @@ _REDUCE_PLANS = BoundedCache("reduce.plans", 4096)  # (op, dtype, shape, strides
 
 def reduce(op: str, x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """``sum``, ``prod``, ``mean``, ``max`` or ``min`` over ``dim`` (all dimensions if None)."""
+    if x.dtype.kind == "c":
+        return _complex_reduce(op, x, dim, keepdim)
     fuser = current_fuser()  # tp.compile's fusion pass, while it traces
     if fuser is not None:
         fused = fuser.reduce(op, x, dim, keepdim)
@@ -122,6 +125,18 @@ def reduce(op: str, x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
             rows = x.permute(plan.order).reshape(m, plan.k)
         _run_reduction(plan.chunk_step, plan.rows_step, rows, out)
     return out._view(plan.final_shape, plan.final_strides)
+
+
+def _complex_reduce(op: str, x: Tensor, dim, keepdim: bool) -> Tensor:
+    """The sum or mean of a complex tensor: those of its real and imaginary parts,
+    put together (the kernels reduce real values); max and min are refused."""
+    if op not in ("sum", "mean"):
+        raise TypeError(f"{op}() is not defined for complex tensors, got {x.dtype}")
+    parts = [reduce(op, part(x), dim, keepdim) for part in (real_part, imag_part)]
+    out = Tensor._empty(parts[0].shape, x.dtype)
+    for part, value in zip((real_part, imag_part), parts, strict=True):
+        part(out).copy_(value)
+    return out
 
 
 def _reduce_plan(key: tuple, x: Tensor) -> ReducePlan:

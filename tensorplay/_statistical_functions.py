@@ -39,23 +39,13 @@ _builtin_sum = sum
 
 
 def _reduction(op: str, x: Tensor, axis, keep: bool) -> Tensor:
-    """``sum``, ``mean``, ``max`` or ``min`` of ``x``, recorded when it requires grad."""
-    if x.dtype.kind == "c":
-        return _complex_reduction(op, x, axis, keep)
+    """``sum``, ``mean``, ``max`` or ``min`` of ``x``, recorded when it requires grad
+    (complex sums and means by their parts: see ``_reduce``)."""
+    if x.dtype.kind == "c" and op in ("max", "min"):
+        raise TypeError(f"{op}() is not defined for complex tensors (they have no order), got {x.dtype}")
     if x._ag is None:
         return _reduce.reduce(op, x, axis, keep)
     return AG.reduce(op, x, axis, keep)
-
-
-def _complex_reduction(op: str, x: Tensor, axis, keep: bool) -> Tensor:
-    """The sum or mean of a complex tensor: those of its real and imaginary parts, put together."""
-    if op not in ("sum", "mean"):
-        raise TypeError(f"{op}() is not defined for complex tensors (they have no order), got {x.dtype}")
-    parts = [_reduce.reduce(op, part(x), axis, keep) for part in (real_part, imag_part)]
-    out = Tensor._empty(parts[0].shape, x.dtype)
-    for part, value in zip((real_part, imag_part), parts, strict=True):
-        part(out).copy_(value)
-    return out
 
 
 def _accumulated(x: Tensor, dtype) -> tuple[Tensor, dt.DType]:

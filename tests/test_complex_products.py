@@ -78,3 +78,19 @@ def test_complex_prod_of_an_empty_axis_is_one():
 def test_argmax_of_a_complex_tensor_is_refused_with_a_sentence():
     with pytest.raises(TypeError, match="complex"):
         tp.argmax(tp.asarray(np.array([1 + 1j, 2])))
+
+
+def test_the_sum_and_mean_methods_of_a_complex_tensor_keep_both_parts():
+    a = np.array([[1 + 1j, 2], [3, 4 + 2j]], np.complex64)
+    x = tp.asarray(a)
+    assert x.sum().dtype == tp.complex64 and complex(x.sum()) == a.sum()
+    np.testing.assert_allclose(np.asarray(x.mean(0).tolist()), a.mean(0))
+    np.testing.assert_allclose(np.asarray(x.sum(1, keepdim=True).tolist()), a.sum(1, keepdims=True))
+    with pytest.raises(TypeError, match="not defined for complex tensors"):
+        x.amax()
+
+
+def test_a_complex_sum_that_requires_grad_records_its_gradient():
+    y = tp.asarray(np.array([1 + 1j, 2 - 1j])).requires_grad_()
+    tp.real(tp.sum(y * y)).backward()  # L = Re(sum(y^2)): grad = dL/dRe + i dL/dIm = 2 conj(y)
+    np.testing.assert_allclose(np.asarray(y.grad.tolist()), [2 - 2j, 4 + 2j])
