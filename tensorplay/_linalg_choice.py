@@ -85,16 +85,21 @@ class LinalgSettings:
             return head + f"refused: the factorisations take float32, float64, complex64 and complex128, not {name}"
         count = numel(tuple(shape)[:-2])
         each = f", once per matrix ({count} matrices)" if count != 1 else ""
+        captured = (
+            "; refused inside a capture (syevd and gesvd wait for the host)"
+            if "syevd" in ROUTINES[function] or "gesvd" in ROUTINES[function]
+            else "; captured in graphs and while bodies"
+        )
         if get_backend().name != "cuda":
             return head + (
                 f"NumPy on the simulator (numpy.linalg, and LAPACK's LU and Householder steps written in NumPy), "
-                f"as cuSOLVER's {ROUTINES[function]}{each}: one library-call node each in a graph"
+                f"as cuSOLVER's {ROUTINES[function]}{each}: one library-call node each{captured}"
             )
         reason = cusolver.unavailable()
         if reason is not None:
             return head + f"refused: {reason}"
         calls = " + ".join(f"cusolverDn{c}" if c[0] in "X<" else c for c in ROUTINES[function].split(" + "))
-        return head + cusolver.describe(calls) + each
+        return head + cusolver.describe(calls) + each + captured
 
 
 LINALG = LinalgSettings()

@@ -490,6 +490,10 @@ def test_explain_composed_functions_and_refusals():
         "tensorplay ops: elementwise kernels and reductions"
     )
     assert "Xgesvd (no vectors)" in LINALG.explain("matrix_norm", (3, 3), ord=2)
+    assert LINALG.explain("eigh", (3, 3), "float64").endswith(
+        "refused inside a capture (syevd and gesvd wait for the host)"
+    )
+    assert LINALG.explain("qr", (3, 3), "float64").endswith("captured in graphs and while bodies")
     assert LINALG.explain("eigh", (3, 3), "int32").endswith(
         "refused: the factorisations take float32, float64, complex64 and complex128, not int32"
     )
