@@ -17,13 +17,13 @@ another's. The work it queues on a capturing stream is captured all the same.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 
 from ..backend import get as get_backend
 from ..capture import capture_state
 
-__all__ = ["INSTALL", "LibraryUnavailable", "bindings", "data_type", "library_calls", "version"]
+__all__ = ["INSTALL", "LibraryUnavailable", "bindings", "data_type", "library_calls", "load", "version"]
 
 INSTALL = "pip install 'nvmath-python[cu13]' (or [cu12] with a CUDA 12 driver), or tensorplay's extra of the same name"
 
@@ -59,6 +59,24 @@ def version() -> str:
         return importlib.import_module("nvmath").__version__
     except Exception:
         return "unknown version"
+
+
+def load(title: str, start: Callable[[], str]) -> tuple[str | None, str]:
+    """(why the library ``title`` cannot serve here, or None; its versions as
+    text): on a GPU, ``start()`` imports its bindings, loads it and proves that
+    it starts (under ``library_calls``, on a thread the device knows),
+    returning the versions; on the simulator it is not called."""
+    try:
+        dev = get_backend()
+        if dev.name != "cuda":
+            raise LibraryUnavailable(f"{title} runs on a GPU only, and this is the CPU simulator")
+        with library_calls():
+            dev.ensure_thread()
+            return None, start()
+    except LibraryUnavailable as e:
+        return str(e), ""
+    except Exception as e:  # its create call refused, or bindings unlike the ones this was written for
+        return f"{title} could not start ({type(e).__name__}: {e})", ""
 
 
 @contextmanager

@@ -38,18 +38,16 @@ import weakref
 import numpy as np
 
 from ..backend import CudaError
-from ..backend import get as get_backend
 from ..capture import capture_state, flush_fused, prepare_before_captures, refuse_legacy_launch
 from ..memory import allocator
 from ..streams import current_stream
-from ._nvmath import LibraryUnavailable, bindings, data_type, library_calls, version
+from ._nvmath import LibraryUnavailable, bindings, data_type, library_calls, load, version
 
 __all__ = ["DTYPES", "MAX_DIM", "WORKSPACE_BYTES", "Gemm", "describe", "library_version", "unavailable"]
 
 DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
 MAX_DIM = (1 << 31) - 1  # cuBLAS's int arguments: sizes, leading dimensions, batch count
 WORKSPACE_BYTES = 32 << 20  # what cuBLAS asks for on Hopper
-SIMULATOR = "cuBLAS runs on a GPU only, and this is the CPU simulator"
 
 _CUDA_TYPES = {
     "float16": "CUDA_R_16F", "bfloat16": "CUDA_R_16BF", "float32": "CUDA_R_32F", "float64": "CUDA_R_64F",
@@ -99,26 +97,20 @@ def library_version(lib) -> str:
 
 
 def _load() -> None:
-    global _loaded, _lib, _reason, _versions
+    global _loaded, _reason, _versions
     with _lock:
-        if _loaded:
-            return
-        try:
-            dev = get_backend()
-            if dev.name != "cuda":
-                raise LibraryUnavailable(SIMULATOR)
-            lib = bindings("cublas")
-            with library_calls():
-                cublas_version = library_version(lib)
-                dev.ensure_thread()
-                _free_handles.append(_create(lib))  # the first thread's, proving cuBLAS starts
-            _lib, _versions = lib, f"nvmath-python {version()}, cuBLAS {cublas_version}"
-        except LibraryUnavailable as e:
-            _reason = str(e)
-        except Exception as e:  # cublasCreate refused, or bindings unlike 1.0's
-            _reason = f"cuBLAS could not start ({type(e).__name__}: {e})"
-        finally:
+        if not _loaded:
+            _reason, _versions = load("cuBLAS", _start)
             _loaded = True
+
+
+def _start() -> str:
+    global _lib
+    lib = bindings("cublas")
+    cublas_version = library_version(lib)
+    _free_handles.append(_create(lib))  # the first thread's, proving cuBLAS starts
+    _lib = lib
+    return f"nvmath-python {version()}, cuBLAS {cublas_version}"
 
 
 # -- handles and workspaces --------------------------------------------------------------------

@@ -39,7 +39,7 @@ from ..caches import BoundedCache
 from ..capture import capture_state, flush_fused, refuse_legacy_launch, release_after_captures
 from ..memory import allocator
 from ..streams import current_stream
-from ._nvmath import LibraryUnavailable, bindings, library_calls, version
+from ._nvmath import LibraryUnavailable, bindings, library_calls, load, version
 
 __all__ = [
     "KINDS", "MAX_RANK", "PRECISIONS", "Plan", "describe", "half", "library_version", "plan", "plan_count",
@@ -49,7 +49,6 @@ __all__ = [
 KINDS = ("C2C", "R2C", "C2R")
 PRECISIONS = ("float32", "float64")  # the real side's type: complex64 and complex128 on the complex side
 MAX_RANK = 3  # cuFFT's transforms have one to three axes
-SIMULATOR = "cuFFT runs on a GPU only, and this is the CPU simulator"
 FORWARD, INVERSE = -1, 1  # CUFFT_FORWARD, CUFFT_INVERSE: the sign of the exponent
 
 # cuFFT's type of each (kind, precision), and the function executing it
@@ -101,26 +100,20 @@ def library_version(lib) -> str:
 
 
 def _load() -> None:
-    global _loaded, _lib, _reason, _versions
+    global _loaded, _reason, _versions
     with _lock:
-        if _loaded:
-            return
-        try:
-            dev = get_backend()
-            if dev.name != "cuda":
-                raise LibraryUnavailable(SIMULATOR)
-            lib = bindings("cufft")
-            with library_calls():
-                cufft_version = library_version(lib)
-                dev.ensure_thread()
-                lib.destroy(lib.create())  # proving cuFFT starts
-            _lib, _versions = lib, f"nvmath-python {version()}, cuFFT {cufft_version}"
-        except LibraryUnavailable as e:
-            _reason = str(e)
-        except Exception as e:  # cufftCreate refused, or bindings unlike 1.0's
-            _reason = f"cuFFT could not start ({type(e).__name__}: {e})"
-        finally:
+        if not _loaded:
+            _reason, _versions = load("cuFFT", _start)
             _loaded = True
+
+
+def _start() -> str:
+    global _lib
+    lib = bindings("cufft")
+    cufft_version = library_version(lib)
+    lib.destroy(lib.create())  # proving cuFFT starts
+    _lib = lib
+    return f"nvmath-python {version()}, cuFFT {cufft_version}"
 
 
 def _failed(lib, function: str, e: Exception) -> CudaError:

@@ -44,11 +44,10 @@ from collections.abc import Callable
 import numpy as np
 
 from ..backend import CudaError
-from ..backend import get as get_backend
 from ..capture import capture_state, flush_fused, prepare_before_captures, refuse_legacy_launch
 from ..memory import allocator
 from ..streams import current_stream
-from ._nvmath import LibraryUnavailable, bindings, data_type, library_calls, version
+from ._nvmath import LibraryUnavailable, bindings, data_type, library_calls, load, version
 
 __all__ = [
     "DTYPES", "describe", "geqrf", "gesvd", "getrf", "getrs", "library_version", "orgqr", "potrf", "syevd",
@@ -56,7 +55,6 @@ __all__ = [
 ]  # fmt: skip
 
 DTYPES = ("float32", "float64", "complex64", "complex128")
-SIMULATOR = "cuSOLVER runs on a GPU only, and this is the CPU simulator"
 
 _CUDA_TYPES = {"float32": "CUDA_R_32F", "float64": "CUDA_R_64F", "complex64": "CUDA_C_32F", "complex128": "CUDA_C_64F"}
 _REAL = {"float32": "float32", "float64": "float64", "complex64": "float32", "complex128": "float64"}
@@ -108,27 +106,20 @@ def library_version(common) -> str:
 
 
 def _load() -> None:
-    global _loaded, _lib, _errors, _status, _reason, _versions
+    global _loaded, _reason, _versions
     with _lock:
-        if _loaded:
-            return
-        try:
-            dev = get_backend()
-            if dev.name != "cuda":
-                raise LibraryUnavailable(SIMULATOR)
-            lib, common = bindings("cusolverDn"), bindings("cusolver")
-            with library_calls():
-                solver_version = library_version(common)
-                dev.ensure_thread()
-                _free_handles.append(_create(lib))  # the first thread's, proving cuSOLVER starts
-            _lib, _errors, _status = lib, (common.cuSOLVERError,), common.Status
-            _versions = f"nvmath-python {version()}, cuSOLVER {solver_version}"
-        except LibraryUnavailable as e:
-            _reason = str(e)
-        except Exception as e:  # cusolverDnCreate refused, or bindings unlike the ones this was written for
-            _reason = f"cuSOLVER could not start ({type(e).__name__}: {e})"
-        finally:
+        if not _loaded:
+            _reason, _versions = load("cuSOLVER", _start)
             _loaded = True
+
+
+def _start() -> str:
+    global _lib, _errors, _status
+    lib, common = bindings("cusolverDn"), bindings("cusolver")
+    solver_version = library_version(common)
+    _free_handles.append(_create(lib))  # the first thread's, proving cuSOLVER starts
+    _lib, _errors, _status = lib, (common.cuSOLVERError,), common.Status
+    return f"nvmath-python {version()}, cuSOLVER {solver_version}"
 
 
 def describe(calls: str) -> str:

@@ -57,7 +57,5 @@ def call(name: str, compute: Callable[..., None], operands: Sequence[Operand]) -
         refuse_legacy_launch(name, s)
         flush_fused()
     dev = get_backend()
-    views = [
-        dev.view(o.ptr, o.shape, tuple(st * o.dtype.itemsize for st in o.strides), o.dtype) for o in operands
-    ]
+    views = [dev.view(o.ptr, o.shape, tuple(st * o.dtype.itemsize for st in o.strides), o.dtype) for o in operands]
     dev.enqueue(s._h, "kernel", lambda: compute(*views), f"{name}\\n(NumPy, as the simulator's library)")
