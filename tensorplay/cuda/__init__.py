@@ -13,6 +13,7 @@ from ..runtime import (
     CaptureError,
     CudaError,
     Event,
+    HazardError,
     Stream,
     backend,
     capture_stream,
@@ -32,6 +33,7 @@ from ..runtime import (
     memory_reserved,
     memory_stats,
     reset_peak_memory_stats,
+    sanitize,
     set_conditional,
     set_stream,
     stream,
@@ -66,10 +68,10 @@ def launch(kernel, blocks, threads, *args, stream: Stream | None = None, shared_
 
 
 __all__ = [
-    "CUDAGraph", "CaptureError", "CudaError", "Event", "Stream", "backend", "capture_stream",
+    "CUDAGraph", "CaptureError", "CudaError", "Event", "HazardError", "Stream", "backend", "capture_stream",
     "current_device", "graph", "graph_pool_handle", "graphs", "is_current_stream_capturing", "make_graphed_callables",
     "clear_caches", "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name",
     "grid", "gridsize", "is_available", "set_conditional", "launch", "max_memory_allocated", "memory_allocated",
-    "mem_get_info", "memory_reserved", "memory_stats", "reset_peak_memory_stats", "set_stream", "stream",
+    "mem_get_info", "memory_reserved", "memory_stats", "reset_peak_memory_stats", "sanitize", "set_stream", "stream",
     "synchronize",
 ]  # fmt: skip

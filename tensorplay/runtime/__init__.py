@@ -11,6 +11,7 @@ from __future__ import annotations
 from .backend import CaptureError, CudaError
 from .backend import get as _get_backend
 from .caches import clear_caches
+from .hazards import HazardError, enable_from_environment, sanitize
 from .memory import (
     empty_cache,
     max_memory_allocated,
@@ -31,6 +32,7 @@ from .streams import (
 )
 
 _device = _get_backend()
+enable_from_environment()  # TENSORPLAY_SANITIZE=1
 grid = _device.grid  # use inside kernels: i = tp.cuda.grid(1)
 gridsize = _device.gridsize
 # inside kernels: tp.cuda.set_conditional(handle, np.uint32(keep_going)) sets a
@@ -72,8 +74,8 @@ def mem_get_info() -> tuple[int, int]:
 
 
 __all__ = [
-    "CaptureError", "CudaError", "Event", "Stream", "backend", "capture_stream", "clear_caches", "current_device",
-    "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name", "grid", "gridsize",
-    "is_available", "max_memory_allocated", "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats",
-    "reset_peak_memory_stats", "set_conditional", "set_stream", "stream", "synchronize",
+    "CaptureError", "CudaError", "Event", "HazardError", "Stream", "backend", "capture_stream", "clear_caches",
+    "current_device", "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name", "grid",
+    "gridsize", "is_available", "max_memory_allocated", "mem_get_info", "memory_allocated", "memory_reserved",
+    "memory_stats", "reset_peak_memory_stats", "sanitize", "set_conditional", "set_stream", "stream", "synchronize",
 ]  # fmt: skip

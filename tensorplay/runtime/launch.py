@@ -8,9 +8,7 @@ only pack values and call the driver.
 
 from __future__ import annotations
 
-import os
 import struct
-import sys
 
 import numpy as np
 
@@ -18,6 +16,8 @@ from .backend import get as get_backend
 from .backend.params import array_struct
 from .caches import BoundedCache
 from .capture import capture_state, current_fuser, flush_fused, refuse_legacy_launch
+from .hazards import checking, kernel_launched
+from .hazards.ops import user_line
 from .streams import current_stream
 
 __all__ = [
@@ -138,6 +138,8 @@ def launch_with(launcher, grid, block, args, stream=None, shared_bytes: int = 0)
     launcher(grid, block, s._h, args, shared_bytes)
     if capture_state.recorders:
         _record(launcher, grid, block, s)
+    if checking.on:  # tp.cuda.sanitize()
+        kernel_launched(launcher, s._h, args)
 
 
 def launch_packed(launcher, grid, block, params: bytes) -> None:
@@ -152,10 +154,8 @@ def launch_packed(launcher, grid, block, params: bytes) -> None:
     launcher.launch_packed(grid, block, s._h, params)
     if capture_state.recorders:
         _record(launcher, grid, block, s)
-
-
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # frames there are not the caller's
-_OURS: set[str] = set()  # the package's files seen in the frames walked
+    if checking.on:  # tp.cuda.sanitize()
+        kernel_launched(launcher, s._h, None, params)
 
 
 def _record(launcher, grid, block, s) -> None:
@@ -166,16 +166,7 @@ def _record(launcher, grid, block, s) -> None:
     record = capture_state.recorders.get(s.handle)
     if record is None:
         return
-    frame, ours = sys._getframe(2), _OURS
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename not in ours:
-            if not filename.startswith(_PACKAGE):
-                break
-            ours.add(filename)
-        frame = frame.f_back
-    caller = (filename, frame.f_lineno) if frame is not None else None
-    record.append((get_backend().captured_node(s._h), launcher, grid, block, caller))
+    record.append((get_backend().captured_node(s._h), launcher, grid, block, user_line(2)))
 
 
 def launch_stream(kernel_name: str, stream=None):

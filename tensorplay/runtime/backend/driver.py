@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import numpy as np
 from cuda.bindings import driver as drv
 
-from .driver_calls import _SUCCESS, _done, _wait_until_done, check, fail, last_node_reader
+from .driver_calls import _SUCCESS, _done, _wait_until_done, check, fail, get_edges, last_node_reader
 from .driver_overlap import overlap_kernels, register_waiting
 from .driver_staging import NodeSetter, StagedGraph
 from .errors import CudaError, update_refusal
@@ -581,6 +581,16 @@ class DriverBackend:
 
     def graph_node_count(self, graph) -> int:
         return check("cuGraphGetNodes", drv.cuGraphGetNodes(graph, 0))[1]
+
+    @staticmethod
+    def graph_edges(graph) -> list[tuple[int, int]]:
+        """The edges of ``graph`` (not its bodies'), each node an int as ``captured_node`` gives it
+        (``cuGraphGetEdges``, asked for the count first; programmatic edges order their nodes too)."""
+        count = check("cuGraphGetEdges", get_edges(graph, 0))[-1]
+        if not count:
+            return []
+        froms, tos, *_ = check("cuGraphGetEdges", get_edges(graph, count))
+        return [(int(a), int(b)) for a, b in zip(froms, tos, strict=False)]
 
     def graph_dot(self, graph, path: str) -> None:
         """DOT with Numba's mangled kernel names replaced by Python qualified names."""

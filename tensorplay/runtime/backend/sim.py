@@ -18,6 +18,7 @@ import weakref
 
 import numpy as np
 
+from . import simgraph, simplain
 from .errors import CaptureError, CudaError
 from .interrupts import deferred
 from .params import PackedLaunch
@@ -108,6 +109,7 @@ class SimBackend(SimMemory):
     sm_count = 4  # small, so that the ops' launch rules for small outputs run here too
     max_grid_threads = 64
     pretend_driver_version = 13000  # what driver_version() reports: set it lower to see the errors of an older driver
+    observer = None  # told of plain Numba launches while the hazard check is on (launched(kernel, name, stream, args))
 
     @staticmethod
     def launch_limits() -> dict:
@@ -480,6 +482,19 @@ class SimBackend(SimMemory):
 
     def graph_node_count(self, graph: SimGraph) -> int:
         return len(graph.nodes)
+
+    @staticmethod
+    def graph_edges(graph: SimGraph) -> list[tuple]:
+        """The edges of ``graph`` (not its bodies'), each node (graph, id) as ``captured_node`` gives it."""
+        return [((graph, d), (graph, n.id)) for n in graph.nodes for d in n.deps]
+
+    @staticmethod
+    def interleave(rng) -> None:
+        """While the hazard check is on: replay graph nodes that nothing orders, and
+        run a kernel's blocks and threads where they never meet, in orders drawn
+        from ``rng`` (a ``random.Random``; None: in recorded and index order)."""
+        simgraph.interleave(rng)
+        simplain.interleave(rng)
 
     def graph_dot(self, graph: SimGraph, path: str) -> None:
         with open(path, "w") as f:

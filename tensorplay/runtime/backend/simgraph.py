@@ -1,11 +1,18 @@
 """Recorded graphs for the simulator: nodes with dependencies, replayed in
 order, and staged graphs (kernels whose parameters each launch sets, in front
-of a captured graph)."""
+of a captured graph).
+
+A replay runs the nodes in the order they were recorded, which respects every
+edge; while the hazard check interleaves work (``interleave``), each replay
+takes a random order that still respects every edge, so that nodes nothing
+orders run in either order, as on a GPU.
+"""
 
 from __future__ import annotations
 
 import functools
 import itertools
+import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,9 +34,9 @@ class SimNode:
     condition: str = ""  # a conditional node's kind: "if", "if_else", "switch" or "while"
 
 
-@dataclass
+@dataclass(eq=False)
 class SimGraph:
-    """A graph recorded by a capture."""
+    """A graph recorded by a capture (one object per graph: equal only to itself)."""
 
     nodes: list[SimNode] = field(default_factory=list)
     handles: list[int] = field(default_factory=list)  # conditional handles created in it
@@ -78,6 +85,34 @@ def _body_name(label: str, i: int) -> str:
     return ("then", "else")[i]
 
 
+_shuffle: random.Random | None = None  # set while the hazard check interleaves independent work
+
+
+def interleave(rng: random.Random | None) -> None:
+    """Replay graphs in random orders drawn from ``rng`` that respect their edges (None: in recorded order)."""
+    global _shuffle
+    _shuffle = rng
+
+
+def random_order(deps: list, rng: random.Random) -> list[int]:
+    """An order of the nodes (``deps[i]``: the nodes node ``i`` waits for) that
+    respects every edge, each next node drawn from those ready."""
+    waiting = [len(set(d)) for d in deps]
+    after: list[list[int]] = [[] for _ in deps]
+    for i, d in enumerate(deps):
+        for j in set(d):
+            after[j].append(i)
+    ready, order = [i for i, w in enumerate(waiting) if not w], []
+    while ready:
+        i = ready.pop(rng.randrange(len(ready)))
+        order.append(i)
+        for k in after[i]:
+            waiting[k] -= 1
+            if not waiting[k]:
+                ready.append(k)
+    return order
+
+
 class SimGraphExec:
     """An instantiated graph: its nodes in an order that respects every edge.
 
@@ -94,6 +129,11 @@ class SimGraphExec:
     def run(self) -> None:
         for cond in self._conditions:  # the driver's CU_GRAPH_COND_ASSIGN_DEFAULT, at each launch
             cond.value = cond.default
+        if _shuffle is not None:
+            runs = self._runs
+            for i in random_order([d for _, d, _ in self._shape], _shuffle):
+                runs[i]()
+            return
         for run in self._runs:
             run()
 

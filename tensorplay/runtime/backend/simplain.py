@@ -21,6 +21,7 @@ graph (the GPU refuses a legacy-stream launch during such a capture too).
 
 from __future__ import annotations
 
+import random
 import threading
 import types
 import warnings
@@ -40,11 +41,19 @@ from .simint import int_array_type
 if TYPE_CHECKING:
     from .sim import SimBackend
 
-__all__ = ["StreamBase", "TensorArgument", "install", "memory_array", "pointer_array", "run_kernel"]
+__all__ = ["StreamBase", "TensorArgument", "install", "interleave", "memory_array", "pointer_array", "run_kernel"]
 
 _KERNEL_LOCK = threading.RLock()  # re-entrant: a while node's body runs inside its node
 _numba_configure = FakeCUDAKernel.__getitem__  # the simulator's own, which ignores the stream
 _sim: SimBackend | None = None  # the backend, once installed
+_shuffle: random.Random | None = None  # set while the hazard check interleaves independent work
+
+
+def interleave(rng: random.Random | None) -> None:
+    """Run the blocks of a kernel whose threads never meet, and each block's
+    threads, in orders drawn from ``rng`` (None: in index order)."""
+    global _shuffle
+    _shuffle = rng
 
 
 class StreamBase:
@@ -168,10 +177,15 @@ def _run_in_sequence(fn, grid, block, shared_bytes, args) -> None:
     fake = [FakeWithinKernelCUDAArray(a) if isinstance(a, FakeCUDAArray) else a for a in args]
     me = threading.current_thread()
     blocks, threads = list(np.ndindex(*grid)), list(np.ndindex(*block))
+    rng = _shuffle
+    if rng is not None:  # threads that never meet can run in any order: on a GPU they do
+        rng.shuffle(blocks)
     with _push_kernel_context(module), swapped_cuda_module(fn, module):  # as the simulator runs a kernel
         try:
             for b in blocks:
                 me.blockIdx = Dim3(*b)
+                if rng is not None:
+                    rng.shuffle(threads)
                 for t in threads:
                     me.threadIdx = Dim3(*t)
                     me.thread_id = t[0] + block[0] * (t[1] + block[1] * t[2])
@@ -243,6 +257,8 @@ class PlainLaunch:
             return
         _refuse_outside_capture(self.name, self.stream)
         run_kernel(self.kernel, self.grid, self.block, self.shared_bytes, args)
+        if _sim.observer is not None:  # on Numba's default stream: the legacy one
+            _sim.observer.launched(self.kernel, self.name, _sim.legacy_stream, args)
 
     def _on_stream(self, stream: StreamBase, args) -> None:
         s = stream._h
@@ -264,6 +280,8 @@ class PlainLaunch:
             run_kernel(kernel, grid, block, shared, arrays)
 
         _sim.enqueue(s, "kernel", run, f"{self.name}\\n<<<{grid}, {block}>>>")
+        if _sim.observer is not None:
+            _sim.observer.launched(kernel, self.name, s, args)
 
 
 def _refuse_outside_capture(name: str, stream) -> None:

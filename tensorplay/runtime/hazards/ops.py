@@ -1,0 +1,63 @@
+"""What the check names: an operation (its kind and name, where it runs, the
+line that issued it) and the error it raises."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from .access import Access
+
+__all__ = ["HazardError", "Op", "stream_name", "user_line"]
+
+
+class HazardError(RuntimeError):
+    """Two operations touch the same memory, at least one writing, and nothing
+    orders them (no stream order, event, ``wait_stream``, host synchronisation
+    or graph edge): on a GPU they may run in either order, or at once.
+
+    ``first`` and ``second`` describe the two, as the message does.
+    """
+
+    def __init__(self, message: str, first: str = "", second: str = "") -> None:
+        super().__init__(message)
+        self.first, self.second = first, second
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """An operation on the device: ``what`` it is ("kernel elementwise.mul_as_flat",
+    "memcpy of 16 bytes"), ``where`` it runs (a stream, a graph's node) and the
+    line of user code that issued it (None where none is known)."""
+
+    what: str
+    where: str
+    line: tuple[str, int] | None
+
+    def describe(self, access: Access) -> str:
+        at = f", issued at {self.line[0]}:{self.line[1]}" if self.line is not None else ""
+        return f"{self.what} on {self.where}{at}, {access.describe()}"
+
+
+def stream_name(key: int) -> str:
+    return "the legacy default stream" if key == 0 else f"stream {key:#x}"
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+_OURS: set[str] = set()  # the package's files seen in the frames walked
+
+
+def user_line(depth: int = 1) -> tuple[str, int] | None:
+    """(file, line) of the first caller outside tensorplay, from ``depth``
+    frames above the caller of this function; None when there is none. A frame
+    of the package's files is known by a set lookup once seen."""
+    frame, ours = sys._getframe(depth + 1), _OURS
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename not in ours:
+            if not filename.startswith(_PACKAGE):
+                return filename, frame.f_lineno
+            ours.add(filename)
+        frame = frame.f_back
+    return None
