@@ -6,6 +6,11 @@ element pointer parameter (the flat kernels' inputs) covers as many elements
 as the kernel says it walks (its count, for the kernels that declare it) or
 else one. Whether a parameter is written comes from the kernel's code
 (``written``); where that cannot be read, every array is taken as written.
+
+A kernel may name parameters it reads while other work writes them on
+purpose, a request it polls (``kernel.tp_polled``, a set of parameter names:
+a while loop's cancel request, which the host sets from another stream while
+the graph runs): those reads are left out.
 """
 
 from __future__ import annotations
@@ -116,10 +121,13 @@ def kernel_accesses(kernel, argtypes: tuple | None, args: list) -> list[Access]:
     found = written_parameters(kernel)
     names, writes = found if found is not None else ((), None)
     counted = bool(getattr(kernel, "tp_counted", False)) and len(args) > 1
+    polled = getattr(kernel, "tp_polled", ())
     out = []
     for i, arg in enumerate(args):
         name = names[i] if i < len(names) else f"argument {i}"
         write = writes is None or name in writes
+        if name in polled and not write:
+            continue
         ty = argtypes[i] if argtypes is not None and i < len(argtypes) else None
         k = _fields(arg)
         if k is not None and (ty is None or getattr(ty, "ndim", None) is not None):

@@ -19,6 +19,7 @@ shuffled order, both drawn from a seed printed when checking begins
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import sys
@@ -47,7 +48,6 @@ class _Checking:
 checking = _Checking()
 _lock = threading.RLock()
 _state: _State | None = None
-_seeds_told: set[int] = set()
 
 
 class _State:
@@ -70,9 +70,12 @@ def sanitize(seed: int | None = None) -> Iterator[None]:
     events, ``wait_stream`` and host waits give them as they are issued; a
     captured graph is checked against its edges when its capture ends (its
     conditional bodies too), on the GPU as on the simulator. On the simulator,
-    graph nodes that nothing orders run in a random order drawn from ``seed``
-    (from ``TENSORPLAY_SANITIZE_SEED`` if None, else a fresh one, printed).
-    ``TENSORPLAY_SANITIZE=1`` turns checking on for the whole process.
+    graph nodes that nothing orders, and the blocks and threads of kernels
+    whose threads never meet, run in random orders drawn from ``seed``: if
+    None, ``TENSORPLAY_SANITIZE_SEED``'s, else a fresh one, printed on stderr
+    and put in ``TENSORPLAY_SANITIZE_SEED`` (processes started from this one
+    replay the same orders). ``TENSORPLAY_SANITIZE=1`` turns checking on for
+    the whole process.
 
     Examples
     --------
@@ -139,32 +142,43 @@ def enable_from_environment() -> None:
 
 
 def _environment_seed() -> int:
+    """``TENSORPLAY_SANITIZE_SEED``, or a fresh seed, printed and put there."""
     value = os.environ.get("TENSORPLAY_SANITIZE_SEED", "").strip()
-    if not value:
-        return random.SystemRandom().randrange(1 << 32)
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"TENSORPLAY_SANITIZE_SEED must be an integer, got {value!r}") from None
+    if value:
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"TENSORPLAY_SANITIZE_SEED must be an integer, got {value!r}") from None
+    seed = random.SystemRandom().randrange(1 << 32)
+    os.environ["TENSORPLAY_SANITIZE_SEED"] = str(seed)
+    if getattr(get_backend(), "interleave", None) is not None:
+        print(
+            f"tensorplay: hazard checking on; the simulator's orders come from TENSORPLAY_SANITIZE_SEED={seed}",
+            file=sys.stderr,
+        )
+    return seed
 
 
 def _install(state: _State) -> None:
     dev = state.device
     for name, wrap in _WRAPPERS.items():
         if hasattr(dev, name):
-            setattr(dev, name, wrap(state, getattr(dev, name)))
+            setattr(dev, name, wrap(state, _own_method(dev, name)))
     interleave = getattr(dev, "interleave", None)
     if interleave is not None:  # the simulator: independent work in a seeded order
         interleave(random.Random(state.seed))
-        if state.seed not in _seeds_told:
-            _seeds_told.add(state.seed)
-            print(
-                f"tensorplay: hazard checking on, seed {state.seed} "
-                f"(TENSORPLAY_SANITIZE_SEED={state.seed} replays the simulator's orders)",
-                file=sys.stderr,
-            )
     if hasattr(dev, "observer"):
         dev.observer = _PlainLaunches(state)
+
+
+def _own_method(dev, name: str):
+    """The backend's method ``name`` as its class has it at each call (a test may replace it there)."""
+    cls = type(dev)
+
+    def call(*args):
+        return inspect.getattr_static(cls, name).__get__(dev, cls)(*args)
+
+    return call
 
 
 def _uninstall(state: _State) -> None:

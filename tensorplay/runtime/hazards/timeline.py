@@ -136,7 +136,9 @@ class Timeline:
 
 _EAGER_ADVICE = (
     "make the second wait for the first: second_stream.wait_stream(first_stream) before issuing it, or wait "
-    "on an event recorded after the first (stream.wait_event), or synchronise the host between them"
+    "on an event recorded after the first (stream.wait_event), or synchronise the host between them. (If the "
+    "memory was freed and given to a new tensor in between, the first's tensor was dropped while another stream "
+    "still used it: tensor.record_stream(that_stream) keeps its memory from reuse until that stream's work is done)"
 )
 
 

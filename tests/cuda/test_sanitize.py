@@ -1,0 +1,371 @@
+"""Hazard checking (tp.cuda.sanitize): races that nothing orders are named, ordered work is left alone."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import tensorplay as tp
+from tensorplay.runtime import launch
+from tensorplay.runtime.backend import get as get_backend
+from tensorplay.runtime.backend.simgraph import random_order
+from tensorplay.runtime.hazards import checker
+from tensorplay.runtime.hazards.access import Access, meet
+from tensorplay.runtime.hazards.timeline import Timeline
+from tensorplay.runtime.hazards.written import written_parameters
+
+HERE = "test_sanitize.py:"
+
+
+@cuda.jit
+def write_index(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = i
+
+
+@cuda.jit
+def everyone_writes_first(out):
+    out[0] = cuda.grid(1)  # a race: every thread stores into one element
+
+
+@cuda.jit
+def scale_into(out, x, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i]
+
+
+ALWAYS_ON = checker.enabled()  # TENSORPLAY_SANITIZE=1: the whole run is checked
+off_by_default = pytest.mark.skipif(ALWAYS_ON, reason="TENSORPLAY_SANITIZE=1 keeps checking on")
+
+
+@pytest.fixture
+def checked():
+    """Checking on, the device idle before and after (a test's streams may be left racing)."""
+    tp.cuda.synchronize()
+    with tp.cuda.sanitize(seed=7):
+        yield
+        tp.cuda.synchronize()
+
+
+def _forked(main: tp.cuda.Stream) -> tp.cuda.Stream:
+    side = tp.cuda.Stream()
+    side.wait_stream(main)
+    return side
+
+
+# -- broken programs ------------------------------------------------------------------
+def test_missing_wait_stream_names_both_kernels_their_lines_and_streams(checked):
+    x, main = tp.ones(8), tp.cuda.current_stream()
+    side = _forked(main)
+    with tp.cuda.stream(side):
+        y = x * 2
+    with pytest.raises(tp.cuda.HazardError, match="^two operations touch the same memory with nothing ordering") as e:
+        y + 1  # nothing makes the current stream wait for the side stream
+    first, second = e.value.first, e.value.second
+    assert "kernel elementwise.mul" in first and f"stream {side.handle:#x}" in first and "writes out" in first
+    assert "kernel elementwise.add" in second and "the legacy default stream" in second and "reads x0" in second
+    assert HERE in first and HERE in second
+    assert "wait_stream" in str(e.value)
+
+
+def test_reading_back_without_waiting_is_a_race(checked):
+    x, side = tp.ones(4), _forked(tp.cuda.current_stream())
+    with tp.cuda.stream(side):
+        x.mul_(3.0)
+    with pytest.raises(tp.cuda.HazardError, match="copy of 16 bytes to the host"):
+        x.tolist()
+
+
+def test_a_copy_and_a_fill_are_checked_too(checked):
+    x, y = tp.ones(4), tp.zeros(4)
+    side = _forked(tp.cuda.current_stream())
+    with tp.cuda.stream(side):
+        y.copy_(x)
+    with pytest.raises(tp.cuda.HazardError) as e:
+        y.zero_()
+    assert "on stream" in e.value.first and "writes" in e.value.first
+    assert "writes" in e.value.second
+
+
+def test_plain_numba_launches_on_two_streams(checked):
+    out = tp.zeros(8, dtype=tp.int64)
+    s1, s2 = _forked(tp.cuda.current_stream()), _forked(tp.cuda.current_stream())
+    write_index[1, 8, s1](out)
+    with pytest.raises(tp.cuda.HazardError, match="kernel write_index") as e:
+        write_index[1, 8, s2](out)
+    assert "writes out (int64[8])" in e.value.first and "writes out (int64[8])" in e.value.second
+
+
+def test_forked_capture_without_its_join_edge_raises_at_capture_end(checked):
+    x, g = tp.ones(4), tp.cuda.CUDAGraph()
+    with pytest.raises(tp.cuda.HazardError, match="in the graph captured on stream .* with nothing ordering") as e:
+        with tp.cuda.graph(g):
+            main = tp.cuda.current_stream()
+            side = _forked(main)
+            with tp.cuda.stream(side):
+                y = x * 2
+            z = y + 1  # reads y before the join below
+            main.wait_stream(side)
+    assert "kernel elementwise.mul" in e.value.first and "node " in e.value.first and HERE in e.value.first
+    assert f"captured on stream {side.handle:#x}" in e.value.first
+    assert "kernel elementwise.add" in e.value.second and "reads x0" in e.value.second
+    assert "no path of edges" in str(e.value) and "the capture was discarded" in str(e.value)
+    with tp.cuda.graph(g):  # discarded: the graph captures again
+        z = x + 1
+    g.replay()
+    assert z.tolist() == [2.0] * 4
+
+
+def test_two_branches_writing_one_tensor_in_a_graph(checked):
+    y, g = tp.zeros(4), tp.cuda.CUDAGraph()
+    with pytest.raises(tp.cuda.HazardError, match="writes") as e:
+        with tp.cuda.graph(g):
+            main = tp.cuda.current_stream()
+            side = _forked(main)
+            with tp.cuda.stream(side):
+                y.fill_(1.0)
+            y.fill_(2.0)
+            main.wait_stream(side)
+    assert "writes" in e.value.first and "writes" in e.value.second
+
+
+def test_a_race_inside_a_conditional_body_names_the_body(checked):
+    x, flag, g = tp.ones(4), tp.tensor([True]), tp.cuda.CUDAGraph()
+    with pytest.raises(tp.cuda.HazardError, match="then-body of the if node") as e:
+        with tp.cuda.graph(g):
+            with g.if_(flag):
+                body = tp.cuda.current_stream()
+                side = _forked(body)
+                with tp.cuda.stream(side):
+                    x.mul_(2.0)
+                x.add_(1.0)
+                body.wait_stream(side)
+    assert "kernel elementwise.mul" in e.value.first and "kernel elementwise.add" in e.value.second
+
+
+def test_a_body_is_where_its_conditional_node_is(checked):
+    x, flag, g = tp.ones(4), tp.tensor([True]), tp.cuda.CUDAGraph()
+    with pytest.raises(tp.cuda.HazardError) as e:
+        with tp.cuda.graph(g):
+            main = tp.cuda.current_stream()
+            side = _forked(main)
+            with tp.cuda.stream(side):
+                x.mul_(2.0)
+            with g.if_(flag):  # nothing orders the side stream's write before the node
+                x.add_(1.0)
+            main.wait_stream(side)
+    assert "kernel elementwise.mul" in e.value.first
+    assert "then-body of the if node" in e.value.second and "kernel elementwise.add" in e.value.second
+
+
+@pytest.mark.parametrize("unroll", [1, 2])
+def test_a_race_inside_a_loop_body(checked, unroll):
+    x, n, flag, g = tp.ones(4), tp.tensor([3]), tp.tensor([True]), tp.cuda.CUDAGraph()
+    with pytest.raises(tp.cuda.HazardError, match="loop body of the while node") as e:
+        with tp.cuda.graph(g):
+            with g.while_(flag, max_iters=5, unroll=unroll):
+                body = tp.cuda.current_stream()
+                side = _forked(body)
+                with tp.cuda.stream(side):
+                    x.mul_(2.0)
+                x.add_(1.0)
+                body.wait_stream(side)
+                n.sub_(1)
+                tp.gt(n, 0, out=flag)
+    assert "kernel elementwise.mul" in e.value.first and "kernel elementwise.add" in e.value.second
+
+
+def test_a_replay_is_checked_against_eager_work(checked):
+    x, g = tp.ones(4), tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        x.mul_(2.0)
+    side = _forked(tp.cuda.current_stream())
+    g.replay(side)
+    with pytest.raises(tp.cuda.HazardError, match="replay of a CUDA graph") as e:
+        x.add_(1.0)
+    assert "of its kernel elementwise.mul" in e.value.first
+
+
+# -- correct programs -------------------------------------------------------------------
+def test_fork_and_join_with_wait_stream_events_and_host_waits(checked):
+    x, main = tp.ones(8), tp.cuda.current_stream()
+    side = _forked(main)
+    with tp.cuda.stream(side):
+        y = x * 2
+    main.wait_stream(side)
+    z = y + 1
+    side.wait_event(main.record_event())  # after z's read of y
+    with tp.cuda.stream(side):
+        y.mul_(3.0)
+        done = side.record_event()
+    main.wait_event(done)
+    assert z.tolist() == [3.0] * 8 and y.tolist() == [6.0] * 8
+    with tp.cuda.stream(_forked(main)) as s:
+        y.add_(1.0)
+    s.synchronize()  # the host waited: later work on any stream comes after
+    assert y.tolist() == [7.0] * 8
+    with tp.cuda.stream(_forked(main)):
+        y.add_(1.0)
+    tp.cuda.synchronize()
+    y.add_(1.0)
+    assert y.tolist() == [9.0] * 8
+
+
+def test_two_streams_may_read_one_tensor_and_write_disjoint_views(checked):
+    x, out = tp.arange(8).float(), tp.zeros(8)
+    main = tp.cuda.current_stream()
+    s1, s2 = _forked(main), _forked(main)
+    with tp.cuda.stream(s1):
+        out[:4].copy_(x[:4] * 2)
+        even = x[::2] + 0
+    with tp.cuda.stream(s2):
+        out[4:].copy_(x[4:] * 3)
+        odd = x[1::2] + 0
+    main.wait_stream(s1)
+    main.wait_stream(s2)
+    assert out.tolist() == [0, 2, 4, 6, 12, 15, 18, 21]
+    assert even.tolist() == [0, 2, 4, 6] and odd.tolist() == [1, 3, 5, 7]
+
+
+def test_interleaved_strided_views_do_not_meet():
+    a = Access(0, 28, True, "even", (0, (4,), (8,), 4))  # bytes 0-3, 8-11, 16-19, 24-27
+    b = Access(4, 32, True, "odd", (4, (4,), (8,), 4))
+    c = Access(8, 12, False, "one element")
+    assert not meet(a, b) and meet(a, c) and not meet(b, c)
+
+
+def test_a_graph_with_proper_edges_and_conditional_bodies(checked):
+    x, flag, n, keep_going = tp.ones(4), tp.tensor([False]), tp.tensor([3]), tp.tensor([True])
+    total, g = tp.zeros(4), tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        main = tp.cuda.current_stream()
+        side = _forked(main)
+        with tp.cuda.stream(side):
+            a = x * 2  # both branches read x
+        b = x + 1
+        main.wait_stream(side)
+        c = a + b
+        with g.if_else(flag) as branch:  # the two bodies write one tensor: only one runs
+            total.copy_(c)
+            branch.else_()
+            total.copy_(c * 2)
+        with g.while_(keep_going, max_iters=10):
+            total.add_(1.0)
+            n.sub_(1)
+            tp.gt(n, 0, out=keep_going)
+    g.replay()
+    assert total.tolist() == [11.0] * 4  # the else-body (8), then three passes
+
+
+def test_an_unrolled_loop_and_a_switch(checked):
+    n, flag, total, index = tp.tensor([4]), tp.tensor([True]), tp.zeros(1), tp.tensor([1])
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(flag, max_iters=10, unroll=2):
+            total.add_(1.0)
+            n.sub_(1)
+            tp.gt(n, 0, out=flag)
+        with g.switch_(index, 2) as cases:
+            total.add_(10.0)
+            cases.next()
+            total.add_(100.0)
+    g.replay()
+    assert total.item() == 104.0
+
+
+# -- what a kernel writes -------------------------------------------------------------------
+def test_written_parameters_read_from_the_kernel_code():
+    assert written_parameters(scale_into) == (("out", "x", "a"), frozenset({"out"}))
+    assert written_parameters(everyone_writes_first)[1] == {"out"}
+
+    def atomics(hist, values):
+        cuda.atomic.add(hist, values[0], 1)
+
+    assert written_parameters(atomics)[1] == {"hist"}
+    assert written_parameters(lambda a, b: a * b) == (("a", "b"), frozenset())
+
+
+# -- off by default, and free when off ----------------------------------------------------------
+@off_by_default
+def test_off_by_default_nothing_is_wrapped_or_called(monkeypatch):
+    calls = []
+    monkeypatch.setattr(launch, "kernel_launched", lambda *a: calls.append(a))
+    monkeypatch.setattr(Timeline, "issue", lambda *a: calls.append(a))
+    assert not tp.cuda.sanitize.__module__.endswith("nothing")  # the function exists
+    dev = get_backend()
+    x, side = tp.ones(4), _forked(tp.cuda.current_stream())
+    with tp.cuda.stream(side):
+        y = x * 2
+    (y + 1).tolist()  # a race nobody checks
+    assert calls == []
+    assert not set(checker._WRAPPERS) & set(vars(dev))
+    with tp.cuda.sanitize(seed=1):
+        assert set(checker._WRAPPERS) <= set(vars(dev)) | {"graph_edges"}
+        (x * 2).tolist()
+    assert len(calls) >= 2  # a kernel and a readback, while it was on
+    assert not set(checker._WRAPPERS) & set(vars(dev))
+
+
+@off_by_default
+def test_sanitize_nests_and_says_whether_it_is_on():
+    assert not checker.enabled()
+    with tp.cuda.sanitize(seed=3):
+        with tp.cuda.sanitize():
+            assert checker.enabled()
+        assert checker.enabled()
+    assert not checker.enabled()
+
+
+def test_environment_variables(monkeypatch):
+    monkeypatch.setenv("TENSORPLAY_SANITIZE_SEED", "1234")
+    assert checker._environment_seed() == 1234
+    monkeypatch.setenv("TENSORPLAY_SANITIZE_SEED", "soon")
+    with pytest.raises(ValueError, match="^TENSORPLAY_SANITIZE_SEED must be an integer, got 'soon'"):
+        checker._environment_seed()
+    monkeypatch.setenv("TENSORPLAY_SANITIZE", "maybe")
+    with pytest.raises(ValueError, match="^TENSORPLAY_SANITIZE must be 1 or 0, got 'maybe'"):
+        checker.enable_from_environment()
+    monkeypatch.setenv("TENSORPLAY_SANITIZE", "0")
+    checker.enable_from_environment()
+    assert checker.enabled() == ALWAYS_ON
+
+
+# -- the simulator's orders -------------------------------------------------------------------
+def test_random_orders_respect_every_edge_and_follow_the_seed():
+    deps = [(), (0,), (0,), (), (1, 2, 3), ()]
+    orders = set()
+    for seed in range(20):
+        order = random_order(deps, random.Random(seed))
+        assert sorted(order) == list(range(6))
+        assert all(order.index(d) < order.index(i) for i, ds in enumerate(deps) for d in ds)
+        assert order == random_order(deps, random.Random(seed))
+        orders.add(tuple(order))
+    assert len(orders) > 1
+
+
+def test_a_fresh_seed_is_printed_and_kept_for_child_processes(capsys, monkeypatch):
+    monkeypatch.delenv("TENSORPLAY_SANITIZE_SEED", raising=False)
+    seed = checker._environment_seed()
+    assert checker._environment_seed() == seed  # kept in TENSORPLAY_SANITIZE_SEED
+    if tp.cuda.backend() == "sim":
+        assert capsys.readouterr().err.count(f"TENSORPLAY_SANITIZE_SEED={seed}") == 1
+
+
+@pytest.mark.skipif(tp.cuda.backend() != "sim", reason="the simulator's shuffled threads")
+def test_a_racing_kernel_gives_answers_that_depend_on_the_seed():
+    out = tp.zeros(1, dtype=tp.int64)
+    seen = set()
+    for seed in range(6):
+        with tp.cuda.sanitize(seed=seed):
+            everyone_writes_first[2, 8, tp.cuda.current_stream()](out)
+            seen.add(out.item())
+    assert len(seen) > 1  # in index order the last thread, 15, would always win
+    ordered = tp.zeros(16, dtype=tp.int64)
+    with tp.cuda.sanitize(seed=0):
+        write_index[2, 8, tp.cuda.current_stream()](ordered)
+    np.testing.assert_array_equal(ordered.numpy(), np.arange(16))
