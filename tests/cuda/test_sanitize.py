@@ -33,6 +33,19 @@ def everyone_writes_first(out):
 
 
 @cuda.jit
+def running_order(order, count):
+    slot = cuda.atomic.add(count, 0, 1)  # atomics are how threads share an element
+    order[slot] = cuda.grid(1)
+
+
+@cuda.jit
+def shift_right(x):
+    i = cuda.grid(1)
+    if i + 1 < x.size:
+        x[i + 1] = x[i]  # reads what the thread before writes
+
+
+@cuda.jit
 def scale_into(out, x, a):
     i = cuda.grid(1)
     if i < out.size:
@@ -41,6 +54,7 @@ def scale_into(out, x, a):
 
 ALWAYS_ON = checker.enabled()  # TENSORPLAY_SANITIZE=1: the whole run is checked
 off_by_default = pytest.mark.skipif(ALWAYS_ON, reason="TENSORPLAY_SANITIZE=1 keeps checking on")
+sim_only = pytest.mark.skipif(tp.cuda.backend() != "sim", reason="what only the simulator sees")
 
 
 @pytest.fixture
@@ -92,6 +106,7 @@ def test_a_copy_and_a_fill_are_checked_too(checked):
     assert "writes" in e.value.second
 
 
+@sim_only  # (on the GPU Numba launches them itself)
 def test_plain_numba_launches_on_two_streams(checked):
     out = tp.zeros(8, dtype=tp.int64)
     s1, s2 = _forked(tp.cuda.current_stream()), _forked(tp.cuda.current_stream())
@@ -180,6 +195,7 @@ def test_a_race_inside_a_loop_body(checked, unroll):
     assert "kernel elementwise.mul" in e.value.first and "kernel elementwise.add" in e.value.second
 
 
+@sim_only  # (on the GPU a replay is one driver call that the check does not stand in front of)
 def test_a_replay_is_checked_against_eager_work(checked):
     x, g = tp.ones(4), tp.cuda.CUDAGraph()
     with tp.cuda.graph(g):
@@ -356,16 +372,30 @@ def test_a_fresh_seed_is_printed_and_kept_for_child_processes(capsys, monkeypatc
         assert capsys.readouterr().err.count(f"TENSORPLAY_SANITIZE_SEED={seed}") == 1
 
 
-@pytest.mark.skipif(tp.cuda.backend() != "sim", reason="the simulator's shuffled threads")
-def test_a_racing_kernel_gives_answers_that_depend_on_the_seed():
-    out = tp.zeros(1, dtype=tp.int64)
-    seen = set()
-    for seed in range(6):
+@sim_only
+def test_the_threads_of_a_launch_run_in_an_order_drawn_from_the_seed():
+    orders = []
+    for seed in (0, 1, 0):
+        order, count = tp.zeros(16, dtype=tp.int64), tp.zeros(1, dtype=tp.int64)
         with tp.cuda.sanitize(seed=seed):
-            everyone_writes_first[2, 8, tp.cuda.current_stream()](out)
-            seen.add(out.item())
-    assert len(seen) > 1  # in index order the last thread, 15, would always win
+            running_order[2, 8, tp.cuda.current_stream()](order, count)
+        orders.append(order.tolist())
+        assert sorted(orders[-1]) == list(range(16))
+    if not ALWAYS_ON:  # (nested in an outer check, the outer seed goes on)
+        assert orders[0] == orders[2] != orders[1]
+    assert orders[0] != list(range(16)) or orders[1] != list(range(16))
+
+
+@sim_only
+def test_a_racing_kernel_names_both_threads(checked):
+    out = tp.zeros(1, dtype=tp.int64)
+    with pytest.raises(tp.cuda.HazardError, match="^two threads of one launch of kernel everyone_writes_first") as e:
+        everyone_writes_first[2, 8, tp.cuda.current_stream()](out)
+    assert e.value.first.startswith("thread (") and " of block (" in e.value.first
+    assert "writes element (0,) of out (int64[1])" in e.value.second
+    x = tp.arange(8).float()
+    with pytest.raises(tp.cuda.HazardError, match="reads element") as e:
+        shift_right[1, 8, tp.cuda.current_stream()](x)
     ordered = tp.zeros(16, dtype=tp.int64)
-    with tp.cuda.sanitize(seed=0):
-        write_index[2, 8, tp.cuda.current_stream()](ordered)
+    write_index[2, 8, tp.cuda.current_stream()](ordered)
     np.testing.assert_array_equal(ordered.numpy(), np.arange(16))

@@ -3,7 +3,7 @@ both give for a graph update the driver refuses (``update_refusal``)."""
 
 from __future__ import annotations
 
-__all__ = ["CaptureError", "CudaError", "explain", "update_refusal"]
+__all__ = ["CaptureError", "CudaError", "HazardError", "explain", "update_refusal"]
 
 # Plain words for the codes users meet; anything else falls back to the
 # driver's own description.
@@ -60,6 +60,21 @@ class CudaError(RuntimeError):
 
 class CaptureError(CudaError):
     """An operation that is not allowed while a stream is capturing."""
+
+
+class HazardError(RuntimeError):
+    """Two accesses to the same memory, at least one a write, with nothing
+    ordering them: two operations (no stream order, event, ``wait_stream``,
+    host synchronisation or graph edge between them), or two threads of one
+    kernel launch. On a GPU they may happen in either order, or at once.
+    Raised while hazard checking is on (``tp.cuda.sanitize()``).
+
+    ``first`` and ``second`` describe the two accesses, as the message does.
+    """
+
+    def __init__(self, message: str, first: str = "", second: str = "") -> None:
+        super().__init__(message)
+        self.first, self.second = first, second
 
 
 _REFUSALS = {  # CUgraphExecUpdateResult names -> why, in words

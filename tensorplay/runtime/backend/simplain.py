@@ -35,8 +35,9 @@ from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKe
 from numba.cuda.simulator.kernel import FakeCUDAKernel, _push_kernel_context
 from numba.cuda.simulator.kernelapi import Dim3, FakeCUDAModule, swapped_cuda_module
 
-from .errors import CaptureError
+from .errors import CaptureError, HazardError
 from .simint import int_array_type
+from .simthreads import Watch, WatchedAtomics
 
 if TYPE_CHECKING:
     from .sim import SimBackend
@@ -51,7 +52,8 @@ _shuffle: random.Random | None = None  # set while the hazard check interleaves 
 
 def interleave(rng: random.Random | None) -> None:
     """Run the blocks of a kernel whose threads never meet, and each block's
-    threads, in orders drawn from ``rng`` (None: in index order)."""
+    threads, in orders drawn from ``rng``, and watch them for races between
+    them (``simthreads``); None: in index order, unwatched."""
     global _shuffle
     _shuffle = rng
 
@@ -174,12 +176,17 @@ def _run_in_sequence(fn, grid, block, shared_bytes, args) -> None:
     a CUDA thread at a time: the simulator's ``cuda`` module finds the thread's
     indices on the current Python thread, where they are set in turn."""
     module = FakeCUDAModule(grid, block, shared_bytes)
-    fake = [FakeWithinKernelCUDAArray(a) if isinstance(a, FakeCUDAArray) else a for a in args]
     me = threading.current_thread()
     blocks, threads = list(np.ndindex(*grid)), list(np.ndindex(*block))
-    rng = _shuffle
-    if rng is not None:  # threads that never meet can run in any order: on a GPU they do
+    rng, watch = _shuffle, None
+    if rng is None:
+        fake = [FakeWithinKernelCUDAArray(a) if isinstance(a, FakeCUDAArray) else a for a in args]
+    else:  # threads that never meet run in any order on a GPU: here too, watched for races
         rng.shuffle(blocks)
+        code = fn.__code__
+        watch = Watch(f"kernel {fn.__qualname__}", code.co_varnames[: code.co_argcount])
+        fake = [watch.array(a, i) if isinstance(a, FakeCUDAArray) else a for i, a in enumerate(args)]
+        module._atomic = WatchedAtomics(module._atomic, watch)
     with _push_kernel_context(module), swapped_cuda_module(fn, module):  # as the simulator runs a kernel
         try:
             for b in blocks:
@@ -189,8 +196,12 @@ def _run_in_sequence(fn, grid, block, shared_bytes, args) -> None:
                 for t in threads:
                     me.threadIdx = Dim3(*t)
                     me.thread_id = t[0] + block[0] * (t[1] + block[1] * t[2])
+                    if watch is not None:
+                        watch.thread = (b, t)
                     try:
                         fn(*fake)
+                    except HazardError:
+                        raise
                     except Exception as e:  # as the simulator's threads say it
                         raise type(e)(f"tid={list(t)} ctaid={list(b)}: {e}") from e
         finally:

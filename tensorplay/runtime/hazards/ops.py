@@ -7,22 +7,10 @@ import os
 import sys
 from dataclasses import dataclass
 
+from ..backend.errors import HazardError
 from .access import Access
 
 __all__ = ["HazardError", "Op", "stream_name", "user_line"]
-
-
-class HazardError(RuntimeError):
-    """Two operations touch the same memory, at least one writing, and nothing
-    orders them (no stream order, event, ``wait_stream``, host synchronisation
-    or graph edge): on a GPU they may run in either order, or at once.
-
-    ``first`` and ``second`` describe the two, as the message does.
-    """
-
-    def __init__(self, message: str, first: str = "", second: str = "") -> None:
-        super().__init__(message)
-        self.first, self.second = first, second
 
 
 @dataclass(frozen=True, slots=True)
