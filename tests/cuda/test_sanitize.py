@@ -294,6 +294,17 @@ def test_an_unrolled_loop_and_a_switch(checked):
     assert total.item() == 104.0
 
 
+def test_graph_edges_name_nodes_as_captured_node_does():
+    x, g = tp.ones(4), tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y = x * 2
+        z = y + 1
+    first, second = (launch[0] for launch in g._launches)
+    assert (first, second) in get_backend().graph_edges(g._graph)
+    g.replay()
+    assert z.tolist() == [3.0] * 4
+
+
 # -- what a kernel writes -------------------------------------------------------------------
 def test_written_parameters_read_from_the_kernel_code():
     assert written_parameters(scale_into) == (("out", "x", "a"), frozenset({"out"}))
