@@ -584,12 +584,9 @@ class DriverBackend:
 
     @staticmethod
     def graph_edges(graph) -> list[tuple[int, int]]:
-        """The edges of ``graph`` (not its bodies'), each node an int as ``captured_node`` gives it
-        (``cuGraphGetEdges``, asked for the count first; programmatic edges order their nodes too)."""
-        count = check("cuGraphGetEdges", get_edges(graph, 0))[-1]
-        if not count:
-            return []
-        froms, tos, *_ = check("cuGraphGetEdges", get_edges(graph, count))
+        """The edges of ``graph`` (not its bodies'), each node an int as ``captured_node`` gives it."""
+        count = check("cuGraphGetEdges", get_edges(graph, 0))[-1]  # the count first
+        froms, tos, *_ = check("cuGraphGetEdges", get_edges(graph, count)) if count else ((), ())
         return [(int(a), int(b)) for a, b in zip(froms, tos, strict=False)]
 
     def graph_dot(self, graph, path: str) -> None:

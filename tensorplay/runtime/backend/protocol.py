@@ -12,7 +12,10 @@ which backend it is:
 - ``host_addressable``: device memory is host memory (DLPack reports the CPU);
 - ``max_block``, ``max_threads_per_launch``, ``max_grid_threads``, ``sm_count``:
   the launch shapes the ops choose (small on the simulator, which runs a Python
-  thread per CUDA thread).
+  thread per CUDA thread);
+- the simulator's alone, for the hazard check (``runtime/hazards``):
+  ``interleave(rng)`` (independent work in seeded random orders, a kernel's
+  threads watched for races) and ``observer`` (told of plain Numba launches).
 """
 
 from __future__ import annotations

@@ -251,7 +251,7 @@ class _Reach:
 
 
 def _where(chain: tuple) -> str:
-    """Where a node is: "node 3 of the graph", "node 1 of the then-body of a conditional node"."""
+    """Where a node is: "node 3", "node 1, in the then-body of the if node 3"."""
     parts = []
     for graph, node, body in chain:
         if body is None:

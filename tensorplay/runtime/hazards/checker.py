@@ -58,6 +58,7 @@ class _State:
         self.timeline = Timeline()
         self.captures = Captures(device)
         self.execs: dict[int, list[Access]] = {}  # executable graph -> what a launch of it touches
+        self.wrapped: list[str] = []  # the backend's methods wrapped on it
 
 
 @contextmanager
@@ -162,8 +163,9 @@ def _environment_seed() -> int:
 def _install(state: _State) -> None:
     dev = state.device
     for name, wrap in _WRAPPERS.items():
-        if hasattr(dev, name):
+        if hasattr(dev, name) and name not in vars(dev):  # (what the backend set on itself stays as it is)
             setattr(dev, name, wrap(state, _own_method(dev, name)))
+            state.wrapped.append(name)
     interleave = getattr(dev, "interleave", None)
     if interleave is not None:  # the simulator: independent work in a seeded order
         interleave(random.Random(state.seed))
@@ -183,8 +185,8 @@ def _own_method(dev, name: str):
 
 def _uninstall(state: _State) -> None:
     dev = state.device
-    for name in _WRAPPERS:
-        dev.__dict__.pop(name, None)
+    for name in state.wrapped:
+        del vars(dev)[name]
     if getattr(dev, "interleave", None) is not None:
         dev.interleave(None)
     if hasattr(dev, "observer"):
