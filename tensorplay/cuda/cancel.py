@@ -48,8 +48,8 @@ on_interrupt(_cancel_all)
 
 
 class Cancelling:
-    """``CUDAGraph``'s cancel methods (mixed in; ``_cancel``, ``_cancel_pending``
-    and ``_loops`` are the graph's)."""
+    """``CUDAGraph``'s cancel methods (mixed in; ``_cancel``, ``_cancel_pending``,
+    ``_withdrawn`` and ``_loops`` are the graph's)."""
 
     def cancel(self) -> None:
         """Stop every while loop of this graph at its next pass.
@@ -78,13 +78,18 @@ class Cancelling:
         if self._stream is not None:
             raise RuntimeError("cancel() during a capture; it stops the loops of a replay: call it after capture_end()")
         if self._loops:
-            get_backend().memset(self._cancel.data_ptr(), 1, 8, cancel_stream()._h)
+            stream = cancel_stream()
+            if self._withdrawn is not None:  # after the clear a queued replay makes first, which would undo the fill
+                stream.wait_event(self._withdrawn)
+            get_backend().memset(self._cancel.data_ptr(), 1, 8, stream._h)
             self._cancel_pending = True
 
     def _withdraw_cancel(self, s: Stream) -> None:
-        """Clear the cancel request on ``s``, after any cancel's fill."""
+        """Clear the cancel request on ``s``, after any cancel's fill; a later
+        ``cancel()`` fills it only after this clear (the event ``_withdrawn``)."""
         s.wait_stream(cancel_stream())
         get_backend().memset(self._cancel.data_ptr(), 0, 8, s._h)
+        self._withdrawn = s.record_event()
         self._cancel_pending = False
 
     def _cancel_request(self):

@@ -158,6 +158,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
         self.last_update = None  # GraphUpdate: what the last capture with update=True did
         self._cancel = None  # the cancel request its while loops read: one int64, outside its pool
         self._cancel_pending = False  # the next replay withdraws the cancel request first
+        self._withdrawn = None  # the event after the last withdrawal, which a cancel's fill waits for
 
     # -- capture ---------------------------------------------------------------
     def capture_begin(
@@ -452,6 +453,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
             loop.counter = None
         self._loops = []
         self._cancel, self._cancel_pending = None, False  # a new capture's loops get a request of their own
+        self._withdrawn = None
 
     def __del__(self) -> None:
         try:

@@ -39,7 +39,10 @@ STOPPED_AT_CAP, STOPPED_BY_CANCEL = 1, 2
 
 def _one_thread_kernel(name: str, body):
     body.__qualname__ = f"conditional.{name}"
-    return cuda.jit(body)
+    kernel = cuda.jit(body)
+    if "cancel" in body.__code__.co_varnames[: body.__code__.co_argcount]:
+        kernel.tp_polled = frozenset({"cancel"})  # read while cancel() may write it, on purpose (the hazard check)
+    return kernel
 
 
 @functools.cache
