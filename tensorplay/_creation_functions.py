@@ -154,7 +154,8 @@ def eye(
     else:
         out = empty((n_rows, n_cols), dtype=dtype)
         if out.numel():
-            launch(kernels.eye, *grid_1d(out.numel()), [out._flat(), int(n_cols), int(k)])
+            k = max(-n_rows, min(int(k), n_cols))  # a diagonal outside the matrix is none: the kernel's k fits
+            launch(kernels.eye, *grid_1d(out.numel()), [out._flat(), int(n_cols), k])
     return out.requires_grad_() if requires_grad else out
 
 

@@ -65,10 +65,15 @@ def to_dlpack(t, stream=None, max_version=None, dl_device=None, copy=None):
     ``max_version`` allows DLPack 1); the consumer's ``stream`` waits for our work
     and, while it captures a graph, has ``t`` held for it (``lend``). With
     ``copy=True`` the capsule holds a copy of ``t`` (made on the current stream)."""
+    if dl_device is not None and tuple(dl_device) != tuple(dlpack_device()):
+        if tuple(dl_device) == (1, 0) and copy is not False:  # the CPU: a host copy, as the standard allows
+            return t.numpy().copy().__dlpack__(max_version=max_version)
+        raise BufferError(
+            f"tensorplay's memory is on DLPack device {dlpack_device()}, not {tuple(dl_device)}"
+            + ("; only a copy can reach the CPU (copy=None or True)" if tuple(dl_device) == (1, 0) else "")
+        )
     if copy:
         t = t.clone()
-    if dl_device is not None and tuple(dl_device) != tuple(dlpack_device()):
-        raise BufferError(f"tensorplay's memory is on DLPack device {dlpack_device()}, not {tuple(dl_device)}")
     if stream is not None and stream != -1:
         handle = {1: 0}.get(stream, stream)  # DLPack's 1 is the legacy default stream
         lend(t, handle)

@@ -352,3 +352,9 @@ def test_the_creation_kernels_compile_for_the_gpu():
     if proc.returncode == MISSING_LIBRARIES:
         pytest.skip(proc.stdout.strip())
     assert proc.returncode == 0, f"{len(found)} kernels checked:\n{proc.stdout}{proc.stderr[-3000:]}"
+
+
+def test_eye_with_a_diagonal_far_outside_the_matrix_is_all_zeros():
+    # k beyond the kernel's int64 parameter (the conformance suite draws 2**63) is a diagonal that is not there
+    for k in (2**63, -(2**63), 5, -4):
+        np.testing.assert_array_equal(tp.eye(2, 3, k=k).numpy(), np.eye(2, 3, k=max(-9, min(k, 9))))

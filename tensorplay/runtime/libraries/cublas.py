@@ -258,7 +258,7 @@ class Gemm:
         ws = block.ptr if block is not None else (_workspaces[key].ptr if key in _workspaces else _stream_workspace(s))
         t, m, n = self._type, self.m, self.n
         try:
-            if th.stream != key or th.workspace != ws:
+            if th.stream != key or th.workspace != ws or block is not None:  # a capture's stream may reuse an address
                 lib.set_stream(th.h, key)  # which resets the workspace: set it after
                 lib.set_workspace(th.h, ws, WORKSPACE_BYTES)
                 th.stream, th.workspace = key, ws

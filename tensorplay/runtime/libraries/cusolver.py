@@ -192,7 +192,7 @@ def _run(name: str, key: tuple, query: Callable, body: Callable) -> None:
     with library_calls():
         th = getattr(_tls, "handle", None) or _thread_handle()
         try:
-            if th.stream != s.handle:
+            if th.stream != s.handle or capture_state.active:  # a capture's stream may take a freed one's address
                 _lib.set_stream(th.h, s.handle)
                 th.stream = s.handle
             sizes = _sizes.get(key)
