@@ -91,8 +91,8 @@ __all__ = [
     "DType", "Tensor", "all", "amax", "amin", "any", "arange", "argmax", "argmin", "as_tensor", "autograd",  # noqa: F405
     "backends", "bfloat16", "bool", "compile", "complex64", "complex128", "cuda", "dtype", "empty", "empty_like",
     "enable_grad", "fft", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full", "full_like",  # noqa: F405
-    "get_rng_state", "int8", "int16",
-    "int32", "int64", "is_grad_enabled", "jit", "linalg", "manual_seed", "matmul", "max", "mean", "min", "nn", "no_grad",  # noqa: F405
+    "get_rng_state", "int8", "int16", "int32", "int64", "is_grad_enabled", "jit", "linalg", "manual_seed",
+    "matmul", "max", "mean", "min", "nn", "no_grad",  # noqa: F405
     "ones", "ones_like", "optim", "rand", "randn", "set_grad_enabled", "set_rng_state", "sum", "tensor", "uint8",
     "uint16", "uint32", "uint64", "zeros", "zeros_like",
     *_functions_all,
