@@ -20,8 +20,8 @@ import sys
 
 from . import _dtype as dt
 from ._data_type_functions import kind_test
-from ._device import check_device
-from ._tensor import DEVICE, Device, Tensor, add_methods
+from ._device import DEVICE, Device, check_device
+from ._tensor import Tensor, add_methods
 from .kernels.elementwise import MAXDIM
 
 __all__ = ["__array_api_version__", "__array_namespace_info__"]

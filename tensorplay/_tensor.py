@@ -12,6 +12,7 @@ import struct
 import numpy as np
 
 from . import _dtype as dt
+from ._device import DEVICE, Device
 from ._export import cuda_array_interface, dlpack_device, to_dlpack
 from ._grad_mode import is_grad_enabled, no_grad
 from ._shape import broadcast_strides, contiguous_strides, infer_shape, is_contiguous, numel, parse_index, view_strides
@@ -51,28 +52,6 @@ class Storage:
                 _memory.allocator.free(self.block)
             except Exception:  # interpreter shutdown
                 pass
-
-
-class Device:
-    """Where a tensor lives: always ``cuda:0`` (the simulator emulates it)."""
-
-    type = "cuda"
-    index = 0
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Device) or other in ("cuda", "cuda:0")
-
-    def __hash__(self) -> int:
-        return hash("cuda:0")
-
-    def __repr__(self) -> str:
-        return "device(type='cuda', index=0)"
-
-    def __str__(self) -> str:
-        return "cuda:0"
-
-
-DEVICE = Device()
 
 
 def _differentiable_view(kind: str):

@@ -1,8 +1,8 @@
 """The real backend: cuda-python's driver API, sharing Numba's primary context.
 
 Every driver result goes through ``check``; kernels compiled by Numba are
-launched through ``cuLaunchKernel`` with parameters packed once per call into a
-pre-built buffer, which skips Numba's dispatcher (20-100 us a launch).
+launched by ``driver_launch.Launcher`` (``cuLaunchKernel`` with parameters packed
+once per call into a pre-built buffer, which skips Numba's dispatcher).
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import numpy as np
 from cuda.bindings import driver as drv
 
 from .driver_calls import _SUCCESS, _done, _wait_until_done, check, fail, get_edges, last_node_reader
-from .driver_overlap import overlap_kernels, register_waiting
+from .driver_launch import KERNEL_NAMES, Launcher
+from .driver_overlap import known_kernels, overlap_kernels
 from .driver_staging import NodeSetter, StagedGraph
 from .errors import CudaError, update_refusal
-from .params import POINTER, PackedLaunch, pack_pointer, param_formats
+from .params import PackedLaunch
 from .protocol import conditional_missing
 
 _CAPTURE_MODES = {
@@ -32,20 +33,6 @@ _CAPTURE_STATUS = {
     drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE: "active",
     drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_INVALIDATED: "invalidated",
 }
-
-
-# -- kernel parameter packing ------------------------------------------------
-
-
-def _param_packers(argtypes) -> tuple[list, int]:
-    """One packer per kernel parameter (None for arrays, which bring their own
-    ``_kbytes``; an element pointer packs an array's data address) and the total
-    size in bytes."""
-    formats = param_formats(argtypes)
-    packers = [
-        None if is_array else pack_pointer if packing is POINTER else packing.pack for is_array, packing, _ in formats
-    ]
-    return packers, sum(packing.size for _, packing, _ in formats)
 
 
 _SET_CONDITIONAL_SRC = r"""
@@ -81,79 +68,7 @@ def _cudadevrt() -> list[str]:
     return [p for r in roots for p in glob.glob(os.path.join(r, "lib*", "libcudadevrt.a"))]
 
 
-KERNEL_NAMES: dict[str, str] = {}  # mangled name -> Python qualified name, for DOT
-
-
-def kernel_name(dispatcher) -> str:
-    """The Python qualified name of a Numba kernel."""
-    fn = getattr(dispatcher, "py_func", dispatcher)
-    return getattr(fn, "__qualname__", None) or repr(dispatcher)
-
-
 _STAGING_BYTES = 4096
-
-
-def _known_kernels(launches) -> dict[int, bool]:
-    """Node -> whether its function waits, for the kernel launches a capture
-    recorded (``(node, launcher, ...)``: ``launch.py``) by a ``Launcher``."""
-    known = {}
-    for node, launcher, *_ in launches:
-        waits = getattr(launcher, "waits", None)
-        if node is not None and waits is not None:
-            known[node] = waits
-    return known
-
-
-class Launcher:
-    """Launches one compiled Numba kernel with pre-packed parameters."""
-
-    __slots__ = ("name", "kernel", "argtypes", "waits", "_func", "_packers", "_nbytes", "_local")
-
-    def __init__(self, dispatcher, argtypes) -> None:
-        self.kernel = dispatcher
-        self.argtypes = tuple(argtypes)
-        kernel = dispatcher.compile(tuple(argtypes))
-        kernel.bind()
-        cufunc = kernel._codelibrary.get_cufunc()
-        self.name = kernel_name(dispatcher)
-        KERNEL_NAMES[cufunc.name] = self.name
-        self._func = drv.CUfunction(int(cufunc.handle))
-        self.waits = bool(getattr(dispatcher, "tp_waits_for_prior_grids", False))  # kernels/_dependency.py
-        if self.waits:
-            register_waiting(self._func)
-        self._packers, self._nbytes = _param_packers(argtypes)
-        self._local = threading.local()
-
-    def _buffers(self):
-        # One buffer per thread: the driver reads it during cuLaunchKernel,
-        # which runs without the GIL. The bytearray is never resized, so the
-        # addresses in the pointer table stay valid.
-        bufs = getattr(self._local, "bufs", None)
-        if bufs is None:
-            data = bytearray(max(self._nbytes, 8))
-            base = ctypes.addressof((ctypes.c_char * len(data)).from_buffer(data))
-            nslots = self._nbytes // 8
-            ptrs = (ctypes.c_uint64 * max(nslots, 1))(*[base + 8 * i for i in range(nslots)])
-            bufs = self._local.bufs = (data, ptrs, ctypes.addressof(ptrs))
-        return bufs
-
-    def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
-        self.launch_packed(grid, block, stream, self.pack(args), shared_bytes)
-
-    def pack(self, args) -> bytes:
-        """The parameter bytes of ``args`` (arrays as ``KernelArray``s)."""
-        return b"".join([a._kbytes if pack is None else pack(a) for pack, a in zip(self._packers, args, strict=True)])
-
-    def launch_packed(self, grid, block, stream, packed: bytes, shared_bytes=0) -> None:
-        """Launch with every parameter already packed (the ops' fast path)."""
-        data, _, addr = self._buffers()
-        data[: self._nbytes] = packed
-        err = drv.cuLaunchKernel(
-            self._func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-            shared_bytes, stream, addr, 0,
-        )[0]  # fmt: skip
-        if err:
-            raise fail(f"cuLaunchKernel({self.name})", err)
 
 
 class DriverBackend:
@@ -522,7 +437,7 @@ class DriverBackend:
         the capture recorded (``captured_node``'s node and the launcher first),
         which the driver is then not asked about."""
         with self._relaxed_capture_mode():  # leaves other threads' global captures alone
-            overlap_kernels(graph, _known_kernels(launches))
+            overlap_kernels(graph, known_kernels(launches))
             return check("cuGraphInstantiate", drv.cuGraphInstantiate(graph, 0))
 
     # replay()'s hot path calls this directly: (err,) = graph_launch_raw(exec, stream)
@@ -550,7 +465,7 @@ class DriverBackend:
         ``instantiated`` (``cuGraphExecUpdate``); None when done, else why the
         driver refused (then nothing changed). ``launches`` as for ``graph_instantiate``."""
         with self._relaxed_capture_mode():
-            overlap_kernels(graph, _known_kernels(launches))  # the edges graph_instantiate gave the graph instantiated
+            overlap_kernels(graph, known_kernels(launches))  # the edges graph_instantiate gave the graph instantiated
             err, info = drv.cuGraphExecUpdate(graph_exec, graph)
         if err == _SUCCESS:
             return None

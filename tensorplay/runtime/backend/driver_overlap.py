@@ -32,7 +32,7 @@ from cuda.bindings import driver as drv
 
 from .driver_calls import check, entry_point, fail
 
-__all__ = ["overlap_kernels", "programmatic_pairs", "register_waiting"]
+__all__ = ["known_kernels", "overlap_kernels", "programmatic_pairs", "register_waiting"]
 
 _WAITING: set[int] = set()  # CUfunction handles of the kernels that wait for the ones before them
 
@@ -150,3 +150,14 @@ def overlap_kernels(graph, known: dict[int, bool] | None = None) -> int:
     if n:
         _make_programmatic(handle, froms[chosen], tos[chosen])
     return n
+
+
+def known_kernels(launches) -> dict[int, bool]:
+    """Node -> whether its function waits, for the kernel launches a capture
+    recorded (``(node, launcher, ...)``: ``launch.py``) by a ``Launcher``."""
+    known = {}
+    for node, launcher, *_ in launches:
+        waits = getattr(launcher, "waits", None)
+        if node is not None and waits is not None:
+            known[node] = waits
+    return known

@@ -16,7 +16,7 @@ from .driver_calls import add_dependencies, check, entry_point, fail
 from .params import PackedLaunch
 
 if TYPE_CHECKING:
-    from .driver import Launcher
+    from .driver_launch import Launcher
 
 __all__ = ["NodeSetter", "StagedGraph"]
 
