@@ -18,7 +18,7 @@ from __future__ import annotations
 from . import _dtype as dt
 from ._tensor import Tensor, add_methods
 
-__all__ = ["imag_part", "real_part"]
+__all__ = ["from_parts", "imag_part", "real_part"]
 
 
 def real_part(t: Tensor) -> Tensor:
@@ -29,6 +29,14 @@ def real_part(t: Tensor) -> Tensor:
 def imag_part(t: Tensor) -> Tensor:
     """The imaginary parts of the complex tensor ``t``: a real tensor over its memory."""
     return _part(t, 1)
+
+
+def from_parts(real: Tensor, imag: Tensor, dtype: dt.DType) -> Tensor:
+    """A new complex tensor of ``dtype`` whose parts are ``real`` and ``imag`` (one shape)."""
+    out = Tensor._empty(real.shape, dtype)
+    real_part(out).copy_(real)
+    imag_part(out).copy_(imag)
+    return out
 
 
 def _part(t: Tensor, which: int) -> Tensor:

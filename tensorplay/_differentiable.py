@@ -19,7 +19,6 @@ import weakref
 
 from . import _ops as ops
 from . import _reduce
-from ._complex import imag_part, real_part
 from ._grad_mode import is_grad_enabled, no_grad
 from ._matmul import matmul as _matmul
 from ._shape import broadcast_shapes
@@ -159,9 +158,9 @@ def copy(x, dtype=None):
 
 def reduce(op: str, x, dim, keepdim: bool):
     if not is_grad_enabled():
-        return _reduced(op, x, dim, keepdim)
+        return _reduce.reduce(op, x, dim, keepdim)
     with no_grad():
-        out = _reduced(op, x, dim, keepdim)
+        out = _reduce.reduce(op, x, dim, keepdim)
     dims = _reduce.reduce_dims(x, dim)
     kept = tuple(1 if i in dims else d for i, d in enumerate(x.shape))
     count = max(x.numel(), 1) // max(out.numel(), 1)
@@ -177,20 +176,6 @@ def reduce(op: str, x, dim, keepdim: bool):
         return (g * hit / hit.sum(dims, keepdim=True),)
 
     return record(f"{op.capitalize()}Backward", out, (x,), grads)
-
-
-def _reduced(op: str, x, dim, keepdim: bool):
-    """``_reduce.reduce``; for a complex tensor (sum and mean) those of its real
-    and imaginary parts, put together (the reduction kernels are real ones)."""
-    if x.dtype.kind != "c":
-        return _reduce.reduce(op, x, dim, keepdim)
-    if op not in ("sum", "mean"):
-        raise TypeError(f"{op}() is not defined for complex tensors (they have no order), got {x.dtype}")
-    real, imag = (_reduce.reduce(op, part(x), dim, keepdim) for part in (real_part, imag_part))
-    out = Tensor._empty(real.shape, x.dtype)
-    real_part(out).copy_(real)
-    imag_part(out).copy_(imag)
-    return out
 
 
 def matmul(a, b):

@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any
 
 from . import _dtype as dt
-from ._complex import imag_part, real_part
+from ._complex import from_parts, imag_part, real_part
 from ._matmul_choice import MATMUL, MatmulChoice, Problem
 from ._shape import broadcast_shapes, broadcast_strides, contiguous_strides
 from ._tensor import TENSOR_TYPES, Tensor
@@ -184,11 +184,7 @@ def _complex_matmul(a: Tensor, b: Tensor, dtype: dt.DType) -> Tensor:
     """A complex product by the real kernels, where cuBLAS does not serve:
     ``(ar + i ai)(br + i bi) = (ar br - ai bi) + i (ar bi + ai br)``, four real products."""
     ar, ai, br, bi = real_part(a), imag_part(a), real_part(b), imag_part(b)
-    real, imag = matmul(ar, br) - matmul(ai, bi), matmul(ar, bi) + matmul(ai, br)
-    out = Tensor._empty(real.shape, dtype)
-    real_part(out).copy_(real)
-    imag_part(out).copy_(imag)
-    return out
+    return from_parts(matmul(ar, br) - matmul(ai, bi), matmul(ar, bi) + matmul(ai, br), dtype)
 
 
 def _count(dims) -> int:

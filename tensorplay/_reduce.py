@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import _dtype as dt
-from ._complex import imag_part, real_part
+from ._complex import from_parts, imag_part, real_part
 from ._ops import fill
 from ._shape import contiguous_strides, is_contiguous, view_strides
 from ._tensor import Tensor
@@ -131,12 +131,8 @@ def _complex_reduce(op: str, x: Tensor, dim, keepdim: bool) -> Tensor:
     """The sum or mean of a complex tensor: those of its real and imaginary parts,
     put together (the kernels reduce real values); max and min are refused."""
     if op not in ("sum", "mean"):
-        raise TypeError(f"{op}() is not defined for complex tensors, got {x.dtype}")
-    parts = [reduce(op, part(x), dim, keepdim) for part in (real_part, imag_part)]
-    out = Tensor._empty(parts[0].shape, x.dtype)
-    for part, value in zip((real_part, imag_part), parts, strict=True):
-        part(out).copy_(value)
-    return out
+        raise TypeError(f"{op}() is not defined for complex tensors (they have no order), got {x.dtype}")
+    return from_parts(reduce(op, real_part(x), dim, keepdim), reduce(op, imag_part(x), dim, keepdim), x.dtype)
 
 
 def _reduce_plan(key: tuple, x: Tensor) -> ReducePlan:
