@@ -18,13 +18,16 @@ from .runtime.libraries import cusolver
 
 __all__ = ["LINALG", "LinalgSettings"]
 
+# an LU solve: cuSOLVER's factorisation, the pivots' row interchanges by a gather of tensorplay's and two
+# triangular solves by cuBLAS (cuSOLVER's Xgetrs allocates inside a capture: see runtime/libraries/cublas.py)
+_LU_SOLVE = "Xgetrf + tensorplay's row interchanges + cublas<t>trsm twice"
 # function -> the routines it calls, once per matrix of the batch
 ROUTINES = {
-    "solve": "Xgetrf + Xgetrs (op T on B copied column-major)",
-    "solve_ex": "Xgetrf + Xgetrs (op T on B copied column-major)",
-    "solve_triangular": "Xgetrf + Xgetrs on the triangle (as solve)",
-    "inv": "Xgetrf + Xgetrs (op N on the identity)",
-    "inv_ex": "Xgetrf + Xgetrs (op N on the identity)",
+    "solve": f"{_LU_SOLVE} (op T on B copied column-major)",
+    "solve_ex": f"{_LU_SOLVE} (op T on B copied column-major)",
+    "solve_triangular": f"{_LU_SOLVE} on the triangle (as solve)",
+    "inv": f"{_LU_SOLVE} (op N on the identity)",
+    "inv_ex": f"{_LU_SOLVE} (op N on the identity)",
     "det": "Xgetrf, then U's diagonal and the pivots' parity by tensorplay's kernels",
     "slogdet": "Xgetrf, then U's diagonal and the pivots' parity by tensorplay's kernels",
     "cholesky": "Xpotrf",

@@ -8,7 +8,8 @@ transpose, and they overwrite their input: each factorisation works on a new
 dense copy of the input (broadcast over the batch, cast to the result dtype),
 laid out so that no transpose is copied where the algebra allows it:
 
-- LU factors the copy of A as A^T; getrs with "T" then solves A X = B for B
+- LU factors the copy of A as A^T; LAPACK's getrs with "T" (the pivots'
+  row interchanges by a gather, two triangular solves) then solves A X = B for B
   copied transposed (column-major B), and with "N" solves A^T Y = I, whose
   column-major Y read row-major is A^-1 itself.
 - A Hermitian A read column-major is conj(A): potrf on its "upper" triangle
@@ -38,12 +39,15 @@ import numpy as np
 from . import _dtype as dt
 from ._creation_functions import eye, tril, triu
 from ._grad_mode import is_grad_enabled, no_grad
+from ._indexing_functions import take_along_axis
 from ._shape import broadcast_shapes, numel
 from ._tape import needs_grad, sum_to
 from ._tensor import Tensor
+from .kernels import pivots as pivot_kernels
 from .runtime.backend import CaptureError
 from .runtime.backend import get as get_backend
 from .runtime.capture import capture_state
+from .runtime.launch import grid_1d, launch
 from .runtime.libraries import cusolver, simsolver
 from .runtime.libraries._nvmath import LibraryUnavailable
 from .runtime.streams import current_stream
@@ -157,11 +161,20 @@ def inverse(fn: str, a: Tensor, dtype: dt.DType) -> tuple[Tensor, Tensor]:
 
 
 def _solves(fn: str, trans: str, factors: Tensor, pivots: Tensor, rhs: Tensor, dtype: dt.DType) -> None:
-    """getrs on ``rhs`` (column-major right-hand sides, each (nrhs, n) row-major), in place."""
+    """LAPACK's getrs on ``rhs`` (column-major right-hand sides, each (nrhs, n)
+    row-major), in place: the pivots' row interchanges, a gather of
+    tensorplay's, before ("N") or after ("T") the two triangular solves."""
     n, nrhs = factors.shape[-1], rhs.shape[-2]
-    batch = tuple(factors.shape[:-2])
-    scratch = Tensor._empty(batch, dt.int32)  # getrs's info says only whether its arguments were valid
-    solver(fn).getrs(dtype.name, numel(batch), n, nrhs, trans, factors._ptr, pivots._ptr, rhs._ptr, scratch._ptr)
+    batch = numel(factors.shape[:-2])
+    if not batch or not n or not nrhs:
+        return
+    order, inverse = Tensor._empty((batch, n), dt.int64), Tensor._empty((batch, n), dt.int64)
+    launch(pivot_kernels.row_order, *grid_1d(batch), [pivots.reshape(batch, n), order, inverse])
+    if trans == "N":
+        rhs.copy_(take_along_axis(rhs, order.reshape(rhs.shape[:-2] + (1, n)), axis=-1))
+    solver(fn).lu_solves(dtype.name, batch, n, nrhs, trans, factors._ptr, rhs._ptr)
+    if trans == "T":
+        rhs.copy_(take_along_axis(rhs, inverse.reshape(rhs.shape[:-2] + (1, n)), axis=-1))
 
 
 def cholesky_factor(fn: str, a: Tensor, dtype: dt.DType, upper: bool) -> tuple[Tensor, Tensor]:

@@ -21,10 +21,6 @@ from tensorplay._linalg_choice import LINALG
 from tensorplay.runtime.libraries import cusolver
 
 ON_SIM = tp.cuda.backend() == "sim"
-WHILE_BODY_ON_THE_GPU = (  # open: seen at 2eaf4c9 and 143261e
-    "on the H200 a graph whose while body holds cuSOLVER's LU fails at cuGraphInstantiate (CUDA_ERROR_INVALID_VALUE) "
-    "after other linalg tests in the same process, while the same body in a fresh process instantiates and runs right"
-)
 DTYPES = (tp.float64, tp.complex128, tp.float32, tp.complex64)
 TOL = {"float64": 1e-10, "complex128": 1e-10, "float32": 2e-4, "complex64": 2e-4}
 
@@ -458,7 +454,6 @@ def test_a_failed_factorisation_inside_a_capture_gives_nan_not_an_error():
     assert info.tolist() == [0, 1]
 
 
-@pytest.mark.xfail(not ON_SIM, strict=False, reason=WHILE_BODY_ON_THE_GPU)
 def test_solves_inside_a_while_body():
     # x <- A^-1 x until a counter reaches 4: x = A^-4 x0, with A's LU made each pass
     a_np, x_np = _well_conditioned((3, 3), tp.float64, 50), _random((3,), tp.float64, 51)
@@ -486,7 +481,8 @@ def test_solves_inside_a_while_body():
 def test_explain_on_the_simulator():
     text = LINALG.explain("solve", (2, 8, 8), "float64")
     assert text.startswith("linalg.solve (2, 8, 8) float64: NumPy on the simulator"), text
-    assert "as cuSOLVER's Xgetrf + Xgetrs" in text and "(2 matrices)" in text, text
+    assert "as cuSOLVER's Xgetrf + tensorplay's row interchanges + cublas<t>trsm twice" in text, text
+    assert "(2 matrices)" in text, text
     assert cusolver.unavailable() == "cuSOLVER runs on a GPU only, and this is the CPU simulator"
 
 
@@ -516,7 +512,6 @@ def test_on_the_gpu_cusolver_serves(function):
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(not ON_SIM, strict=False, reason=WHILE_BODY_ON_THE_GPU)
 def test_on_the_gpu_large_factorisations_match_numpy_in_a_graph_and_a_while_body():
     n = 256
     a_np, b_np = _well_conditioned((n, n), tp.float64, 60), _random((n, 3), tp.float64, 61)

@@ -13,6 +13,12 @@ rounded once at the store, reductions kept in float32; float32 exact unless
 TF32 is asked for: ``CUBLAS_COMPUTE_32F_FAST_TF32``); float64 sums in float64
 (``CUBLAS_COMPUTE_64F``); complex64 and complex128 as float32 and float64.
 
+**Triangular solves.** ``trsm`` solves with a batch of column-major
+triangles, one cublas<t>trsm per matrix: the two halves of an LU solve
+(``tp.linalg.solve``, ``inv``). cuSOLVER's Xgetrs does the same through a
+cuBLAS handle of its own, whose workspace cannot be given: inside a capture it
+allocates (graph memory nodes, which a conditional body may not hold).
+
 **Handles.** One per thread, made at its first product, or before a capture it
 begins once cuBLAS is in use (``prepare_before_captures``); a thread that ends
 hands its handle on to the next. Each call sets the handle's stream (the
@@ -43,7 +49,7 @@ from ..memory import allocator
 from ..streams import current_stream
 from ._nvmath import LibraryUnavailable, bindings, data_type, library_calls, load, version
 
-__all__ = ["DTYPES", "MAX_DIM", "WORKSPACE_BYTES", "Gemm", "describe", "library_version", "unavailable"]
+__all__ = ["DTYPES", "MAX_DIM", "WORKSPACE_BYTES", "Gemm", "describe", "library_version", "trsm", "unavailable"]
 
 DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
 MAX_DIM = (1 << 31) - 1  # cuBLAS's int arguments: sizes, leading dimensions, batch count
@@ -65,6 +71,7 @@ _ADVICE = {
     "CUBLAS_STATUS_EXECUTION_FAILED": "a cuBLAS kernel failed to launch",
     "CUBLAS_STATUS_NOT_SUPPORTED": "cuBLAS does not take these types or layouts",
 }
+_TRSM = {"float32": "strsm", "float64": "dtrsm", "complex64": "ctrsm", "complex128": "ztrsm"}
 _FALLBACK = "; set tp.backends.matmul.library = False to use tensorplay's own kernels"
 
 _lock = threading.Lock()
@@ -237,45 +244,85 @@ class Gemm:
         self._compute, self._algo = int(lib.ComputeType[_compute_name(dtype, tf32)]), int(lib.GemmAlgo.DEFAULT)
 
     def __call__(self, a: int, b: int, c: int) -> None:
-        s = current_stream()
-        if not capture_state.active:
-            self._issue(s, a, b, c, None)
-            return
-        refuse_legacy_launch(self.name, s)
-        flush_fused()
-        with library_calls():
-            block = allocator.allocate(WORKSPACE_BYTES, s) if s.is_capturing() else None
-            try:
-                self._issue(s, a, b, c, block)
-            finally:
-                if block is not None:
-                    allocator.free(block)
+        _call(self.name, lambda h: self._issue(h, a, b, c))
 
-    def _issue(self, s, a: int, b: int, c: int, block) -> None:
-        lib = self._lib
-        th = getattr(_tls, "handle", None) or _thread_handle()
-        key = s.handle
-        ws = block.ptr if block is not None else (_workspaces[key].ptr if key in _workspaces else _stream_workspace(s))
-        t, m, n = self._type, self.m, self.n
+    def _issue(self, h: int, a: int, b: int, c: int) -> None:
+        lib, t, m, n = self._lib, self._type, self.m, self.n
+        # C^T (n x m, column-major, ldc n) = op(B^T) op(A^T): b is cuBLAS's first operand
+        if self.batch > 1:
+            lib.gemm_strided_batched_ex(
+                h, self._op_b, self._op_a, n, m, self.k, self._alpha,
+                b, t, self.ldb, self.stride_b,
+                a, t, self.lda, self.stride_a,
+                self._beta, c, t, n, m * n, self.batch, self._compute, self._algo,
+            )  # fmt: skip
+        else:
+            lib.gemm_ex(
+                h, self._op_b, self._op_a, n, m, self.k, self._alpha,
+                b, t, self.ldb, a, t, self.lda,
+                self._beta, c, t, n, self._compute, self._algo,
+            )  # fmt: skip
+
+
+# -- triangular solves ---------------------------------------------------------------------------
+
+
+def trsm(dtype: str, batch: int, n: int, nrhs: int, a: int, b: int, lower: bool, unit: bool, trans: bool) -> None:
+    """Solve ``op(T) X = B`` in place for each of ``batch`` column-major n x n
+    triangles T at ``a`` (lda n; its ``lower`` or upper triangle, its diagonal
+    taken as ones when ``unit``; ``op`` a transpose when ``trans``, never a
+    conjugate one) and B (n x nrhs at ``b``, ldb n): cublas<t>trsm per matrix,
+    on the current stream. ``dtype``: float32, float64, complex64 or complex128."""
+    if not batch or not n or not nrhs:
+        return
+    lib = _lib
+    solve = getattr(lib, _TRSM[dtype])
+    modes = (
+        int(lib.SideMode.LEFT), int(lib.FillMode.LOWER if lower else lib.FillMode.UPPER),
+        int(lib.Operation.T if trans else lib.Operation.N), int(lib.DiagType.UNIT if unit else lib.DiagType.NON_UNIT),
+    )  # fmt: skip
+    alpha, size = _SCALARS[dtype][0], _SCALARS[dtype][0].itemsize
+
+    def issue(h: int) -> None:
+        for i in range(batch):
+            solve(h, *modes, n, nrhs, alpha.ctypes.data, a + i * n * n * size, n, b + i * n * nrhs * size, n)
+
+    _call(f"cublas{_TRSM[dtype].capitalize()}", issue)
+
+
+# -- one call: handle, stream, workspace ---------------------------------------------------------
+
+
+def _call(name: str, issue) -> None:
+    """``issue(handle)`` on the current stream, the handle given the stream and
+    a workspace of tensorplay's (see the module docstring); the call named
+    ``name`` in errors."""
+    s = current_stream()
+    if not capture_state.active:
+        _issue(name, s, issue, None)
+        return
+    refuse_legacy_launch(name, s)
+    flush_fused()
+    with library_calls():
+        block = allocator.allocate(WORKSPACE_BYTES, s) if s.is_capturing() else None
         try:
-            if th.stream != key or th.workspace != ws or block is not None:  # a capture's stream may reuse an address
-                lib.set_stream(th.h, key)  # which resets the workspace: set it after
-                lib.set_workspace(th.h, ws, WORKSPACE_BYTES)
-                th.stream, th.workspace = key, ws
-            # C^T (n x m, column-major, ldc n) = op(B^T) op(A^T): b is cuBLAS's first operand
-            if self.batch > 1:
-                lib.gemm_strided_batched_ex(
-                    th.h, self._op_b, self._op_a, n, m, self.k, self._alpha,
-                    b, t, self.ldb, self.stride_b,
-                    a, t, self.lda, self.stride_a,
-                    self._beta, c, t, n, m * n, self.batch, self._compute, self._algo,
-                )  # fmt: skip
-            else:
-                lib.gemm_ex(
-                    th.h, self._op_b, self._op_a, n, m, self.k, self._alpha,
-                    b, t, self.ldb, a, t, self.lda,
-                    self._beta, c, t, n, self._compute, self._algo,
-                )  # fmt: skip
-        except lib.cuBLASError as e:
-            th.stream = None  # set both again at the next call
-            raise _failed(lib, self.name, e) from None
+            _issue(name, s, issue, block)
+        finally:
+            if block is not None:
+                allocator.free(block)
+
+
+def _issue(name: str, s, issue, block) -> None:
+    lib = _lib
+    th = getattr(_tls, "handle", None) or _thread_handle()
+    key = s.handle
+    ws = block.ptr if block is not None else (_workspaces[key].ptr if key in _workspaces else _stream_workspace(s))
+    try:
+        if th.stream != key or th.workspace != ws or block is not None:  # a capture's stream may reuse an address
+            lib.set_stream(th.h, key)  # which resets the workspace: set it after
+            lib.set_workspace(th.h, ws, WORKSPACE_BYTES)
+            th.stream, th.workspace = key, ws
+        issue(th.h)
+    except lib.cuBLASError as e:
+        th.stream = None  # set both again at the next call
+        raise _failed(lib, name, e) from None

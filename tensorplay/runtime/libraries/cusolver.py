@@ -4,8 +4,8 @@ matrices on raw pointers.
 **The routines.** Each takes a batch of dense column-major matrices (matrix
 ``i`` at ``ptr + i * stride`` elements, its columns ``ld`` apart) and runs
 cuSOLVER's dense 64-bit API on each in turn, on the current stream:
-``getrf`` / ``getrs`` (LU with partial pivoting and its solves,
-cusolverDnXgetrf / Xgetrs), ``potrf`` (Cholesky, Xpotrf), ``syevd``
+``getrf`` (LU with partial pivoting, cusolverDnXgetrf) and ``lu_solves``
+(its two triangular solves, by cuBLAS's trsm), ``potrf`` (Cholesky, Xpotrf), ``syevd``
 (Hermitian eigenvalues and vectors, Xsyevd), ``gesvd`` (singular values and
 vectors, Xgesvd, which takes m >= n only), ``geqrf`` (Householder QR,
 Xgeqrf) and ``orgqr`` (its Q, by the typed cusolverDn<t>orgqr / ungqr: the
@@ -47,10 +47,11 @@ from ..backend import CudaError
 from ..capture import capture_state, flush_fused, prepare_before_captures, refuse_legacy_launch
 from ..memory import allocator
 from ..streams import current_stream
+from . import cublas
 from ._nvmath import LibraryUnavailable, bindings, data_type, library_calls, load, version
 
 __all__ = [
-    "DTYPES", "describe", "geqrf", "gesvd", "getrf", "getrs", "library_version", "orgqr", "potrf", "syevd",
+    "DTYPES", "describe", "geqrf", "gesvd", "getrf", "library_version", "lu_solves", "orgqr", "potrf", "syevd",
     "unavailable",
 ]  # fmt: skip
 
@@ -62,7 +63,6 @@ _ITEMSIZE = {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
 _ORGQR = {"float32": "sorgqr", "float64": "dorgqr", "complex64": "cungqr", "complex128": "zungqr"}
 # The C API's values (cublas_api.h, cusolver_common.h), which cuSOLVER takes as plain ints
 _FILL = {True: 0, False: 1}  # cublasFillMode_t: lower?
-_OPERATION = {"N": 0, "T": 1, "C": 2}  # cublasOperation_t
 _EIG_MODE = {False: 0, True: 1}  # cusolverEigMode_t: vectors?
 _ADVICE = {
     "CUSOLVER_STATUS_NOT_INITIALIZED": "cuSOLVER could not start; check that its CUDA version suits the driver",
@@ -236,23 +236,17 @@ def getrf(dtype: str, batch: int, n: int, a: int, ipiv: int, info: int) -> None:
     _run("cusolverDnXgetrf", ("getrf", dtype, n), lambda h, p: _lib.xgetrf_buffer_size(h, p, n, n, t, a, n, t), body)
 
 
-def getrs(dtype: str, batch: int, n: int, nrhs: int, trans: str, a: int, ipiv: int, b: int, info: int) -> None:
-    """Solve ``op(A) X = B`` for each of ``batch`` LU factors at ``a`` (``getrf``'s
-    output and ``ipiv``), ``op`` "N" or "T" (``trans``); B: n x nrhs at ``b``
-    (ldb n), overwritten by X."""
-    if not batch or not n or not nrhs:
-        return
-    t, _, size = _types(dtype)
-    op = _OPERATION[trans]
-
-    def body(h, p, ws, ws_bytes, host, host_bytes):
-        for i in range(batch):
-            _lib.xgetrs(
-                h, p, op, n, nrhs, t, a + i * n * n * size, n, ipiv + i * n * 8, t, b + i * n * nrhs * size, n,
-                info + 4 * i,
-            )  # fmt: skip
-
-    _run("cusolverDnXgetrs", ("getrs",), lambda h, p: (0, 0), body)
+def lu_solves(dtype: str, batch: int, n: int, nrhs: int, trans: str, a: int, b: int) -> None:
+    """The triangular halves of LAPACK's getrs on ``batch`` LU factors at ``a``
+    (``getrf``'s output), the row interchanges left to the caller: B (n x
+    nrhs at ``b``, ldb n) becomes U^-1 L^-1 B ("N") or L^-T U^-T B ("T"), by
+    cuBLAS's trsm (see ``cublas``: cuSOLVER's Xgetrs would allocate inside a
+    capture)."""
+    reason = cublas.unavailable()
+    if reason is not None:
+        raise LibraryUnavailable(f"LU solves run on cuBLAS on the GPU, which cannot be used here: {reason}")
+    for lower, unit in ((False, False), (True, True)) if trans == "T" else ((True, True), (False, False)):
+        cublas.trsm(dtype, batch, n, nrhs, a, b, lower, unit, trans == "T")
 
 
 def potrf(dtype: str, batch: int, n: int, lower: bool, a: int, info: int) -> None:

@@ -6,7 +6,7 @@ captures, run again at each replay and inside conditional bodies).
 ``numpy.linalg`` does the work where it has the routine: ``eigh`` for syevd,
 ``svd`` for gesvd, ``qr(mode="raw")`` (LAPACK's geqrf) for geqrf,
 ``cholesky`` for potrf. NumPy has no LU and no Householder product, so getrf
-(partial pivoting, LAPACK's pivots), getrs (its triangular solves) and orgqr
+(partial pivoting, LAPACK's pivots), lu_solves (its triangular solves) and orgqr
 are written out here on the views, row and column operations in NumPy. As on
 the GPU, nothing raises on a singular or indefinite matrix: ``info`` says
 what LAPACK would, and the results are what the arithmetic gives (a division
@@ -19,7 +19,7 @@ import numpy as np
 
 from .simulated import Operand, call
 
-__all__ = ["geqrf", "gesvd", "getrf", "getrs", "orgqr", "potrf", "syevd"]
+__all__ = ["geqrf", "gesvd", "getrf", "lu_solves", "orgqr", "potrf", "syevd"]
 
 _REAL = {"float32": "float32", "float64": "float64", "complex64": "float32", "complex128": "float64"}
 
@@ -68,29 +68,25 @@ def _lu(m: np.ndarray, pivots: np.ndarray) -> int:
     return first_zero
 
 
-def getrs(dtype: str, batch: int, n: int, nrhs: int, trans: str, a: int, ipiv: int, b: int, info: int) -> None:
-    """As ``cusolver.getrs``."""
+def lu_solves(dtype: str, batch: int, n: int, nrhs: int, trans: str, a: int, b: int) -> None:
+    """As ``cusolver.lu_solves``."""
     if not batch or not n or not nrhs:
         return
 
-    def compute(lus, pivots, rhs, infos):
+    def compute(lus, rhs):
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             for i in range(batch):
-                _lu_solve(lus[i], pivots[i], rhs[i], trans)
-                infos[i] = 0
+                _triangular_solves(lus[i], rhs[i], trans)
 
-    operands = [_matrices(a, batch, n, n, dtype), _ints(ipiv, (batch, n), np.int64)]
-    call("getrs", compute, [*operands, _matrices(b, batch, n, nrhs, dtype), _ints(info, (batch,))])
+    call("lu_solves", compute, [_matrices(a, batch, n, n, dtype), _matrices(b, batch, n, nrhs, dtype)])
 
 
-def _lu_solve(lu: np.ndarray, pivots: np.ndarray, x: np.ndarray, trans: str) -> None:
-    """LAPACK's getrs: ``x`` (n x nrhs) becomes A^-1 x ("N") or A^-T x ("T")."""
+def _triangular_solves(lu: np.ndarray, x: np.ndarray, trans: str) -> None:
+    """LAPACK's getrs without its row interchanges: ``x`` (n x nrhs) becomes
+    U^-1 L^-1 x ("N") or L^-T U^-T x ("T"), L unit lower."""
     n = lu.shape[0]
-    swaps = [(k, int(p) - 1) for k, p in enumerate(pivots) if int(p) - 1 != k]
     if trans == "N":
-        for k, p in swaps:
-            x[[k, p], :] = x[[p, k], :]
-        for r in range(n):  # L y = P x, L unit lower
+        for r in range(n):  # L y = x
             x[r] -= lu[r, :r] @ x[:r]
         for r in reversed(range(n)):  # U x = y
             x[r] = (x[r] - lu[r, r + 1 :] @ x[r + 1 :]) / lu[r, r]
@@ -99,8 +95,6 @@ def _lu_solve(lu: np.ndarray, pivots: np.ndarray, x: np.ndarray, trans: str) -> 
         x[r] = (x[r] - lu[:r, r] @ x[:r]) / lu[r, r]
     for r in reversed(range(n)):  # L^T z = y
         x[r] -= lu[r + 1 :, r] @ x[r + 1 :]
-    for k, p in reversed(swaps):
-        x[[k, p], :] = x[[p, k], :]
 
 
 def potrf(dtype: str, batch: int, n: int, lower: bool, a: int, info: int) -> None:
