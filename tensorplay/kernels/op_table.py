@@ -414,8 +414,8 @@ OPS: dict[str, Op] = {
             function="floor_divide",
         ),
         _binary(
-            "mod", lambda a, b: a % b, symbol="%", inplace="remainder_", method="remainder", function="remainder",
-            backward=_remainder_grads, grad_name="RemainderBackward",
+            "mod", lambda a, b: sm.remainder(a, b), symbol="%", inplace="remainder_", method="remainder",
+            function="remainder", backward=_remainder_grads, grad_name="RemainderBackward",
         ),
         _binary("pow", lambda a, b: a**b, symbol="**", inplace="pow_", backward=_pow, uses_result=True, kinds="biuhfc"),
         _binary(

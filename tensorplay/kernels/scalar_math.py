@@ -12,7 +12,7 @@ The functions written here follow the array API standard's special cases
 (signed zeros, NaN, infinities) where the libraries have no such function or
 differ from it: ``round`` (ties to even), ``signum``, ``logaddexp``,
 ``digamma``, ``clamp``, ``floordiv`` (of an infinite operand: ``floor(a / b)``,
-which the standard prefers to Python's) and, for complex numbers, ``divide``
+which the standard prefers to Python's), ``remainder`` (NumPy's) and, for complex numbers, ``divide``
 (NumPy's, where Numba's raises on a zero divisor), ``sign``, ``expm1``,
 ``log1p``, ``log2`` and ``tanh``'s infinities. ``real_or_complex`` and
 ``float_or_integer`` make one function of an implementation per kind.
@@ -155,7 +155,7 @@ exp, log, log10, sqrt, sin, cos, tan = (either(n) for n in ("exp", "log", "log10
 sinh, cosh, isinf, isfinite = (either(n) for n in ("sinh", "cosh", "isinf", "isfinite"))
 asin, acos, atan, asinh, acosh, atanh = (either(n) for n in ("asin", "acos", "atan", "asinh", "acosh", "atanh"))
 floor, ceil, trunc, atan2, hypot = (ieee(n) for n in ("floor", "ceil", "trunc", "atan2", "hypot"))
-copysign, nextafter = ieee("copysign"), ieee("nextafter")
+copysign, nextafter, fmod = ieee("copysign"), ieee("nextafter"), ieee("fmod")
 erf, erfc, lgamma = (ieee(n, _python_twin(n)) for n in ("erf", "erfc", "lgamma"))
 LN2, LN10, PI = math.log(2.0), math.log(10.0), math.pi
 _expm1, _log1p, _log2 = ieee("expm1"), ieee("log1p"), ieee("log2")
@@ -298,6 +298,27 @@ def _integer_floordiv(a, b):
 
 
 floordiv = float_or_integer(_float_floordiv, _integer_floordiv)
+
+
+def _float_remainder(a, b):
+    """``a % b`` of floats as NumPy's divmod computes it: ``fmod``, moved into
+    the divisor's sign, and a zero of the divisor's sign. The standard's cases
+    of an infinite divisor follow (-1 % inf is inf, 1 % inf is 1), where the
+    GPU's ``a - b * floor(a / b)`` gives NaN."""
+    r = fmod(a, b)
+    if r != 0:
+        if (b < 0) != (r < 0):
+            r += b
+    else:
+        r = copysign(r, b)
+    return r
+
+
+def _integer_remainder(a, b):
+    return a % b
+
+
+remainder = float_or_integer(_float_remainder, _integer_remainder)
 
 
 def logaddexp(a, b):

@@ -83,11 +83,7 @@ def test_unary_special_cases_as_numpy(name, dtype):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("name", sorted(BINARY))
-def test_binary_special_cases_as_numpy(name, dtype, request):
-    if name == "remainder" and tp.cuda.backend() == "cuda":  # known: to be fixed in the op table's remainder
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="on the H200 remainder's special cases differ from NumPy's (417a36f)")
-        )
+def test_binary_special_cases_as_numpy(name, dtype):
     values = np.array(VALUES, dtype=dtype)
     a, b = np.repeat(values, len(values)), np.tile(values, len(values))  # every pair
     with np.errstate(all="ignore"):
