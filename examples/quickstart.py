@@ -29,6 +29,7 @@ def main() -> None:
     n = 1000
     a, b = tp.arange(n).float(), tp.ones(n)
     s = tp.cuda.Stream()
+    s.wait_stream(tp.cuda.current_stream())  # a and b are made on the current stream: s must not start before them
     with tp.cuda.stream(s):  # the kernel runs on s, like any op issued here
         saxpy[(n + 127) // 128, 128](2.0, a, b)
     s.synchronize()

@@ -78,7 +78,7 @@ def to_dlpack(t, stream=None, max_version=None, dl_device=None, copy=None):
         handle = {1: 0}.get(stream, stream)  # DLPack's 1 is the legacy default stream
         lend(t, handle)
         producer = current_stream()
-        if not get_backend().host_addressable and handle != producer.handle:  # a stream is ordered with itself
+        if handle != producer.handle:  # a stream is ordered with itself
             event = Event()
             event.record(producer)
             get_backend().stream_wait_event(get_backend().stream_from_int(handle), event._h)
