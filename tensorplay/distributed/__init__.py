@@ -1,0 +1,367 @@
+"""Ranks and collectives, with PyTorch's names: ``tensorplay.distributed``.
+
+>>> import tensorplay.distributed as dist                      # doctest: +SKIP
+>>> dist.init_process_group()        # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+>>> dist.all_reduce(t, op=dist.ReduceOp.MAX)                   # in place, on every rank
+
+Run a script on N ranks with ``python -m tensorplay.distributed.run
+--nproc-per-node N script.py ARGS``, which sets those variables.
+
+**The engine.** Each call is queued on the current stream as one operation
+over the tensors' memory. On the simulator it is a library call (a graph node
+when the stream captures: collectives run inside graphs and inside while and
+if bodies, at every replay and every pass), whose data goes from rank to rank
+through the group's rendezvous in rank 0's process (``_hub.py``): ranks are
+processes, the reductions NumPy's. On a GPU the same engine serves eagerly,
+through host copies, and a capture refuses it: collectives inside graphs on a
+GPU are NCCL's work, which this engine is not.
+
+**Rules.** Every rank makes the same collective calls in the same order, on
+tensors of one dtype and shape; a ``recv`` takes what its peer's ``send``
+sent, of its dtype and shape. Tensors are contiguous. A call that breaks a
+rule, a rank that does not come within the group's timeout
+(``init_process_group(timeout=...)``, else ``TENSORPLAY_DIST_TIMEOUT``, else
+300 s), or one whose process ended, is a ``DistributedError`` in every rank,
+naming the ranks and their calls; the group is then broken, and a new one
+can be made after ``destroy_process_group()``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import enum
+import os
+
+import numpy as np
+
+from .._tensor import Tensor
+from ..runtime.backend import CaptureError
+from ..runtime.backend import get as get_backend
+from ..runtime.capture import capture_state
+from ..runtime.libraries.simulated import Operand, call
+from ..runtime.streams import current_stream
+from ._hub import DistributedError, Hub, Link, LocalLink
+
+__all__ = [
+    "DistributedError", "P2POp", "ReduceOp", "Work", "all_gather_into_tensor", "all_reduce", "barrier",
+    "batch_isend_irecv", "broadcast", "destroy_process_group", "get_rank", "get_world_size",
+    "init_process_group", "irecv", "is_initialized", "isend", "recv", "reduce_scatter_tensor", "send",
+]  # fmt: skip
+
+DEFAULT_TIMEOUT = 300.0  # seconds, as PyTorch's NCCL default (10 minutes there)
+
+
+class ReduceOp(enum.Enum):
+    """How ``all_reduce`` and ``reduce_scatter_tensor`` combine the ranks' values."""
+
+    SUM = "SUM"
+    PROD = "PROD"
+    MIN = "MIN"
+    MAX = "MAX"
+    AVG = "AVG"
+
+
+class _Group:
+    """The process's group: its rank, its size and its link to the rendezvous."""
+
+    def __init__(self, rank: int, world: int, link, hub) -> None:
+        self.rank, self.world, self.link, self.hub = rank, world, link, hub
+
+
+_group: _Group | None = None
+
+
+def _environment(name: str, default=None, *alternatives: str) -> str | None:
+    for key in (name, *alternatives):
+        if os.environ.get(key, "") != "":
+            return os.environ[key]
+    return default
+
+
+def _number(name: str, value, lowest: int = 0) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    if n < lowest:
+        raise ValueError(f"{name} must be at least {lowest}, got {n}")
+    return n
+
+
+def init_process_group(
+    backend: str | None = None, *, rank: int | None = None, world_size: int | None = None, timeout=None
+) -> None:
+    """Join this process to the group of ``world_size`` ranks as ``rank``.
+
+    Without arguments both come from the environment: ``RANK`` and
+    ``WORLD_SIZE`` (``python -m tensorplay.distributed.run`` sets them; under
+    ``mpirun``, Open MPI's or PMI's ranks), and, for more than one rank,
+    ``MASTER_ADDR`` and ``MASTER_PORT``, where rank 0 holds the rendezvous.
+    ``backend``: None (the engine of the module docstring). ``timeout``:
+    seconds or a ``datetime.timedelta``, how long a call waits for its peers.
+    """
+    global _group
+    if _group is not None:
+        raise RuntimeError("init_process_group() was already called: call destroy_process_group() first")
+    if backend not in (None, "hub"):
+        raise ValueError(f"backend must be None (tensorplay's engine), got {backend!r}")
+    world = _environment("WORLD_SIZE", None, "OMPI_COMM_WORLD_SIZE", "PMI_SIZE") if world_size is None else world_size
+    me = _environment("RANK", None, "OMPI_COMM_WORLD_RANK", "PMI_RANK") if rank is None else rank
+    if world is None or me is None:
+        raise ValueError(
+            "init_process_group() needs RANK and WORLD_SIZE (and MASTER_ADDR and MASTER_PORT for more than one "
+            "rank): run the script with python -m tensorplay.distributed.run --nproc-per-node N script.py, "
+            "or pass rank= and world_size="
+        )
+    world, me = _number("WORLD_SIZE", world, 1), _number("RANK", me)
+    if me >= world:
+        raise ValueError(f"RANK must be below WORLD_SIZE ({world}), got {me}")
+    if isinstance(timeout, datetime.timedelta):
+        timeout = timeout.total_seconds()
+    timeout = float(timeout if timeout is not None else _environment("TENSORPLAY_DIST_TIMEOUT", DEFAULT_TIMEOUT))
+    if world == 1:
+        _group = _Group(0, 1, LocalLink(), None)
+        return
+    address, port = _environment("MASTER_ADDR"), _environment("MASTER_PORT")
+    if address is None or port is None:
+        raise ValueError(
+            f"a group of {world} ranks needs MASTER_ADDR and MASTER_PORT (where rank 0 holds its rendezvous): "
+            "python -m tensorplay.distributed.run sets them"
+        )
+    port = _number("MASTER_PORT", port, 1)
+    key = f"tensorplay {address}:{port} {world}".encode()
+    hub = Hub(address, port, world, timeout, key) if me == 0 else None
+    try:
+        link = Link(address, port, me, world, timeout, key)
+    except BaseException:
+        if hub is not None:
+            hub.join(0)
+        raise
+    _group = _Group(me, world, link, hub)
+    atexit.register(_leave_at_exit)  # rank 0's hub then serves the others until they leave
+
+
+def _leave_at_exit() -> None:
+    if _group is not None:
+        destroy_process_group()
+
+
+def is_initialized() -> bool:
+    return _group is not None
+
+
+def _the_group(fn: str) -> _Group:
+    if _group is None:
+        raise RuntimeError(f"{fn}() needs a process group: call tensorplay.distributed.init_process_group() first")
+    return _group
+
+
+def get_rank() -> int:
+    return _the_group("get_rank").rank
+
+
+def get_world_size() -> int:
+    return _the_group("get_world_size").world
+
+
+def destroy_process_group() -> None:
+    """Leave the group (rank 0 waits for the others to leave, up to the timeout).
+    A process that ends in the group leaves it so."""
+    global _group
+    group = _the_group("destroy_process_group")
+    _group = None
+    group.link.close()
+    if group.hub is not None:
+        group.hub.join(group.hub.timeout)
+
+
+# -- the calls ----------------------------------------------------------------------------------
+
+
+class Work:
+    """The handle of a call made with ``async_op=True``: ``wait()`` makes the
+    current stream wait for it (as PyTorch's NCCL handles do)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def wait(self) -> bool:
+        s = current_stream()
+        if s is not self._stream:
+            s.wait_stream(self._stream)
+        return True
+
+    def is_completed(self) -> bool:
+        return self._stream.query()
+
+
+def _checked(fn: str, *tensors: Tensor) -> None:
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn}() takes tensorplay tensors, got {type(t).__name__}")
+        if not t.is_contiguous():
+            raise ValueError(f"{fn}() needs contiguous tensors, got one of shape {t.shape}: pass t.contiguous()")
+
+
+def _desc(kind: str, t: Tensor, detail: str = "") -> tuple:
+    return (kind, t.dtype.name, tuple(t.shape), detail)
+
+
+def _run(fn: str, inputs: list, outputs: list, exchange, async_op: bool):
+    """Queue ``exchange(*input arrays) -> output arrays`` on the current stream
+    (see the module docstring): a library call on the simulator, host copies
+    around it on a GPU."""
+    s = current_stream()
+    if get_backend().name == "sim":
+        operands = [Operand.dense(t._ptr, tuple(t.shape), t.dtype.np) for t in (*inputs, *outputs)]
+
+        def compute(*views):
+            results = exchange(*views[: len(inputs)])
+            for view, result in zip(views[len(inputs) :], results, strict=True):
+                view[...] = np.asarray(result).reshape(view.shape)
+
+        call(f"distributed.{fn}", compute, operands)
+    else:
+        if capture_state.active:
+            raise CaptureError(
+                f"{fn}() cannot be captured on a GPU: tensorplay's engine moves the data through the host, "
+                "which a graph cannot wait for; call it outside the capture"
+            )
+        results = exchange(*(t.numpy() for t in inputs))
+        for t, result in zip(outputs, results, strict=True):
+            t.copy_(np.ascontiguousarray(result).reshape(t.shape))
+    return Work(s) if async_op else None
+
+
+def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
+    """Combine ``tensor`` over the ranks with ``op``, in place on every rank."""
+    g = _the_group("all_reduce")
+    _checked("all_reduce", tensor)
+    op = _op("all_reduce", op, tensor)
+    desc = _desc("all_reduce", tensor, op)
+    return _run("all_reduce", [tensor], [tensor], lambda a: [g.link.collective(desc, a.copy())], async_op)
+
+
+def broadcast(tensor: Tensor, src: int, group=None, async_op: bool = False):
+    """Rank ``src``'s ``tensor`` into every rank's ``tensor``."""
+    g = _the_group("broadcast")
+    _checked("broadcast", tensor)
+    _peer("broadcast", "src", src, g)
+    desc = _desc("broadcast", tensor, f"src={src}")
+    return _run("broadcast", [tensor], [tensor], lambda a: [g.link.collective(desc, a.copy())], async_op)
+
+
+def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=None, async_op: bool = False):
+    """Every rank's ``input_tensor``, in rank order, into every rank's
+    ``output_tensor`` (``world_size`` times its elements: (world * n, ...) or (world, n, ...))."""
+    g = _the_group("all_gather_into_tensor")
+    _checked("all_gather_into_tensor", output_tensor, input_tensor)
+    _sizes("all_gather_into_tensor", output_tensor, input_tensor, g.world)
+    desc = _desc("all_gather", input_tensor)
+    return _run(
+        "all_gather_into_tensor", [input_tensor], [output_tensor],
+        lambda a: [g.link.collective(desc, a.copy())], async_op,
+    )  # fmt: skip
+
+
+def reduce_scatter_tensor(
+    output: Tensor,
+    input: Tensor,
+    op: ReduceOp = ReduceOp.SUM,
+    group=None,
+    async_op: bool = False,  # noqa: A002
+):
+    """``input`` combined over the ranks with ``op``, cut into ``world_size``
+    equal parts along its first dimension: rank r gets part r in ``output``."""
+    g = _the_group("reduce_scatter_tensor")
+    _checked("reduce_scatter_tensor", output, input)
+    _sizes("reduce_scatter_tensor", input, output, g.world)
+    desc = _desc("reduce_scatter", input, _op("reduce_scatter_tensor", op, input))
+    return _run("reduce_scatter_tensor", [input], [output], lambda a: [g.link.collective(desc, a.copy())], async_op)
+
+
+def barrier(group=None, async_op: bool = False):
+    """Wait until every rank has come here (the current stream's work before it included)."""
+    g = _the_group("barrier")
+    s = current_stream()
+    if capture_state.active:
+        raise CaptureError("barrier() waits on the host, which a capture cannot: call it outside the capture")
+    s.synchronize()
+    g.link.collective(("barrier", "", (), ""), np.empty(0))
+    return Work(s) if async_op else None
+
+
+def send(tensor: Tensor, dst: int, group=None) -> None:
+    """Send ``tensor`` to rank ``dst``, whose ``recv`` takes it."""
+    isend(tensor, dst)
+
+
+def recv(tensor: Tensor, src: int, group=None) -> int:
+    """Receive into ``tensor`` what rank ``src`` sends; returns ``src``."""
+    irecv(tensor, src)
+    return src
+
+
+def isend(tensor: Tensor, dst: int, group=None) -> Work:
+    g = _the_group("send")
+    _checked("send", tensor)
+    _peer("send", "dst", dst, g)
+    desc = _desc("send", tensor)
+    return _run("send", [tensor], [], lambda a: g.link.send(dst, desc, a.copy()) or [], True)
+
+
+def irecv(tensor: Tensor, src: int, group=None) -> Work:
+    g = _the_group("recv")
+    _checked("recv", tensor)
+    _peer("recv", "src", src, g)
+    desc = _desc("recv", tensor)
+    return _run("recv", [], [tensor], lambda: [g.link.recv(src, desc)], True)
+
+
+class P2POp:
+    """One send or receive of ``batch_isend_irecv``: ``P2POp(isend, t, peer)``
+    or ``P2POp(irecv, t, peer)``."""
+
+    def __init__(self, op, tensor: Tensor, peer: int, group=None, tag: int = 0) -> None:
+        if op not in (isend, irecv):
+            raise ValueError("P2POp takes tensorplay.distributed.isend or irecv as its op")
+        self.op, self.tensor, self.peer = op, tensor, peer
+
+
+def batch_isend_irecv(p2p_op_list: list) -> list:
+    """Make the sends and receives of ``p2p_op_list``, the sends first (so that
+    ranks exchanging with each other do not wait on each other); a ``Work`` each."""
+    if not p2p_op_list or not all(isinstance(p, P2POp) for p in p2p_op_list):
+        raise ValueError("batch_isend_irecv() takes a non-empty list of P2POp")
+    order = sorted(range(len(p2p_op_list)), key=lambda i: p2p_op_list[i].op is not isend)
+    works = [None] * len(p2p_op_list)
+    for i in order:
+        p = p2p_op_list[i]
+        works[i] = p.op(p.tensor, p.peer)
+    return works
+
+
+def _op(fn: str, op, t: Tensor) -> str:
+    if not isinstance(op, ReduceOp):
+        raise TypeError(f"{fn}() takes op= as a tensorplay.distributed.ReduceOp (SUM, PROD, MIN, MAX, AVG), got {op!r}")
+    if op is ReduceOp.AVG and t.dtype.kind not in "fc":
+        raise TypeError(f"{fn}() averages floating-point tensors only, got {t.dtype.name}: use SUM and divide")
+    return op.value
+
+
+def _peer(fn: str, name: str, peer, g: _Group) -> None:
+    if not isinstance(peer, int) or not 0 <= peer < g.world:
+        raise ValueError(f"{fn}() takes {name}= as a rank from 0 to {g.world - 1}, got {peer!r}")
+    if fn in ("send", "recv") and peer == g.rank and g.world > 1:
+        raise ValueError(f"{fn}() to or from this rank itself ({peer}) would wait forever: use a copy")
+
+
+def _sizes(fn: str, big: Tensor, small: Tensor, world: int) -> None:
+    if big.dtype is not small.dtype:
+        raise TypeError(f"{fn}() takes tensors of one dtype, got {big.dtype.name} and {small.dtype.name}")
+    if big.numel() != world * small.numel() or (big.ndim and big.shape[0] % world):
+        raise ValueError(
+            f"{fn}() needs a tensor of world_size ({world}) times the elements of the other, cut along its first "
+            f"dimension, got shapes {tuple(big.shape)} and {tuple(small.shape)}"
+        )

@@ -1,0 +1,344 @@
+"""The CPU engine of ``tensorplay.distributed``: ranks are processes, and the
+data of every collective and point-to-point call goes through one rendezvous
+(the hub, a thread of rank 0's process) over local sockets.
+
+**The hub** listens at ``MASTER_ADDR:MASTER_PORT``. Every rank, rank 0 too,
+connects (``Link``), says who it is, and waits until all ``world_size`` have
+joined. A collective is a request numbered by the rank's own count of
+collectives: the hub waits for the same number from every rank, checks that
+all of them made the same call (kind, dtype, shape, reduction or root),
+combines their arrays in NumPy (``combine``) and answers each its part.
+``send`` leaves its array in a mailbox for (source, destination) and returns;
+``recv`` takes the oldest one there, waiting for it.
+
+**Nothing hangs.** A call whose peers do not all arrive within the group's
+timeout, calls that differ between ranks, a receive no send matches, a rank
+whose process ended before ``destroy_process_group``: each is an error with
+a sentence naming the ranks and their calls, raised in every rank still
+waiting (``DistributedError``), and every later call of the group fails with
+it too. A rank that loses its hub says so.
+
+This module imports nothing of tensorplay: it moves NumPy arrays.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import socket
+import threading
+import time
+from multiprocessing.connection import Client, Listener
+
+import numpy as np
+
+__all__ = ["OPS", "DistributedError", "Hub", "Link", "LocalLink", "combine", "describe"]
+
+OPS = ("SUM", "PROD", "MIN", "MAX", "AVG")
+_REDUCE = {"SUM": np.add, "PROD": np.multiply, "MIN": np.minimum, "MAX": np.maximum, "AVG": np.add}
+_TICK = 0.05  # seconds between the hub's looks at its clock
+
+
+class DistributedError(RuntimeError):
+    """A collective or point-to-point call that cannot complete: the ranks
+    disagree, one did not come in time, or one is gone."""
+
+
+def describe(desc: tuple) -> str:
+    """``all_reduce(float32 (4,), SUM)`` for a call's description ``(kind, dtype, shape, detail)``."""
+    kind, dtype, shape, detail = desc
+    return f"{kind}({dtype} {tuple(shape)}{', ' + detail if detail else ''})"
+
+
+def _reduce(op: str, arrays: list) -> np.ndarray:
+    out = arrays[0].copy()
+    for a in arrays[1:]:
+        _REDUCE[op](out, a, out=out)
+    if op == "AVG":
+        np.divide(out, len(arrays), out=out, casting="unsafe")
+    return out
+
+
+def combine(desc: tuple, arrays: list) -> list:
+    """Each rank's result of the collective ``desc`` given every rank's array
+    (rank order): what ``all_reduce``, ``broadcast``, ``all_gather``,
+    ``reduce_scatter`` and ``barrier`` give."""
+    kind, _, _, detail = desc
+    world = len(arrays)
+    if kind == "all_reduce":
+        out = _reduce(detail, arrays)
+        return [out] * world
+    if kind == "broadcast":
+        return [arrays[int(detail.split("=")[1])]] * world
+    if kind == "all_gather":
+        out = np.concatenate([a.reshape(-1) for a in arrays])
+        return [out] * world
+    if kind == "reduce_scatter":
+        return np.split(_reduce(detail.split(",")[0], arrays).reshape(-1), world)
+    if kind == "barrier":
+        return [np.empty(0)] * world
+    raise ValueError(f"unknown collective {kind!r}")
+
+
+def _ranks(ranks) -> str:
+    ranks = sorted(ranks)
+    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(str(r) for r in ranks)
+
+
+class Hub:
+    """The rendezvous of a group of ``world`` ranks at ``(address, port)``,
+    run by a daemon thread (see the module docstring)."""
+
+    def __init__(self, address: str, port: int, world: int, timeout: float, key: bytes) -> None:
+        self.world, self.timeout = world, timeout
+        self._listener = Listener((address, port), backlog=max(world, 8), authkey=key)
+        self._inbox: queue.Queue = queue.Queue()
+        self._conns: dict[int, object] = {}
+        self._thread = threading.Thread(target=self._serve, name="tensorplay-hub", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        """Wait until every rank has left (or ``timeout`` seconds)."""
+        self._thread.join(timeout)
+
+    # -- the connections
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn = self._listener.accept()
+            except (OSError, EOFError):
+                return  # closed
+            except Exception:  # a stranger without the key: ignored
+                continue
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn) -> None:
+        rank = None
+        try:
+            while True:
+                msg = conn.recv()
+                if msg[0] == "hello":
+                    rank = msg[1]
+                self._inbox.put((rank, conn, msg))
+        except (EOFError, OSError):
+            self._inbox.put((rank, conn, ("gone",)))
+
+    # -- the loop
+    def _serve(self) -> None:
+        threading.Thread(target=self._accept, daemon=True).start()
+        started = time.monotonic()
+        self._pending: dict[int, dict] = {}  # collective number -> rank -> (desc, array, since)
+        self._mail: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
+        self._recvs: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
+        self._left: set[int] = set()
+        self._gone: set[int] = set()
+        self._failure: str | None = None
+        ready = False
+        while len(self._left) + len(self._gone) < self.world:
+            try:
+                rank, conn, msg = self._inbox.get(timeout=_TICK)
+            except queue.Empty:
+                rank = None
+            else:
+                self._handle(rank, conn, msg)
+            if not ready and len(self._conns) == self.world:
+                ready = True
+                for c in self._conns.values():
+                    self._answer(c, ("ready",))
+            if not ready and time.monotonic() - started > self.timeout:
+                missing = set(range(self.world)) - set(self._conns)
+                sentence = f"{_ranks(missing)} of {self.world} did not join the group within {self.timeout:g} s"
+                for c in self._conns.values():  # each waits to hear that all joined
+                    self._answer(c, ("error", sentence))
+                break
+            if ready:
+                self._check_clock()
+        self._listener.close()
+
+    def _handle(self, rank, conn, msg) -> None:
+        kind = msg[0]
+        if kind == "hello":
+            self._conns[rank] = conn
+            if self._failure is not None:
+                self._answer(conn, ("error", self._failure))
+            return
+        if kind == "gone":
+            if rank is not None and rank not in self._left:
+                self._gone.add(rank)
+                self._conns.pop(rank, None)
+                self._fail(f"rank {rank} ended before the group was destroyed (its process exited or lost its link)")
+            return
+        if kind == "bye":
+            self._left.add(rank)
+            self._answer(conn, ("bye",))
+            return
+        if self._failure is not None:
+            self._answer(conn, ("error", self._failure))
+            return
+        if kind == "collective":
+            _, number, desc, array = msg
+            self._pending.setdefault(number, {})[rank] = (desc, array, time.monotonic())
+            self._complete(number)
+        elif kind == "send":
+            _, dst, desc, array = msg
+            self._mail[(rank, dst)].append((desc, array))
+            self._answer(conn, ("result", None))
+            self._match(rank, dst)
+        elif kind == "recv":
+            _, src, desc = msg
+            self._recvs[(src, rank)].append((desc, time.monotonic()))
+            self._match(src, rank)
+
+    def _complete(self, number: int) -> None:
+        calls = self._pending[number]
+        if len(calls) < self.world:
+            return
+        descs = {r: d for r, (d, _, _) in calls.items()}
+        if len(set(descs.values())) > 1:  # all of them wait, in _pending still: _fail answers them
+            said = ", ".join(f"rank {r} called {describe(d)}" for r, d in sorted(descs.items()))
+            self._fail(
+                f"collective call #{number} differs between the ranks: {said}; every rank must make the same "
+                "collective calls in the same order"
+            )
+            return
+        del self._pending[number]
+        results = combine(descs[0], [calls[r][1] for r in range(self.world)])
+        for r in range(self.world):
+            self._answer(self._conns[r], ("result", results[r]))
+
+    def _match(self, src: int, dst: int) -> None:
+        mail, recvs = self._mail[(src, dst)], self._recvs[(src, dst)]
+        while mail and recvs:
+            (sent, array), (wanted, _) = mail[0], recvs[0]
+            if (sent[1], tuple(sent[2])) != (wanted[1], tuple(wanted[2])):  # the recv waits still: _fail answers it
+                self._fail(
+                    f"rank {dst}'s recv from rank {src} wants {describe(wanted)} but rank {src} sent "
+                    f"{describe(sent)}: a send and its recv take tensors of one dtype and shape"
+                )
+                return
+            mail.popleft(), recvs.popleft()
+            self._answer(self._conns[dst], ("result", array))
+
+    def _check_clock(self) -> None:
+        now = time.monotonic()
+        for number, calls in self._pending.items():
+            first = min(since for _, _, since in calls.values())
+            if now - first > self.timeout:
+                desc = next(iter(calls.values()))[0]
+                missing = set(range(self.world)) - set(calls)
+                self._fail(
+                    f"{_ranks(missing)} did not make collective call #{number} within {self.timeout:g} s, "
+                    f"which {_ranks(calls)} made as {describe(desc)}"
+                )
+                return
+        for (src, dst), recvs in self._recvs.items():
+            if recvs and now - recvs[0][1] > self.timeout:
+                self._fail(
+                    f"rank {dst}'s recv from rank {src} ({describe(recvs[0][0])}) found no send within "
+                    f"{self.timeout:g} s"
+                )
+                return
+
+    def _fail(self, sentence: str) -> None:
+        """The group is broken: every rank waiting hears ``sentence``, and every later call."""
+        if self._failure is None:
+            self._failure = sentence
+        waiting = {r for calls in self._pending.values() for r in calls}
+        waiting |= {dst for (_, dst), recvs in self._recvs.items() if recvs}
+        self._pending.clear()
+        self._recvs.clear()
+        for r in waiting:  # the others hear it at their next call
+            if r in self._conns:
+                self._answer(self._conns[r], ("error", self._failure))
+
+    @staticmethod
+    def _answer(conn, msg) -> None:
+        try:
+            conn.send(msg)
+        except (OSError, EOFError, BrokenPipeError):
+            pass  # that rank is gone: its reader says so
+
+
+class Link:
+    """A rank's connection to the hub: ``request`` sends a call and waits for
+    its answer (the array, or a ``DistributedError``)."""
+
+    def __init__(self, address: str, port: int, rank: int, world: int, timeout: float, key: bytes) -> None:
+        self.rank, self.world, self.timeout = rank, world, timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._conn = Client((address, port), authkey=key)
+                break
+            except (ConnectionRefusedError, socket.gaierror, OSError) as e:
+                if time.monotonic() > deadline:
+                    raise DistributedError(
+                        f"rank {rank} could not reach the group's rendezvous at {address}:{port} within "
+                        f"{timeout:g} s ({type(e).__name__}): is rank 0 running, with the same MASTER_ADDR "
+                        "and MASTER_PORT?"
+                    ) from None
+                time.sleep(0.05)
+        self._conn.send(("hello", rank, world))
+        self._wait("joining the group")
+        self.collectives = 0
+
+    def collective(self, desc: tuple, array: np.ndarray) -> np.ndarray:
+        self.collectives += 1
+        self._conn.send(("collective", self.collectives, desc, array))
+        return self._wait(f"{describe(desc)} (collective call #{self.collectives})")
+
+    def send(self, dst: int, desc: tuple, array: np.ndarray) -> None:
+        self._conn.send(("send", dst, desc, array))
+        self._wait(f"send to rank {dst}")
+
+    def recv(self, src: int, desc: tuple) -> np.ndarray:
+        self._conn.send(("recv", src, desc))
+        return self._wait(f"recv from rank {src}")
+
+    def close(self) -> None:
+        try:
+            self._conn.send(("bye",))
+            self._wait("leaving the group")
+        except DistributedError:
+            pass
+        finally:
+            self._conn.close()
+
+    def _wait(self, what: str):
+        # the hub answers every call within its timeout (an error at the latest): twice that, and it is gone
+        try:
+            if not self._conn.poll(2 * self.timeout + 5):
+                raise DistributedError(f"rank {self.rank} heard nothing from the group's rendezvous while {what}")
+            answer = self._conn.recv()
+        except (EOFError, OSError):
+            raise DistributedError(
+                f"rank {self.rank} lost the group's rendezvous (rank 0's process) while {what}"
+            ) from None
+        if answer[0] == "error":
+            raise DistributedError(f"{answer[1]} (seen by rank {self.rank} in {what})")
+        return answer[1] if len(answer) > 1 else None
+
+
+class LocalLink:
+    """A group of one rank: every collective combines its own array."""
+
+    rank, world = 0, 1
+
+    def __init__(self) -> None:
+        self.collectives = 0
+        self._mail: collections.deque = collections.deque()
+
+    def collective(self, desc: tuple, array: np.ndarray) -> np.ndarray:
+        self.collectives += 1
+        return combine(desc, [array])[0]
+
+    def send(self, dst: int, desc: tuple, array: np.ndarray) -> None:
+        self._mail.append(array)
+
+    def recv(self, src: int, desc: tuple) -> np.ndarray:
+        if not self._mail:
+            raise DistributedError("rank 0's recv from itself found no send before it: send first")
+        return self._mail.popleft()
+
+    def close(self) -> None:
+        pass

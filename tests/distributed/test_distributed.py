@@ -1,0 +1,320 @@
+"""``tensorplay.distributed``: ranks as processes on this machine, started by
+the launcher (``python -m tensorplay.distributed.run``) or one by one, each
+checking its results against NumPy's over every rank's data; the sentences of
+calls that differ between ranks, a rank that never comes, a receive with no
+send, a rank that dies, and the launcher's verdict; a group of one rank in
+this process, and the misuse each call refuses.
+
+On the simulator the collectives also run inside a captured graph and a while
+body; on a GPU a capture refuses them (the engine moves data through the host)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+import tensorplay.distributed as dist
+
+ON_SIM = tp.cuda.backend() == "sim"
+PROLOGUE = """
+import os, sys, time
+import numpy as np
+import tensorplay as tp
+import tensorplay.distributed as dist
+ON_SIM = tp.cuda.backend() == "sim"
+"""
+
+
+def _script(tmp_path, body: str) -> str:
+    path = tmp_path / "ranks.py"
+    path.write_text(PROLOGUE + textwrap.dedent(body))
+    return str(path)
+
+
+def _env(**extra) -> dict:
+    return dict(os.environ, TENSORPLAY_BACKEND=tp.cuda.backend(), PYTHONUNBUFFERED="1", **extra)
+
+
+def _launch(script: str, n: int, **env) -> subprocess.CompletedProcess:
+    """The launcher running ``script`` on ``n`` ranks."""
+    cmd = [sys.executable, "-m", "tensorplay.distributed.run", "--nproc-per-node", str(n), script]
+    return subprocess.run(cmd, capture_output=True, text=True, env=_env(**env), timeout=120)
+
+
+def _ranks(script: str, n: int, **env) -> list[subprocess.CompletedProcess]:
+    """``script`` as ``n`` ranks started one by one (no launcher to stop the others when one fails)."""
+    port = _free_port()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, script],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), **env),
+        )  # fmt: skip
+        for r in range(n)
+    ]
+    done = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    return done
+
+
+def _free_port() -> int:
+    from tensorplay.distributed.run import _free_port
+
+    return _free_port()
+
+
+COLLECTIVES = """
+dist.init_process_group()
+r, w = dist.get_rank(), dist.get_world_size()
+rng = np.random.default_rng(7)
+data = rng.standard_normal((w, 6)).astype(np.float32)  # every rank can make every rank's data
+ints = rng.integers(-50, 50, (w, 5)).astype(np.int64)
+
+
+def close(t, want):
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+for op, ref in [("SUM", data.sum(0)), ("PROD", data.prod(0)), ("MIN", data.min(0)), ("MAX", data.max(0)),
+                ("AVG", data.mean(0))]:
+    t = tp.tensor(data[r])
+    dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+    close(t, ref)
+t = tp.tensor(ints[r])
+dist.all_reduce(t, op=dist.ReduceOp.SUM)
+assert t.tolist() == ints.sum(0).tolist()
+b = tp.tensor(data[r])
+dist.broadcast(b, src=w - 1)
+close(b, data[w - 1])
+out = tp.empty((w, 6))
+dist.all_gather_into_tensor(out, tp.tensor(data[r]))
+close(out, data)
+part = tp.empty((2, 3))
+full = rng.standard_normal((w, 2 * w, 3)).astype(np.float32)
+dist.reduce_scatter_tensor(part, tp.tensor(full[r]), op=dist.ReduceOp.MAX)
+close(part, full.max(0)[2 * r : 2 * r + 2])
+# a ring: each rank sends to the next and receives from the one before
+got = tp.empty(4, dtype=tp.float64)
+works = dist.batch_isend_irecv([dist.P2POp(dist.isend, tp.full((4,), float(r), dtype=tp.float64), (r + 1) % w),
+                                dist.P2POp(dist.irecv, got, (r - 1) % w)])
+for work in works:
+    assert work.wait()
+assert got.tolist() == [float((r - 1) % w)] * 4
+if r == 0:
+    dist.send(tp.arange(3), dst=w - 1)
+if r == w - 1:
+    t = tp.empty(3, dtype=tp.int64)
+    assert dist.recv(t, src=0) == 0 and t.tolist() == [0, 1, 2]
+work = dist.all_reduce(tp.ones(2), async_op=True)
+assert work.wait()
+
+# inside a graph, replayed, and inside a while body: the largest value over the ranks decides every rank's loop
+x, flag, biggest = tp.full((1,), 100.0 * (r + 1)), tp.ones(1, dtype=tp.bool), tp.empty(1)
+g = tp.cuda.CUDAGraph()
+try:
+    with tp.cuda.graph(g):
+        with g.while_(flag):
+            x.mul_(0.5)
+            biggest.copy_(x)
+            dist.all_reduce(biggest, op=dist.ReduceOp.MAX)
+            tp.gt(biggest, 1.0, out=flag)
+except tp.cuda.CaptureError as e:
+    assert not ON_SIM and "cannot be captured on a GPU" in str(e), e
+else:
+    assert ON_SIM
+    passes = int(np.ceil(np.log2(100.0 * w)))  # halvings until the largest is at most 1
+    for _ in range(2):
+        x.fill_(100.0 * (r + 1))
+        flag.fill_(True)
+        g.replay()
+        close(x, 100.0 * (r + 1) / 2**passes)
+        close(biggest, 100.0 * w / 2**passes)
+    total = tp.empty(1)
+    g2 = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g2):
+        total.copy_(x * 0 + (r + 1))
+        dist.all_reduce(total)
+    for _ in range(3):
+        g2.replay()
+        assert total.item() == w * (w + 1) / 2
+dist.barrier()
+print(f"ok rank {r} of {w}")
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_the_collectives_on_several_ranks_match_numpy(tmp_path, ranks):
+    done = _launch(_script(tmp_path, COLLECTIVES), ranks)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(line for line in done.stdout.splitlines() if "ok rank" in line) == [
+        f"[rank {r}] ok rank {r} of {ranks}" for r in range(ranks)
+    ]
+
+
+def test_ranks_making_different_collective_calls_hear_a_sentence_naming_them(tmp_path):
+    script = _script(tmp_path, """
+        dist.init_process_group()
+        t = tp.ones(4)
+        try:
+            if dist.get_rank() == 0:
+                dist.all_reduce(t)
+            else:
+                dist.broadcast(t, src=0)
+        except dist.DistributedError as e:
+            print("error:", e)
+        try:
+            dist.all_reduce(t)  # the group is broken: every later call says why
+        except dist.DistributedError as e:
+            print("later:", e)
+        print("still works:", (t + 1).tolist())
+    """)  # fmt: skip
+    for r, done in enumerate(_ranks(script, 2)):
+        assert done.returncode == 0, done.stderr
+        said = (
+            "collective call #1 differs between the ranks: rank 0 called all_reduce(float32 (4,), SUM), "
+            "rank 1 called broadcast(float32 (4,), src=0); every rank must make the same collective calls "
+            "in the same order"
+        )
+        assert f"error: {said} (seen by rank {r} in " in done.stdout, done.stdout
+        assert f"later: {said}" in done.stdout
+        assert "still works: [2.0, 2.0, 2.0, 2.0]" in done.stdout
+
+
+def test_a_rank_that_does_not_come_and_a_recv_without_send_time_out(tmp_path):
+    script = _script(tmp_path, """
+        dist.init_process_group()
+        if dist.get_rank() == 0:
+            try:
+                dist.all_reduce(tp.ones(3))
+            except dist.DistributedError as e:
+                print("error:", e)
+        else:
+            time.sleep(3)  # longer than the timeout
+            try:
+                dist.recv(tp.empty(2), src=0)
+            except dist.DistributedError as e:
+                print("error:", e)
+    """)  # fmt: skip
+    zero, one = _ranks(script, 2, TENSORPLAY_DIST_TIMEOUT="1.5")
+    assert zero.returncode == 0 and one.returncode == 0, zero.stderr + one.stderr
+    assert (
+        "error: rank 1 did not make collective call #1 within 1.5 s, which rank 0 made as all_reduce(float32 (3,), SUM)"
+    ) in zero.stdout, zero.stdout
+    assert "error: rank 1 did not make collective call #1" in one.stdout  # the group broke before its recv
+
+
+def test_a_recv_that_no_send_matches_times_out(tmp_path):
+    script = _script(tmp_path, """
+        dist.init_process_group()
+        if dist.get_rank() == 1:
+            try:
+                dist.recv(tp.empty(2), src=0)
+            except dist.DistributedError as e:
+                print("error:", e)
+        else:
+            time.sleep(3)
+    """)  # fmt: skip
+    _, one = _ranks(script, 2, TENSORPLAY_DIST_TIMEOUT="1.5")
+    assert "error: rank 1's recv from rank 0 (recv(float32 (2,))) found no send within 1.5 s" in one.stdout, one
+
+
+def test_a_rank_that_dies_is_an_error_in_the_others_not_a_hang(tmp_path):
+    script = _script(tmp_path, """
+        dist.init_process_group()
+        if dist.get_rank() == 1:
+            os._exit(3)
+        try:
+            dist.all_reduce(tp.ones(2))
+        except dist.DistributedError as e:
+            print("error:", e)
+    """)  # fmt: skip
+    zero, one = _ranks(script, 2)
+    assert one.returncode == 3
+    assert "error: rank 1 ended before the group was destroyed" in zero.stdout, zero.stdout + zero.stderr
+
+
+def test_the_launcher_exits_with_the_failing_rank_code_and_its_traceback(tmp_path):
+    script = _script(tmp_path, """
+        assert os.environ["LOCAL_RANK"] == os.environ["RANK"] and os.environ["WORLD_SIZE"] == "2"
+        if os.environ["RANK"] == "1":
+            raise ValueError("rank one gives up")
+        time.sleep(60)  # stopped by the launcher
+    """)  # fmt: skip
+    done = _launch(script, 2)
+    assert done.returncode == 1
+    assert "== rank 1 of 2 failed with exit code 1; the end of its error output:" in done.stderr
+    assert done.stderr.rstrip().endswith("ValueError: rank one gives up")
+    assert "[rank 1] ValueError: rank one gives up" in done.stderr
+
+
+# -- one rank, in this process ------------------------------------------------------------------
+
+
+@pytest.fixture
+def one_rank():
+    dist.init_process_group(rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_a_group_of_one_rank(one_rank):
+    assert dist.is_initialized() and dist.get_rank() == 0 and dist.get_world_size() == 1
+    t = tp.tensor([1.0, -2.0, 3.0])
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    dist.broadcast(t, src=0)
+    assert t.tolist() == [1.0, -2.0, 3.0]
+    out = tp.empty(3)
+    dist.all_gather_into_tensor(out, t)
+    assert out.tolist() == t.tolist()
+    dist.send(t * 2, dst=0)
+    dist.recv(out, src=0)
+    assert out.tolist() == [2.0, -4.0, 6.0]
+    dist.barrier()
+
+
+def test_each_call_refuses_misuse_with_a_sentence(one_rank):
+    with pytest.raises(RuntimeError, match=r"^init_process_group\(\) was already called"):
+        dist.init_process_group(rank=0, world_size=1)
+    with pytest.raises(ValueError, match=r"^all_reduce\(\) needs contiguous tensors, got one of shape \(3, 2\)"):
+        dist.all_reduce(tp.ones((2, 3)).t())
+    with pytest.raises(TypeError, match=r"^all_reduce\(\) averages floating-point tensors only, got int64"):
+        dist.all_reduce(tp.ones(2, dtype=tp.int64), op=dist.ReduceOp.AVG)
+    with pytest.raises(TypeError, match=r"^all_reduce\(\) takes op= as a tensorplay.distributed.ReduceOp"):
+        dist.all_reduce(tp.ones(2), op="sum")
+    with pytest.raises(ValueError, match=r"^broadcast\(\) takes src= as a rank from 0 to 0, got 1"):
+        dist.broadcast(tp.ones(2), src=1)
+    with pytest.raises(ValueError, match=r"^all_gather_into_tensor\(\) needs a tensor of world_size \(1\) times"):
+        dist.all_gather_into_tensor(tp.empty(4), tp.ones(2))
+    with pytest.raises(TypeError, match=r"^all_reduce\(\) takes tensorplay tensors, got ndarray"):
+        dist.all_reduce(np.ones(2))
+    with pytest.raises(dist.DistributedError, match="recv from itself found no send before it"):
+        dist.recv(tp.empty(1), src=0)
+
+
+def test_without_a_group_or_its_variables_the_sentences_say_what_to_do(monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(RuntimeError, match=r"^all_reduce\(\) needs a process group: call tensorplay.distributed"):
+        dist.all_reduce(tp.ones(1))
+    with pytest.raises(ValueError, match=r"needs RANK and WORLD_SIZE .* python -m tensorplay.distributed.run"):
+        dist.init_process_group()
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    with pytest.raises(ValueError, match="a group of 2 ranks needs MASTER_ADDR and MASTER_PORT"):
+        dist.init_process_group()
+    monkeypatch.setenv("RANK", "2")
+    with pytest.raises(ValueError, match=r"^RANK must be below WORLD_SIZE \(2\), got 2"):
+        dist.init_process_group()
+    assert not dist.is_initialized()
