@@ -267,10 +267,10 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=No
 
 def reduce_scatter_tensor(
     output: Tensor,
-    input: Tensor,
+    input: Tensor,  # noqa: A002 (PyTorch's name)
     op: ReduceOp = ReduceOp.SUM,
     group=None,
-    async_op: bool = False,  # noqa: A002
+    async_op: bool = False,
 ):
     """``input`` combined over the ranks with ``op``, cut into ``world_size``
     equal parts along its first dimension: rank r gets part r in ``output``."""

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ import tensorplay as tp
 import tensorplay.distributed as dist
 
 ON_SIM = tp.cuda.backend() == "sim"
+ROOT = Path(__file__).resolve().parents[2]
 PROLOGUE = """
 import os, sys, time
 import numpy as np
@@ -318,3 +320,13 @@ def test_without_a_group_or_its_variables_the_sentences_say_what_to_do(monkeypat
     with pytest.raises(ValueError, match=r"^RANK must be below WORLD_SIZE \(2\), got 2"):
         dist.init_process_group()
     assert not dist.is_initialized()
+
+
+def test_the_heat_demo_split_over_four_ranks_gives_the_one_process_answer():
+    script = str(ROOT / "examples" / "heat_distributed.py")
+    done = _launch(script, 4)
+    assert done.returncode == 0, done.stdout + done.stderr
+    how = "one while node per rank" if ON_SIM else "the host drives each iteration"
+    assert f"[rank 0] heat 16x16 on 4 ranks ({how}): 100 iterations" in done.stdout, done.stdout
+    assert "[rank 0] one process: 100 iterations, largest difference 0" in done.stdout
+    assert "[rank 0] same iterations and field as one process" in done.stdout
