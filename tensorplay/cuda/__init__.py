@@ -21,6 +21,7 @@ from ..runtime import (
     current_device,
     current_stream,
     default_stream,
+    device,
     device_count,
     empty_cache,
     get_device_name,
@@ -35,6 +36,7 @@ from ..runtime import (
     reset_peak_memory_stats,
     sanitize,
     set_conditional,
+    set_device,
     set_stream,
     stream,
     synchronize,
@@ -70,8 +72,8 @@ def launch(kernel, blocks, threads, *args, stream: Stream | None = None, shared_
 __all__ = [
     "CUDAGraph", "CaptureError", "CudaError", "Event", "HazardError", "Stream", "backend", "capture_stream",
     "current_device", "graph", "graph_pool_handle", "graphs", "is_current_stream_capturing", "make_graphed_callables",
-    "clear_caches", "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name",
+    "clear_caches", "current_stream", "default_stream", "device", "device_count", "empty_cache", "get_device_name",
     "grid", "gridsize", "is_available", "set_conditional", "launch", "max_memory_allocated", "memory_allocated",
-    "mem_get_info", "memory_reserved", "memory_stats", "reset_peak_memory_stats", "sanitize", "set_stream", "stream",
-    "synchronize",
+    "mem_get_info", "memory_reserved", "memory_stats", "reset_peak_memory_stats", "sanitize", "set_device",
+    "set_stream", "stream", "synchronize",
 ]  # fmt: skip

@@ -4,7 +4,9 @@ run ``script.py`` as N ranks on this machine, as PyTorch's ``torchrun`` does.
 Each rank is a process with ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
 ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` set (a free port of
 this machine unless ``--master-port`` says one), its lines of output prefixed
-with ``[rank r]``. When a rank fails, the others are stopped, its traceback is
+with ``[rank r]``. Where the machine has a GPU for each rank (and
+``CUDA_VISIBLE_DEVICES`` is not set), rank r sees GPU ``LOCAL_RANK`` alone, as
+its ``cuda:0``; with fewer GPUs the ranks share them. When a rank fails, the others are stopped, its traceback is
 said again at the end, and the launcher exits with its exit code; 0 when all
 succeed. ``--nnodes`` and ``--node-rank`` run one machine's share of a group
 over several (each machine runs the launcher with the same ``--master-addr``
@@ -35,6 +37,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _gpus() -> int:
+    """How many GPUs the driver sees here (0 without one)."""
+    try:
+        from cuda.bindings import driver
+
+        if driver.cuInit(0)[0] != driver.CUresult.CUDA_SUCCESS:
+            return 0
+        err, count = driver.cuDeviceGetCount()
+        return count if err == driver.CUresult.CUDA_SUCCESS else 0
+    except Exception:
+        return 0
+
+
 def _forward(stream, prefix: str, out, tail: collections.deque | None) -> None:
     for line in iter(stream.readline, ""):
         out.write(prefix + line)
@@ -62,11 +77,12 @@ def main(argv: list | None = None) -> int:
     world = args.nproc_per_node * args.nnodes
     port = args.master_port or _free_port()
     ranks, threads, tails = [], [], {}
+    own_gpu = "CUDA_VISIBLE_DEVICES" not in os.environ and _gpus() >= args.nproc_per_node
     for local in range(args.nproc_per_node):
         rank = args.node_rank * args.nproc_per_node + local
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(local), WORLD_SIZE=str(world),
                    LOCAL_WORLD_SIZE=str(args.nproc_per_node), MASTER_ADDR=args.master_addr, MASTER_PORT=str(port),
-                   PYTHONUNBUFFERED="1")  # fmt: skip
+                   PYTHONUNBUFFERED="1", **({"CUDA_VISIBLE_DEVICES": str(local)} if own_gpu else {}))  # fmt: skip
         proc = subprocess.Popen(
             [sys.executable, args.script, *args.args], env=env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,

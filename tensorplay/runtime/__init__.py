@@ -64,6 +64,43 @@ def current_device() -> int:
     return 0
 
 
+def _one_device(fn: str, device) -> int:
+    """0 for the names of cuda:0 (0, "cuda", "cuda:0", its ``Device``, None); a sentence for any other."""
+    index = device if isinstance(device, (str, int)) or device is None else getattr(device, "index", device)
+    if index == "cuda":
+        index = 0
+    elif isinstance(index, str) and index.startswith("cuda:") and index[5:].isdigit():
+        index = int(index[5:])
+    if index is None or (isinstance(index, int) and not isinstance(index, bool) and index == 0):
+        return 0
+    raise ValueError(
+        f"{fn}({device!r}): tensorplay drives one device per process, cuda:0 (this machine has "
+        f"{device_count()}); run a process per GPU instead: python -m tensorplay.distributed.run "
+        "--nproc-per-node N gives each rank a GPU of its own, which it sees as cuda:0"
+    )
+
+
+def set_device(device) -> None:
+    """Make ``device`` the current one: cuda:0, the device tensorplay drives
+    (PyTorch's ``torch.cuda.set_device``; any other is a sentence saying how to
+    use several GPUs)."""
+    _one_device("set_device", device)
+
+
+class device:  # noqa: N801 (PyTorch's name)
+    """``with tp.cuda.device(0):``, as PyTorch's: the block's work on that device
+    (cuda:0, the one tensorplay drives; any other is a sentence)."""
+
+    def __init__(self, device) -> None:
+        self.idx = _one_device("device", device)
+
+    def __enter__(self) -> device:
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+
 def get_device_name(device: int | None = None) -> str:
     return _device.device_name()
 
@@ -75,7 +112,8 @@ def mem_get_info() -> tuple[int, int]:
 
 __all__ = [
     "CaptureError", "CudaError", "Event", "HazardError", "Stream", "backend", "capture_stream", "clear_caches",
-    "current_device", "current_stream", "default_stream", "device_count", "empty_cache", "get_device_name", "grid",
-    "gridsize", "is_available", "max_memory_allocated", "mem_get_info", "memory_allocated", "memory_reserved",
-    "memory_stats", "reset_peak_memory_stats", "sanitize", "set_conditional", "set_stream", "stream", "synchronize",
+    "current_device", "current_stream", "default_stream", "device", "device_count", "empty_cache", "get_device_name",
+    "grid", "gridsize", "is_available", "max_memory_allocated", "mem_get_info", "memory_allocated", "memory_reserved",
+    "memory_stats", "reset_peak_memory_stats", "sanitize", "set_conditional", "set_device", "set_stream", "stream",
+    "synchronize",
 ]  # fmt: skip

@@ -10,6 +10,7 @@ body; on a GPU a capture refuses them (the engine moves data through the host)."
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -330,3 +331,31 @@ def test_the_heat_demo_split_over_four_ranks_gives_the_one_process_answer():
     assert f"[rank 0] heat 16x16 on 4 ranks ({how}): 100 iterations" in done.stdout, done.stdout
     assert "[rank 0] one process: 100 iterations, largest difference 0" in done.stdout
     assert "[rank 0] same iterations and field as one process" in done.stdout
+
+
+def test_one_device_per_process_and_a_sentence_for_any_other():
+    tp.cuda.set_device(0)
+    tp.cuda.set_device("cuda:0")
+    tp.cuda.set_device(tp.ones(1).device)
+    with tp.cuda.device(0):
+        assert (tp.ones(2) + 1).tolist() == [2.0, 2.0] and tp.cuda.current_device() == 0
+    for other in (1, "cuda:1", -1, "cpu"):
+        with pytest.raises(ValueError, match=r"tensorplay drives one device per process, cuda:0 \(this machine has"):
+            tp.cuda.set_device(other)
+    with pytest.raises(ValueError, match=r"^device\(1\): .* --nproc-per-node N gives each rank a GPU of its own"):
+        tp.cuda.device(1)
+
+
+def test_the_launcher_gives_each_rank_a_gpu_of_its_own_where_there_are_enough(tmp_path, monkeypatch):
+    from tensorplay.distributed import run
+
+    script = _script(tmp_path, 'print("sees", os.environ.get("CUDA_VISIBLE_DEVICES"))')
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(run, "_gpus", lambda: 2)
+    for gpus, seen in ((2, ["0", "1"]), (1, ["None", "None"])):  # fewer GPUs than ranks: they share them
+        monkeypatch.setattr(run, "_gpus", lambda gpus=gpus: gpus)
+        out = io.StringIO()
+        monkeypatch.setattr(sys, "stdout", out)
+        assert run.main(["--nproc-per-node", "2", script]) == 0
+        lines = sorted(line for line in out.getvalue().splitlines() if "sees" in line)
+        assert lines == [f"[rank {r}] sees {s}" for r, s in enumerate(seen)]
