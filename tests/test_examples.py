@@ -97,6 +97,7 @@ def test_the_notebook_runs_in_a_jupyter_kernel_and_shows_its_pictures(tmp_path):
     assert {"image/svg+xml", "image/png"} <= shown  # the graph and the residual (SVG), the heat field (PNG)
     printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "two operations touch the same memory with nothing ordering them" in printed  # the race cell's report
+    assert "gallery validation passed" in printed  # one gallery entry, from this clone
     steps, y, passes, hit_limit, capturing = notebook.cells[-1].outputs[0]["text"].split()
     assert int(float(steps)) > 0
     assert float(y) == (0.0 + 1.0) * 100.0 + 5 * 0.5  # then-body, case 1, five capped passes
