@@ -345,7 +345,11 @@ def _device_array(a: np.ndarray):
     return cp.asarray(a) if cp is not None else a
 
 
-SECTIONS = [
+# GALLERY_ENTRIES="cg cavity" times those entries alone (the whole gallery takes about 8 minutes on an H200,
+# most of it JAX's compiles in its three configurations' processes)
+_ALL = [
     (cg_rows, 2 * (2 if on_gpu() else 1)), (cavity_rows, 2), (ising_rows, 2), (nbody_rows, 2), (dopri_rows, 2),
     (transport_rows, 2),
 ]  # fmt: skip
+_CHOSEN = os.environ.get("GALLERY_ENTRIES", "").split()
+SECTIONS = [(fn, steps) for fn, steps in _ALL if not _CHOSEN or fn.__name__.removesuffix("_rows") in _CHOSEN]
