@@ -1,8 +1,9 @@
-"""Ranks and collectives, with PyTorch's names: ``tensorplay.distributed``.
+"""Ranks and collectives, with PyTorch's names: ``tensorplay.distributed``::
 
->>> import tensorplay.distributed as dist                      # doctest: +SKIP
->>> dist.init_process_group()        # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
->>> dist.all_reduce(t, op=dist.ReduceOp.MAX)                   # in place, on every rank
+    import tensorplay.distributed as dist
+
+    dist.init_process_group()        # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)   # in place, on every rank
 
 Run a script on N ranks with ``python -m tensorplay.distributed.run
 --nproc-per-node N script.py ARGS``, which sets those variables.
