@@ -225,6 +225,8 @@ def test_a_broken_nvmath_says_what_failed(monkeypatch):
     broken = types.ModuleType("nvmath")
     broken.__path__ = []  # a package with nothing in it: its bindings cannot be found
     monkeypatch.setitem(sys.modules, "nvmath", broken)
+    for name in ("nvmath.bindings", "nvmath.bindings.cublas"):  # imported already where a product ran in this process
+        monkeypatch.delitem(sys.modules, name, raising=False)
     with pytest.raises(LibraryUnavailable, match=r"^nvmath-python could not be imported \(ModuleNotFoundError: "):
         bindings("cublas")
 

@@ -349,7 +349,9 @@ def test_one_device_per_process_and_a_sentence_for_any_other():
 def test_the_launcher_gives_each_rank_a_gpu_of_its_own_where_there_are_enough(tmp_path, monkeypatch):
     from tensorplay.distributed import run
 
-    script = _script(tmp_path, 'print("sees", os.environ.get("CUDA_VISIBLE_DEVICES"))')
+    script = tmp_path / "sees.py"  # no tensorplay: a rank shown a GPU this machine lacks could not start it
+    script.write_text('import os\nprint("sees", os.environ.get("CUDA_VISIBLE_DEVICES"))\n')
+    script = str(script)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(run, "_gpus", lambda: 2)
     for gpus, seen in ((2, ["0", "1"]), (1, ["None", "None"])):  # fewer GPUs than ranks: they share them
