@@ -235,13 +235,18 @@ def _run(fn: str, inputs: list, outputs: list, exchange, async_op: bool):
     return Work(s) if async_op else None
 
 
+def _collective(fn: str, g: _Group, desc: tuple, source: Tensor, result: Tensor, async_op: bool):
+    """The collective ``desc``: this rank's ``source`` to the group, its part of the answer into ``result``."""
+    return _run(fn, [source], [result], lambda a: [g.link.collective(desc, a)], async_op)
+
+
 def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
     """Combine ``tensor`` over the ranks with ``op``, in place on every rank."""
     g = _the_group("all_reduce")
     _checked("all_reduce", tensor)
     op = _op("all_reduce", op, tensor)
     desc = _desc("all_reduce", tensor, op)
-    return _run("all_reduce", [tensor], [tensor], lambda a: [g.link.collective(desc, a.copy())], async_op)
+    return _collective("all_reduce", g, desc, tensor, tensor, async_op)
 
 
 def broadcast(tensor: Tensor, src: int, group=None, async_op: bool = False):
@@ -250,7 +255,7 @@ def broadcast(tensor: Tensor, src: int, group=None, async_op: bool = False):
     _checked("broadcast", tensor)
     _peer("broadcast", "src", src, g)
     desc = _desc("broadcast", tensor, f"src={src}")
-    return _run("broadcast", [tensor], [tensor], lambda a: [g.link.collective(desc, a.copy())], async_op)
+    return _collective("broadcast", g, desc, tensor, tensor, async_op)
 
 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=None, async_op: bool = False):
@@ -260,10 +265,7 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=No
     _checked("all_gather_into_tensor", output_tensor, input_tensor)
     _sizes("all_gather_into_tensor", output_tensor, input_tensor, g.world)
     desc = _desc("all_gather", input_tensor)
-    return _run(
-        "all_gather_into_tensor", [input_tensor], [output_tensor],
-        lambda a: [g.link.collective(desc, a.copy())], async_op,
-    )  # fmt: skip
+    return _collective("all_gather_into_tensor", g, desc, input_tensor, output_tensor, async_op)
 
 
 def reduce_scatter_tensor(
@@ -279,7 +281,7 @@ def reduce_scatter_tensor(
     _checked("reduce_scatter_tensor", output, input)
     _sizes("reduce_scatter_tensor", input, output, g.world)
     desc = _desc("reduce_scatter", input, _op("reduce_scatter_tensor", op, input))
-    return _run("reduce_scatter_tensor", [input], [output], lambda a: [g.link.collective(desc, a.copy())], async_op)
+    return _collective("reduce_scatter_tensor", g, desc, input, output, async_op)
 
 
 def barrier(group=None, async_op: bool = False):
@@ -309,7 +311,7 @@ def isend(tensor: Tensor, dst: int, group=None) -> Work:
     _checked("send", tensor)
     _peer("send", "dst", dst, g)
     desc = _desc("send", tensor)
-    return _run("send", [tensor], [], lambda a: g.link.send(dst, desc, a.copy()) or [], True)
+    return _run("send", [tensor], [], lambda a: g.link.send(dst, desc, a) or [], True)
 
 
 def irecv(tensor: Tensor, src: int, group=None) -> Work:

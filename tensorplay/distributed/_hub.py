@@ -74,7 +74,7 @@ def combine(desc: tuple, arrays: list) -> list:
         out = np.concatenate([a.reshape(-1) for a in arrays])
         return [out] * world
     if kind == "reduce_scatter":
-        return np.split(_reduce(detail.split(",")[0], arrays).reshape(-1), world)
+        return np.split(_reduce(detail, arrays).reshape(-1), world)
     if kind == "barrier":
         return [np.empty(0)] * world
     raise ValueError(f"unknown collective {kind!r}")
@@ -94,6 +94,12 @@ class Hub:
         self._listener = Listener((address, port), backlog=max(world, 8), authkey=key)
         self._inbox: queue.Queue = queue.Queue()
         self._conns: dict[int, object] = {}
+        self._pending: dict[int, dict] = {}  # collective number -> rank -> (desc, array, since)
+        self._mail: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)  # (src, dst)
+        self._recvs: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)  # (src, dst)
+        self._left: set[int] = set()  # ranks that said goodbye
+        self._gone: set[int] = set()  # ranks whose link broke first
+        self._failure: str | None = None  # once set, every call of the group fails with it
         self._thread = threading.Thread(target=self._serve, name="tensorplay-hub", daemon=True)
         self._thread.start()
 
@@ -127,12 +133,6 @@ class Hub:
     def _serve(self) -> None:
         threading.Thread(target=self._accept, daemon=True).start()
         started = time.monotonic()
-        self._pending: dict[int, dict] = {}  # collective number -> rank -> (desc, array, since)
-        self._mail: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
-        self._recvs: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
-        self._left: set[int] = set()
-        self._gone: set[int] = set()
-        self._failure: str | None = None
         ready = False
         while len(self._left) + len(self._gone) < self.world:
             try:
@@ -333,7 +333,7 @@ class LocalLink:
         return combine(desc, [array])[0]
 
     def send(self, dst: int, desc: tuple, array: np.ndarray) -> None:
-        self._mail.append(array)
+        self._mail.append(array.copy())  # the caller's memory may change before the recv (a Link's message is a copy)
 
     def recv(self, src: int, desc: tuple) -> np.ndarray:
         if not self._mail:

@@ -299,20 +299,20 @@ def _call(name: str, issue) -> None:
     ``name`` in errors."""
     s = current_stream()
     if not capture_state.active:
-        _issue(name, s, issue, None)
+        _on_stream(name, s, issue, None)
         return
     refuse_legacy_launch(name, s)
     flush_fused()
     with library_calls():
         block = allocator.allocate(WORKSPACE_BYTES, s) if s.is_capturing() else None
         try:
-            _issue(name, s, issue, block)
+            _on_stream(name, s, issue, block)
         finally:
             if block is not None:
                 allocator.free(block)
 
 
-def _issue(name: str, s, issue, block) -> None:
+def _on_stream(name: str, s, issue, block) -> None:
     lib = _lib
     th = getattr(_tls, "handle", None) or _thread_handle()
     key = s.handle
