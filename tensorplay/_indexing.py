@@ -26,10 +26,12 @@ from . import _ops
 from ._complex import imag_part, real_part
 from ._factories import tensor
 from ._overlap import byte_span, may_alias, self_overlapping
+from ._scans import scan_rows
 from ._shape import IndexPlan, broadcast_shapes, numel, view_strides
 from ._tensor import Tensor
 from .kernels import indexing as ik
 from .runtime.backend import CaptureError
+from .runtime.backend import get as get_backend
 from .runtime.capture import capture_state
 from .runtime.launch import grid_1d, launch
 from .runtime.streams import current_stream
@@ -143,21 +145,23 @@ def device_index(host: np.ndarray) -> Tensor:
     return out
 
 
-def _scan(mask: Tensor) -> tuple[Tensor, Tensor, int]:
-    """(each chunk's first output position, the count of True elements as a
-    1-element tensor, the chunk size) of a contiguous 1-D bool ``mask``."""
-    n = mask.numel()
-    # a thread per chunk of 32 or more: up to 65536 of them (2^24 elements: 256 each), whose neighbouring
-    # runs a warp reads through the cache; 4096 longer runs (4096 elements each) left the GPU idle
-    chunk = max(32, -(-n // 65536))
-    chunks = -(-n // chunk)
-    offsets, total = Tensor._empty((chunks,), dt.int64), Tensor._empty((1,), dt.int64)
-    if not chunks:
-        return offsets, _ops.fill(total, 0), chunk
-    _launch(ik.count_chunks, chunks, [mask, _I64(chunk), offsets])
-    threads = min(ik.SCAN_BLOCK, max(32, 1 << (chunks - 1).bit_length()))
-    launch(ik.scan_chunks, (1, 1, 1), (threads, 1, 1), [offsets, total])
-    return offsets, total, chunk
+def _tile_ends(mask: Tensor) -> Tensor:
+    """Each tile's end in the output (the running count of True elements) of
+    a contiguous 1-D bool ``mask``: the last is the count."""
+    tiles = -(-mask.numel() // (_mask_lanes() * ik.MASK_ITEMS))
+    counts = Tensor._empty((1, tiles), dt.int64)
+    launch(ik.count_tiles, *_mask_launch(tiles), [mask, counts.reshape(tiles)])
+    return scan_rows(counts, "sum", dt.int64).reshape(tiles)
+
+
+def _mask_lanes() -> int:
+    return min(ik.MASK_BLOCK, 1 << (get_backend().max_block.bit_length() - 1))
+
+
+def _mask_launch(tiles: int) -> tuple[tuple, tuple]:
+    """(grid, block) of the mask kernels over ``tiles`` tiles."""
+    lanes = _mask_lanes()
+    return (max(1, min(tiles, get_backend().max_threads_per_launch // lanes)), 1, 1), (lanes, 1, 1)
 
 
 def _flat_mask(mask: Tensor) -> Tensor:
@@ -177,19 +181,21 @@ def nonzero_flat(mask: Tensor) -> Tensor:
             "takes k elements, and x[mask] = v writes in place"
         )
     flat = _flat_mask(mask)
-    offsets, total, chunk = _scan(flat)
-    out = Tensor._empty((int(total.item()),), dt.int64)
+    if not flat.numel():
+        return Tensor._empty((0,), dt.int64)
+    ends = _tile_ends(flat)
+    out = Tensor._empty((int(ends[-1].item()),), dt.int64)
     if out.numel():
-        _launch(ik.compact, offsets.numel(), [flat, _I64(chunk), offsets, out])
+        launch(ik.compact, *_mask_launch(ends.numel()), [flat, ends, out])
     return out
 
 
 def _ranks(mask: Tensor) -> Tensor:
     """Per element of the flattened ``mask``, its place among the True elements, -1 where False."""
     flat = _flat_mask(mask)
-    offsets, _, chunk = _scan(flat)
+    ends = _tile_ends(flat)
     out = Tensor._empty((flat.numel(),), dt.int64)
-    _launch(ik.ranks, offsets.numel(), [flat, _I64(chunk), offsets, out])
+    launch(ik.ranks, *_mask_launch(ends.numel()), [flat, ends, out])
     return out
 
 

@@ -3,8 +3,8 @@
 and ``cumprod`` (``dim`` positional, ``axis=`` too).
 
 The axis is moved last and the tensor seen as (m, n) rows (a view when the
-layout allows, else a copy), which ``kernels/scan`` scans in chunks, carrying
-each chunk's total to the next ones (``scan_rows``). Nothing reads device data
+layout allows, else a copy), which ``kernels/scan`` scans tile by tile, carrying
+the running total of the tiles before each (``scan_rows``). Nothing reads device data
 on the host, so a scan is captured into graphs. The gradient of a running sum
 is the reversed running sum of its gradient; a running product's is composed
 of running sums and products, right where elements are zero.
@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from . import _differentiable as AG
 from . import _dtype as dt
 from ._aliases import either
@@ -30,7 +28,7 @@ from ._tensor import Tensor, add_methods
 from .kernels import scan as sk
 from .runtime.backend import get as get_backend
 from .runtime.caches import track_factories
-from .runtime.launch import grid_1d, launch
+from .runtime.launch import launch
 
 __all__ = ["cumprod", "cumsum", "cumulative_prod", "cumulative_sum"]
 
@@ -91,26 +89,27 @@ def scan_rows(rows: Tensor, op: str, acc: dt.DType, reverse: bool = False, out: 
         out = Tensor._empty((m, n), acc)
     if not m or not n:
         return out
-    lanes, per_block, blocks = _launch_shape(m, n)
-    chunk = lanes * sk.ITEMS
-    partials = Tensor._empty((m, -(-n // chunk)), acc)
-    kernel = sk.chunks_kernel(op, acc.name, "bfloat16" if rows.dtype is dt.bfloat16 else "", reverse)
-    launch(kernel, (blocks, 1, 1), (lanes, per_block, 1), [rows, out, partials])
-    if partials.shape[1] > 1:  # chunks after the first combine with the totals of those before them
+    source = "bfloat16" if rows.dtype is dt.bfloat16 else ""
+    lanes, per_block, blocks = _launch_shape(m, n, sk.items_for(acc.name))
+    tiles = -(-n // (lanes * sk.items_for(acc.name)))
+    carries = Tensor._empty((m, 0), acc)
+    if tiles > 1:  # each tile's total first; their running op carries into the tiles after them
+        partials = Tensor._empty((m, tiles), acc)
+        launch(sk.totals_kernel(op, acc.name, source, reverse), (blocks, 1, 1), (lanes, per_block, 1), [rows, partials])
         carries = scan_rows(partials, op, acc)
-        launch(sk.carry_kernel(op, acc.name, reverse), *grid_1d(m * n), [out, carries, np.int64(chunk)])
+    launch(sk.tiles_kernel(op, acc.name, source, reverse), (blocks, 1, 1), (lanes, per_block, 1), [rows, out, carries])
     return out
 
 
-def _launch_shape(m: int, n: int) -> tuple[int, int, int]:
+def _launch_shape(m: int, n: int, items: int) -> tuple[int, int, int]:
     """(lanes, rows a block, blocks): lanes enough for a row, at most a block;
     short rows several to a block."""
     dev = get_backend()
     threads = 1 << (min(sk.BLOCK, dev.max_block).bit_length() - 1)  # a power of two
-    lanes = min(threads, 1 << max(0, (-(-n // sk.ITEMS) - 1).bit_length()))
+    lanes = min(threads, 1 << max(0, (-(-n // items) - 1).bit_length()))
     per_block = threads // lanes
-    items = -(-m // per_block) * -(-n // (lanes * sk.ITEMS))
-    return lanes, per_block, max(1, min(items, dev.max_threads_per_launch // threads))
+    work = -(-m // per_block) * -(-n // (lanes * items))
+    return lanes, per_block, max(1, min(work, dev.max_threads_per_launch // threads))
 
 
 def running(op: str, rows: Tensor, acc: dt.DType, reverse: bool = False, initial: bool = False) -> Tensor:

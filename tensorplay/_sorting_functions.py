@@ -3,8 +3,8 @@ PyTorch's forms: ``sort(x, dim)`` and ``x.sort()`` give ``(values, indices)``,
 and ``topk``.
 
 The axis is moved last and the tensor seen as (m, n) rows; ``kernels/sort``
-sorts each row's tiles in shared memory and merges them (``sort_indices``),
-and the values are gathered by index (``take_rows``), which carries the
+sorts rows of up to a tile in shared memory, ``kernels/radix`` longer ones, a
+byte of the keys a pass (``sort_indices``), and the values are gathered by index (``take_rows``), which carries the
 gradient back to where each value came from. Every sort is stable and puts
 NaNs last (first when descending: NaN is the largest value), as NumPy's and
 PyTorch's do. Nothing reads device data on the host: each is captured into
@@ -18,9 +18,10 @@ import numpy as np
 from . import _dtype as dt
 from ._aliases import either
 from ._methods import ValuesIndices
-from ._scans import along_last
+from ._scans import along_last, scan_rows
 from ._tape import record
 from ._tensor import Tensor, add_methods
+from .kernels import radix as rk
 from .kernels import sort as sk
 from .runtime.backend import get as get_backend
 from .runtime.caches import track_factories
@@ -28,7 +29,7 @@ from .runtime.launch import grid_1d, launch
 
 __all__ = ["argsort", "sort", "topk"]
 
-track_factories(sk)  # tp.cuda.clear_caches() drops the kernels it built too
+track_factories(sk, rk)  # tp.cuda.clear_caches() drops the kernels they built too
 
 
 def _check_real(fn: str, x) -> None:
@@ -42,26 +43,56 @@ def sort_indices(rows: Tensor, descending: bool = False) -> Tensor:
     """The int64 positions that sort each of the (m, n) ``rows`` (any layout),
     stably, NaNs last (first when ``descending``): an (m, n) tensor."""
     m, n = rows.shape
-    index = Tensor._empty((m, n), dt.int64)
     if not m or not n:
-        return index
+        return Tensor._empty((m, n), dt.int64)
+    if n > sk.TILE:
+        return _radix_indices(rows, descending)
     dev = get_backend()
-    tile = min(sk.TILE, 2 << (dev.max_block.bit_length() - 1), 1 << max(1, (n - 1).bit_length()))
-    key = dt.as_dtype(sk.key_type(rows.dtype.name))
-    keys = Tensor._empty((m, n), key)
-    lanes = tile // 2
-    per_block = min(1 << (dev.max_block.bit_length() - 1), sk.TILE // 2) // lanes  # short tiles share a block
-    blocks = max(1, min(-(-m * -(-n // tile) // per_block), dev.max_threads_per_launch // (lanes * per_block)))
+    tile = 1 << max(1, (n - 1).bit_length())
+    index = Tensor._empty((m, n), dt.int64)
+    keys = Tensor._empty((m, n), dt.as_dtype(sk.key_type(rows.dtype.name)))
+    threads = min(1 << (dev.max_block.bit_length() - 1), sk.TILE // 2)
+    lanes = min(tile // 2, threads)
+    per_block = threads // lanes  # short tiles share a block
+    blocks = max(1, min(-(-m // per_block), dev.max_threads_per_launch // (lanes * per_block)))
     kernel = sk.tiles_kernel(rows.dtype.name, descending, tile)
     launch(kernel, (blocks, 1, 1), (lanes, per_block, 1), [rows.detach(), keys, index])
-    width = tile
-    if width < n:  # merge the sorted tiles pairwise, ping-ponging between two pairs of buffers
-        spare_keys, spare_index = Tensor._empty((m, n), key), Tensor._empty((m, n), dt.int64)
-        merge = sk.merge_kernel(key.name, descending)
-        while width < n:
-            launch(merge, *grid_1d(m * n), [keys, index, spare_keys, spare_index, np.int64(width)])
-            keys, index, spare_keys, spare_index = spare_keys, spare_index, keys, index
-            width *= 2
+    return index
+
+
+NARROW_POSITIONS = 1 << 31  # fewer items than this: the radix sort carries int32 positions
+
+
+def _radix_indices(rows: Tensor, descending: bool) -> Tensor:
+    """``sort_indices`` of rows longer than a tile: ``kernels/radix``, a pass
+    per byte of the keys, then per byte of the row numbers."""
+    m, n = rows.shape
+    total, size = m * n, rows.dtype.itemsize
+    positions = dt.int32 if total < NARROW_POSITIONS else dt.int64
+    bits = rows.detach()
+    bits = Tensor._make(bits._storage, bits._ptr, bits.shape, bits._strides, dt.as_dtype(rk.bits_type(size)))
+    lanes = rk.BLOCK
+    tiles = -(-total // (lanes * rk.items_for(size, positions.name)))
+    grid = (max(1, min(tiles, get_backend().max_threads_per_launch // lanes)), 1, 1)
+    key = dt.uint64 if size == 8 else dt.uint32
+    keys, spare_keys, no_keys = Tensor._empty((total,), key), Tensor._empty((total,), key), Tensor._empty((0,), key)
+    ids, spare_ids = Tensor._empty((total,), positions), Tensor._empty((total,), positions)
+    counts = Tensor._empty((1, rk.RADIX * tiles), dt.int32)
+    index = Tensor._empty((m, n), dt.int64)
+    passes = [(shift, False) for shift in range(0, 8 * size, 8)]
+    passes += [(shift, True) for shift in range(0, (m - 1).bit_length(), 8)]
+    source, n64 = rows.dtype.name, np.int64(n)
+    for k, (shift, by_row) in enumerate(passes):
+        first, last = k == 0, k == len(passes) - 1
+        keep_keys = not last and not passes[k + 1][1]  # the next pass reads keys
+        count = rk.count_kernel(source, size, descending, first, by_row, positions.name)
+        launch(count, grid, (lanes, 1, 1), [bits, keys, ids, counts.reshape(-1), n64, np.int64(shift)])
+        ends = scan_rows(counts, "sum", dt.int32).reshape(-1)
+        scatter = rk.scatter_kernel(source, size, descending, first, by_row, last, positions.name)
+        out_keys = spare_keys if keep_keys else no_keys
+        args = [bits, keys, ids, counts.reshape(-1), ends, out_keys, spare_ids, index.reshape(-1), n64, np.int64(shift)]
+        launch(scatter, grid, (lanes, 1, 1), args)
+        keys, spare_keys, ids, spare_ids = spare_keys, keys, spare_ids, ids
     return index
 
 

@@ -20,11 +20,12 @@ last write wins (``claim`` finds, for each target, the last position naming
 it; ``put_along`` walks each column in order), and accumulating writes add
 every value (atomics).
 
-Boolean masks go through a compaction in three launches: ``count_chunks``
-counts the True elements of each chunk, ``scan_chunks`` (one block) turns the
-counts into each chunk's first output position, and ``compact`` (the
-positions of the True elements, in order) or ``ranks`` (each True element's
-place among them) writes the result.
+Boolean masks go through a compaction in tiles: ``count_tiles`` counts the
+True elements of each tile (its lanes reading side by side), their running
+sum (``kernels/scan``) gives each tile's end in the output, and ``compact``
+(the positions of the True elements, in order) or ``ranks`` (each True
+element's place among them) ranks a tile's elements in shared memory and
+writes them out side by side.
 
 This module must not import the rest of tensorplay: the GPU compile check
 (``tests/helpers/gpu_compile.py``) loads it on its own.
@@ -36,15 +37,18 @@ import numpy as np
 from numba import cuda
 
 from ._target import device_function
+from .scan import lanes_scan
 
 __all__ = [
-    "CONSTANTS", "SCAN_BLOCK", "claim", "combine", "compact", "constants", "count_chunks", "put", "put_add",
-    "put_along", "put_along_add", "put_ranked", "ranks", "scan_chunks", "take", "take_along",
+    "CONSTANTS", "MASK_BLOCK", "MASK_ITEMS", "claim", "combine", "compact", "constants", "count_tiles", "put",
+    "put_add", "put_along", "put_along_add", "put_ranked", "ranks", "take", "take_along",
 ]  # fmt: skip
 
 i64 = np.int64
 CONSTANTS = 16  # values a ``constants`` launch writes
-SCAN_BLOCK = 256  # the most threads ``scan_chunks`` runs with (its shared memory)
+MASK_BLOCK = 256  # the most threads the mask kernels run with (their shared memory)
+MASK_ITEMS = 16  # flags a lane ranks on its own
+MASK_TILE = MASK_BLOCK * MASK_ITEMS  # the most flags a tile
 
 
 @device_function
@@ -259,86 +263,104 @@ def constants(out, start, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12,
 # -- boolean masks: stream compaction ------------------------------------------------------------
 
 
+_rank = lanes_scan("sum", "int64")
+
+
 @cuda.jit
-def count_chunks(mask, chunk, counts):
-    """``counts[c]``: the True elements of ``mask[c * chunk:(c + 1) * chunk]``."""
+def count_tiles(mask, counts):
+    """``counts[c]``: the True elements of tile c of ``mask`` (a contiguous 1-D
+    bool array, tiles of ``MASK_ITEMS * blockDim.x``), a block a tile, its
+    lanes reading side by side."""
+    lane = i64(cuda.threadIdx.x)
+    lanes = i64(cuda.blockDim.x)
+    size = lanes * MASK_ITEMS
     n = i64(mask.size)
-    c = i64(cuda.grid(1))
-    step = i64(cuda.gridsize(1))
-    while c < counts.size:
+    c = i64(cuda.blockIdx.x)
+    while c < counts.size:  # the same trip count for every thread of the block
         found = i64(0)
-        for k in range(c * chunk, min(c * chunk + chunk, n)):
-            if mask[k]:
+        p = c * size + lane
+        stop = min(c * size + size, n)
+        while p < stop:
+            if mask[p]:
                 found += 1
-        counts[c] = found
-        c += step
+            p += lanes
+        total, _ = _rank(lane, lanes, found, i64(0))
+        if lane == lanes - 1:
+            counts[c] = total
+        c += cuda.gridDim.x
 
 
-@cuda.jit
-def scan_chunks(counts, total):
-    """``counts`` replaced by its exclusive prefix sums (each chunk's first
-    output position) and ``total[0]`` their sum: one block, each thread a run
-    of chunks, the runs' sums scanned in shared memory."""
-    sums = cuda.shared.array(SCAN_BLOCK, i64)
-    t = i64(cuda.threadIdx.x)
-    threads = i64(cuda.blockDim.x)
-    c = i64(counts.size)
-    per = (c + threads - 1) // threads
-    lo = min(t * per, c)
-    hi = min(lo + per, c)
+@device_function
+def _tile_ranks(mask, start, lane, lanes, flags, places):
+    """Ranks the True elements of the tile of ``mask`` from ``start``: loads
+    its flags into shared ``flags`` side by side, then each lane counts its run
+    of ``MASK_ITEMS`` neighbouring flags, the counts are scanned across the
+    block, and ``places[r]`` gets the tile position of the tile's r-th True
+    element."""
+    n = i64(mask.size)
+    for i in range(MASK_ITEMS):
+        p = start + i * lanes + lane
+        flags[i * lanes + lane] = 1 if p < n and mask[p] else 0
+    cuda.syncthreads()
     run = i64(0)
-    for k in range(lo, hi):
-        run += counts[k]
-    sums[t] = run
+    for i in range(MASK_ITEMS):
+        if flags[lane * MASK_ITEMS + i]:
+            run += 1
+    _, r = _rank(lane, lanes, run, i64(0))
+    for i in range(MASK_ITEMS):
+        q = lane * MASK_ITEMS + i
+        if flags[q]:
+            places[r] = q
+            r += 1
     cuda.syncthreads()
-    if t == 0:
-        run = i64(0)
-        for k in range(threads):
-            here = sums[k]
-            sums[k] = run
-            run += here
-        total[0] = run
-    cuda.syncthreads()
-    run = sums[t]
-    for k in range(lo, hi):
-        here = counts[k]
-        counts[k] = run
-        run += here
 
 
 @cuda.jit
-def compact(mask, chunk, offsets, out):
+def compact(mask, ends, out):
     """``out[r]``: the position of the ``r``-th True element of ``mask`` (for
-    ``r < out.size``); ``offsets`` from ``scan_chunks``."""
-    n = i64(mask.size)
-    c = i64(cuda.grid(1))
-    step = i64(cuda.gridsize(1))
-    while c < offsets.size:
-        r = i64(offsets[c])
-        for k in range(c * chunk, min(c * chunk + chunk, n)):
-            if mask[k]:
-                if r < out.size:
-                    out[r] = k
-                r += 1
-        c += step
+    ``r < out.size``); ``ends`` the running count of ``count_tiles``'s counts."""
+    flags = cuda.shared.array(MASK_TILE, np.uint8)
+    places = cuda.shared.array(MASK_TILE, np.int32)
+    lane = i64(cuda.threadIdx.x)
+    lanes = i64(cuda.blockDim.x)
+    size = lanes * MASK_ITEMS
+    c = i64(cuda.blockIdx.x)
+    while c < ends.size:
+        _tile_ranks(mask, c * size, lane, lanes, flags, places)
+        first = ends[c - 1] if c > 0 else i64(0)
+        j = lane
+        while j < ends[c] - first and first + j < out.size:  # the tile's positions out side by side
+            out[first + j] = c * size + places[j]
+            j += lanes
+        cuda.syncthreads()
+        c += cuda.gridDim.x
 
 
 @cuda.jit
-def ranks(mask, chunk, offsets, out):
+def ranks(mask, ends, out):
     """``out[k]``: how many True elements of ``mask`` come before element ``k``
-    where it is True, -1 where it is False."""
+    where it is True, -1 where it is False (``ends`` as for ``compact``)."""
+    flags = cuda.shared.array(MASK_TILE, np.uint8)
+    places = cuda.shared.array(MASK_TILE, np.int32)
+    lane = i64(cuda.threadIdx.x)
+    lanes = i64(cuda.blockDim.x)
+    size = lanes * MASK_ITEMS
     n = i64(mask.size)
-    c = i64(cuda.grid(1))
-    step = i64(cuda.gridsize(1))
-    while c < offsets.size:
-        r = i64(offsets[c])
-        for k in range(c * chunk, min(c * chunk + chunk, n)):
-            if mask[k]:
-                out[k] = r
-                r += 1
-            else:
-                out[k] = -1
-        c += step
+    c = i64(cuda.blockIdx.x)
+    while c < ends.size:
+        _tile_ranks(mask, c * size, lane, lanes, flags, places)
+        first = ends[c - 1] if c > 0 else i64(0)
+        for i in range(MASK_ITEMS):  # -1 side by side, then the ranks over them
+            p = c * size + i * lanes + lane
+            if p < n:
+                out[p] = -1
+        cuda.syncthreads()
+        j = lane
+        while j < ends[c] - first:
+            out[c * size + places[j]] = first + j
+            j += lanes
+        cuda.syncthreads()
+        c += cuda.gridDim.x
 
 
 @cuda.jit

@@ -1,18 +1,25 @@
 """Inclusive scans (running sums and products) along the rows of a 2-D view.
 
-``chunks_kernel`` gives each row chunks of ``lanes * ITEMS`` items: a thread
-combines its ``ITEMS`` neighbouring items, the lanes of the block scan their
-totals in shared memory (a Hillis-Steele scan, ``log2(lanes)`` steps), and
-every item gets its thread's prefix. A block is ``(lanes, rows)`` threads, so
-short rows share a block, as in the reductions. A row longer than one chunk
-leaves each chunk's total in an (M, chunks) array of partials, which the tensor
-layer scans the same way (recursively), and ``carry_kernel`` combines each
-chunk's items with the scanned total of the chunks before it. No thread walks
-a long row, and the launches depend only on the shape, so a scan is captured
-into graphs like any op.
+A row is cut into tiles of ``lanes * items`` items (``items_for``: a tile of
+16 KiB of the accumulator's type). When a row has more than one tile,
+``totals_kernel`` first reduces each tile (reads only, coalesced) into an (M,
+tiles) array of partials, which the tensor layer scans the same way
+(recursively) into the carries. ``tiles_kernel`` then scans each tile: its
+lanes load it into shared memory side by side (coalesced), each lane scans its
+``items`` neighbouring items there, the lanes' totals are scanned across the
+block (``lanes_scan``: warp shuffles on the GPU, shared memory on the
+simulator), and every item gets its lane's prefix and the tile's carry before
+the tile goes back to global memory side by side. That is one read for the
+totals and one read and one write for the scan (a reduce-then-scan). A block
+is ``(lanes, rows)`` threads, so short rows share a block, as in the
+reductions. The launches depend only on the shape, so a scan is captured into
+graphs like any op.
 
 ``reverse=True`` scans each row from its end (the gradient of a running sum is
 the reversed running sum of its gradient).
+
+``lanes_scan`` is also what the compaction of boolean masks
+(``kernels/indexing``) and the radix sort (``kernels/radix``) rank with.
 
 This module must not import the rest of tensorplay: the GPU compile check
 (``tests/helpers/gpu_compile.py``) loads it on its own.
@@ -26,54 +33,44 @@ import numpy as np
 from numba import cuda
 
 from . import bfloat16 as bf16
-from ._target import SMALL_BLOCKS, device_function
+from ._target import WARP_SHUFFLES, device_function
 
-__all__ = ["BLOCK", "ITEMS", "carry_kernel", "chunks_kernel"]
+__all__ = ["BLOCK", "items_for", "lanes_scan", "tiles_kernel", "totals_kernel"]
 
 BLOCK = 256  # the most threads a block; the shared scratch has this size
-ITEMS = 2 if SMALL_BLOCKS else 8  # items a thread scans on its own (the simulator runs a Python thread per lane)
+WARPS = BLOCK // 32
+TILE_BYTES = 16384  # a tile of the accumulator's type in shared memory
 i64 = np.int64
 
 COMBINE = {
     "sum": device_function(lambda a, b: a + b),
     "prod": device_function(lambda a, b: a * b),
 }
+_SHUFFLED = {"int32", "int64", "float32", "float64"}  # the types Numba's warp shuffles take
+
+
+def items_for(acc: str) -> int:
+    """Items a lane scans on its own for an accumulator of type ``acc``."""
+    return max(2, TILE_BYTES // (BLOCK * np.dtype(acc).itemsize))
 
 
 @functools.cache
-def chunks_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
-    """``chunks(x, out, partials)``: ``out[r, :]`` the scan of each chunk of
-    row r of ``x`` (an (M, N) array, any layout; ``source="bfloat16"``: its
-    bits), ``partials[r, c]`` the total of chunk c (``ITEMS * blockDim.x`` items).
-    ``out`` and ``partials`` hold ``acc`` (a real or complex type)."""
+def lanes_scan(op: str, acc: str):
+    """``scan(lane, lanes, value, init)``: (inclusive, exclusive) running ``op``
+    of ``value`` over the ``lanes`` lanes (a power of two, at most ``BLOCK``)
+    of this thread's block row; ``init`` is ``op``'s identity. Every thread of
+    the block calls it."""
     combine = COMBINE[op]
     acc_t = np.dtype(acc).type
-    load = bf16.decode if source == "bfloat16" else acc_t
-    identity = 0 if op == "sum" else 1
 
-    def chunks(x, out, partials):
-        init = acc_t(identity)  # made here: a complex number cannot be a kernel parameter
-        scratch = cuda.shared.array(BLOCK, acc_t)
-        mine = cuda.local.array(ITEMS, acc_t)
-        lane = i64(cuda.threadIdx.x)
-        lanes = i64(cuda.blockDim.x)
-        base = i64(cuda.threadIdx.y) * lanes
-        m = i64(x.shape[0])
-        n = i64(x.shape[1])
-        count = i64(partials.shape[1])  # chunks a row
-        groups = (m + cuda.blockDim.y - 1) // cuda.blockDim.y
-        item = i64(cuda.blockIdx.x)
-        while item < groups * count:  # the same trip count for every thread of the block
-            row = (item // count) * cuda.blockDim.y + cuda.threadIdx.y
-            c = item % count
-            first = c * lanes * ITEMS + lane * ITEMS
-            total = init
-            for i in range(ITEMS):
-                p = first + i
-                if row < m and p < n:
-                    total = combine(total, load(x[row, n - 1 - p if reverse else p]))
-                mine[i] = total
-            scratch[base + lane] = total
+    if not WARP_SHUFFLES or acc not in _SHUFFLED:
+
+        @device_function
+        def scan(lane, lanes, value, init):
+            """Hillis-Steele in shared memory: log2(lanes) steps."""
+            scratch = cuda.shared.array(BLOCK, acc_t)
+            base = cuda.threadIdx.y * lanes
+            scratch[base + lane] = value
             cuda.syncthreads()
             offset = 1
             while offset < lanes:
@@ -84,43 +81,154 @@ def chunks_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
                 scratch[base + lane] = v
                 cuda.syncthreads()
                 offset += offset
-            prefix = scratch[base + lane - 1] if lane > 0 else init
-            if row < m:
-                for i in range(ITEMS):
-                    p = first + i
-                    if p < n:
-                        out[row, n - 1 - p if reverse else p] = combine(prefix, mine[i])
-                if lane == lanes - 1:
-                    partials[row, c] = scratch[base + lane]
+            inclusive = scratch[base + lane]
+            exclusive = scratch[base + lane - 1] if lane > 0 else init
             cuda.syncthreads()
+            return inclusive, exclusive
+
+        return scan
+
+    @device_function
+    def scan(lane, lanes, value, init):
+        """A warp's lanes by shuffles, then each warp's total through shared memory."""
+        warp_lane = lane % 32
+        width = min(lanes, 32)
+        v = value
+        d = 1
+        while d < width:
+            other = cuda.shfl_up_sync(0xFFFFFFFF, v, d)
+            if warp_lane >= d:
+                v = combine(other, v)
+            d += d
+        before = cuda.shfl_up_sync(0xFFFFFFFF, v, 1)
+        if warp_lane == 0:
+            before = init
+        if lanes > 32:
+            sums = cuda.shared.array(WARPS, acc_t)
+            warps = lanes // 32
+            base = cuda.threadIdx.y * warps
+            if warp_lane == 31:
+                sums[base + lane // 32] = v
+            cuda.syncthreads()
+            carry = init
+            for w in range(lane // 32):
+                carry = combine(carry, sums[base + w])
+            cuda.syncthreads()
+            v = combine(carry, v)
+            before = combine(carry, before)
+        return v, before
+
+    return scan
+
+
+def _loader(acc: str, source: str):
+    return bf16.decode if source == "bfloat16" else np.dtype(acc).type
+
+
+@functools.cache
+def totals_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
+    """``totals(x, partials)``: ``partials[r, c]`` the ``op`` of tile c of row r
+    of ``x`` (an (M, N) array, any layout; ``source="bfloat16"``: its bits),
+    tiles of ``items_for(acc) * blockDim.x`` items counted from the row's end
+    when ``reverse``. One block row a tile, its lanes reading side by side."""
+    combine = COMBINE[op]
+    acc_t = np.dtype(acc).type
+    load = _loader(acc, source)
+    identity = 0 if op == "sum" else 1
+    items = items_for(acc)
+    scan = lanes_scan(op, acc)
+
+    def totals(x, partials):
+        init = acc_t(identity)
+        lane = i64(cuda.threadIdx.x)
+        lanes = i64(cuda.blockDim.x)
+        m = i64(x.shape[0])
+        n = i64(x.shape[1])
+        count = i64(partials.shape[1])
+        size = lanes * items
+        groups = (m + cuda.blockDim.y - 1) // cuda.blockDim.y
+        item = i64(cuda.blockIdx.x)
+        while item < groups * count:  # the same trip count for every thread of the block
+            row = (item // count) * cuda.blockDim.y + cuda.threadIdx.y
+            c = item % count
+            stop = min(c * size + size, n)
+            run = init
+            if row < m:
+                p = c * size + lane
+                while p < stop:
+                    run = combine(run, load(x[row, n - 1 - p if reverse else p]))
+                    p += lanes
+            total, _ = scan(lane, lanes, run, init)
+            if lane == lanes - 1 and row < m:
+                partials[row, c] = total
             item += cuda.gridDim.x
 
-    chunks.__qualname__ = f"scan.{op}_chunks{'_reversed' if reverse else ''}"
-    kernel = cuda.jit(chunks)
-    kernel.tp_recipe = ("scan", "chunks_kernel", (op, acc, source, reverse))  # how to build it again elsewhere
+    totals.__qualname__ = f"scan.{op}_totals{'_reversed' if reverse else ''}"
+    kernel = cuda.jit(totals)
+    kernel.tp_recipe = ("scan", "totals_kernel", (op, acc, source, reverse))  # how to build it again elsewhere
     return kernel
 
 
 @functools.cache
-def carry_kernel(op: str, acc: str, reverse: bool = False):
-    """``carry(out, carries, chunk)``: combines every item of chunk c > 0 of each
-    row of ``out`` with ``carries[r, c - 1]``, the scanned totals of the chunks
-    (of ``chunk`` items) before it."""
+def tiles_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
+    """``tiles(x, out, carries)``: ``out[r, :]`` the running ``op`` of row r of
+    ``x`` (an (M, N) array, any layout; ``source="bfloat16"``: its bits), tile
+    by tile, tile c > 0 starting from ``carries[r, c - 1]`` (the scanned
+    tile totals; an (M, 0) array when a row is one tile). ``out`` holds ``acc``
+    (a real or complex type), any layout."""
     combine = COMBINE[op]
+    acc_t = np.dtype(acc).type
+    load = _loader(acc, source)
+    identity = 0 if op == "sum" else 1
+    items = items_for(acc)
+    scan = lanes_scan(op, acc)
+    padded = BLOCK * items + BLOCK * items // 32  # a spare slot every 32: a lane's run meets no bank twice
 
-    def carry(out, carries, chunk):
-        n = i64(out.shape[1])
-        total = i64(out.shape[0]) * n
-        e = i64(cuda.grid(1))
-        while e < total:
-            row = e // n
-            q = e % n
-            c = (n - 1 - q if reverse else q) // chunk
-            if c > 0:
-                out[row, q] = combine(carries[row, c - 1], out[row, q])
-            e += cuda.gridsize(1)
+    def tiles(x, out, carries):
+        init = acc_t(identity)  # made here: a complex number cannot be a kernel parameter
+        tile = cuda.shared.array(padded, acc_t)
+        lane = i64(cuda.threadIdx.x)
+        lanes = i64(cuda.blockDim.x)
+        size = lanes * items
+        base = i64(cuda.threadIdx.y) * size
+        m = i64(x.shape[0])
+        n = i64(x.shape[1])
+        count = (n + size - 1) // size  # tiles a row
+        groups = (m + cuda.blockDim.y - 1) // cuda.blockDim.y
+        item = i64(cuda.blockIdx.x)
+        while item < groups * count:  # the same trip count for every thread of the block
+            row = (item // count) * cuda.blockDim.y + cuda.threadIdx.y
+            c = item % count
+            start = c * size
+            for i in range(items):  # the tile in, lanes side by side
+                q = base + i * lanes + lane
+                p = start + i * lanes + lane
+                v = init
+                if row < m and p < n:
+                    v = load(x[row, n - 1 - p if reverse else p])
+                tile[q + q // 32] = v
+            cuda.syncthreads()
+            run = init
+            for i in range(items):  # this lane's run of neighbouring items
+                q = base + lane * items + i
+                run = combine(run, tile[q + q // 32])
+                tile[q + q // 32] = run
+            _, prefix = scan(lane, lanes, run, init)
+            if c > 0 and row < m:
+                prefix = combine(carries[row, c - 1], prefix)
+            for i in range(items):
+                q = base + lane * items + i
+                tile[q + q // 32] = combine(prefix, tile[q + q // 32])
+            cuda.syncthreads()
+            for i in range(items):  # and out, side by side
+                q = base + i * lanes + lane
+                p = start + i * lanes + lane
+                if row < m and p < n:
+                    out[row, n - 1 - p if reverse else p] = tile[q + q // 32]
+            cuda.syncthreads()
+            item += cuda.gridDim.x
 
-    carry.__qualname__ = f"scan.{op}_carry{'_reversed' if reverse else ''}"
-    kernel = cuda.jit(carry)
-    kernel.tp_recipe = ("scan", "carry_kernel", (op, acc, reverse))
+    tiles.__qualname__ = f"scan.{op}_tiles{'_reversed' if reverse else ''}"
+    kernel = cuda.jit(tiles)
+    kernel.tp_recipe = ("scan", "tiles_kernel", (op, acc, source, reverse))
     return kernel

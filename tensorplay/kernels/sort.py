@@ -1,21 +1,18 @@
-"""Sorting the rows of a 2-D view (M rows of N items) on the device.
+"""Sorting the rows of a 2-D view (M rows of N items) on the device, rows of
+at most a tile; longer ones go to the radix sort (``kernels/radix``).
 
-A row is cut into tiles of ``tile`` items (a power of two, at most twice the
-largest block). ``tiles_kernel`` sorts each tile in shared memory with a
-bitonic network, a block row per tile (short tiles several to a block) and a
-compare-exchange per thread and step; then ``merge_kernel`` merges sorted runs pairwise (width ``tile``,
-``2 tile``, ...), one thread per item: an item's place in the merged run is
-its place in its own run plus its rank in the other one, found by binary
-search. That is ``O(N log^2 N)`` work in ``log(N / tile)`` launches, each a
-fixed size, so a sort is captured into graphs like any op.
+A row is a tile of ``tile`` items (a power of two, at most ``TILE``).
+``tiles_kernel`` sorts each tile in shared memory with a bitonic network, a
+block row per tile (short tiles several to a block), each lane taking its
+share of the compare-exchanges of a step: one launch, a fixed size, so a sort is
+captured into graphs like any op.
 
-The kernels sort (key, index) pairs: keys are the items converted to one of
+The kernel sorts (key, index) pairs: keys are the items converted to one of
 four key types (float32 for the 16-bit floats, bfloat16 arriving as its bits),
 indices their positions in the row. The sort is stable: the bitonic network
-breaks ties by index, and a merge puts equal items of the left run first. NaNs
-go last (first when descending: NaN counts as the largest value, as in
-NumPy's and PyTorch's sorts). ``taken_rows`` then gathers the values by index
-and ``placed_rows`` scatters a gradient back.
+breaks ties by index. NaNs go last (first when descending: NaN counts as the
+largest value, as in NumPy's and PyTorch's sorts). ``taken_rows`` then
+gathers the values by index and ``placed_rows`` scatters a gradient back.
 
 This module must not import the rest of tensorplay: the GPU compile check
 (``tests/helpers/gpu_compile.py``) loads it on its own.
@@ -31,7 +28,7 @@ from numba import cuda
 from . import bfloat16 as bf16
 from ._target import device_function
 
-__all__ = ["TILE", "before", "key_type", "loader", "merge_kernel", "placed_rows", "taken_rows", "tiles_kernel"]
+__all__ = ["TILE", "before", "key_type", "loader", "placed_rows", "taken_rows", "tiles_kernel"]
 
 TILE = 1024  # the longest tile a block sorts in shared memory (16 KiB of float64 keys and int64 indices)
 i64 = np.int64
@@ -68,8 +65,10 @@ def tiles_kernel(source: str, descending: bool, tile: int):
     """``tiles(x, keys, index)``: sorts each ``tile`` items of each row of ``x``
     (an (M, N) array of ``source`` items, any layout) into ``keys`` (M, N, of
     ``key_type(source)``) and ``index`` (M, N, int64 positions in the row).
-    Launch it with blocks of ``(tile // 2, tiles)`` threads, ``tiles * tile``
-    at most ``TILE``: a block sorts several short tiles side by side."""
+    Launch it with blocks of ``(lanes, tiles)`` threads, ``lanes`` at most
+    ``tile // 2`` (each lane takes every ``lanes``-th compare-exchange of a
+    step) and ``tiles * tile`` at most ``TILE``: a block sorts several short
+    tiles side by side."""
     key_t = np.dtype(key_type(source)).type
     load = loader(source)
     goes_before = before(descending)
@@ -92,6 +91,7 @@ def tiles_kernel(source: str, descending: bool, tile: int):
         sk = cuda.shared.array(TILE, key_t)
         si = cuda.shared.array(TILE, i64)
         t = i64(cuda.threadIdx.x)
+        lanes = i64(cuda.blockDim.x)
         mine = i64(cuda.threadIdx.y) * tile  # this block row's tile in the shared arrays
         m = i64(x.shape[0])
         n = i64(x.shape[1])
@@ -103,8 +103,7 @@ def tiles_kernel(source: str, descending: bool, tile: int):
             base = (item % per_row) * tile
             if item >= m * per_row:  # no tile for this block row: all of it past the end
                 base = n
-            for h in range(2):
-                p = t + h * half
+            for p in range(t, tile, lanes):
                 si[mine + p] = base + p
                 if base + p < n:
                     sk[mine + p] = load(x[row, base + p])
@@ -113,21 +112,21 @@ def tiles_kernel(source: str, descending: bool, tile: int):
             while k <= tile:
                 j = k // 2
                 while j > 0:
-                    i = mine + 2 * j * (t // j) + t % j
-                    other = i + j
-                    if ((i - mine) & k) == 0:  # this part of the network sorts upwards
-                        swap = precedes(sk[other], si[other], sk[i], si[i], n)
-                    else:
-                        swap = precedes(sk[i], si[i], sk[other], si[other], n)
-                    if swap:
-                        ka, ia = sk[i], si[i]
-                        sk[i], si[i] = sk[other], si[other]
-                        sk[other], si[other] = ka, ia
+                    for e in range(t, half, lanes):  # this lane's compare-exchanges of the step
+                        i = mine + 2 * j * (e // j) + e % j
+                        other = i + j
+                        if ((i - mine) & k) == 0:  # this part of the network sorts upwards
+                            swap = precedes(sk[other], si[other], sk[i], si[i], n)
+                        else:
+                            swap = precedes(sk[i], si[i], sk[other], si[other], n)
+                        if swap:
+                            ka, ia = sk[i], si[i]
+                            sk[i], si[i] = sk[other], si[other]
+                            sk[other], si[other] = ka, ia
                     cuda.syncthreads()
                     j //= 2
                 k *= 2
-            for h in range(2):
-                p = t + h * half
+            for p in range(t, tile, lanes):
                 if base + p < n:
                     keys[row, base + p] = sk[mine + p]
                     index[row, base + p] = si[mine + p]
@@ -137,53 +136,6 @@ def tiles_kernel(source: str, descending: bool, tile: int):
     tiles.__qualname__ = f"sort.tiles_{source}_{'down' if descending else 'up'}_{tile}"
     kernel = cuda.jit(tiles)
     kernel.tp_recipe = ("sort", "tiles_kernel", (source, descending, tile))  # how to build it again elsewhere
-    return kernel
-
-
-@functools.cache
-def merge_kernel(key: str, descending: bool):
-    """``merge(keys, index, out_keys, out_index, width)``: merges each pair of
-    sorted runs of ``width`` items of every row (all (M, N), contiguous), one
-    thread per item, into the same places of ``out_keys`` and ``out_index``."""
-    goes_before = before(descending)
-
-    def merge(keys, index, out_keys, out_index, width):
-        n = i64(keys.shape[1])
-        total = i64(keys.shape[0]) * n
-        pair = width + width
-        k = i64(cuda.grid(1))
-        while k < total:
-            row = k // n
-            p = k % n
-            start = (p // pair) * pair
-            mid = min(start + width, n)
-            end = min(start + pair, n)
-            v = keys[row, p]
-            if p < mid:  # in the left run: after the right run's items that go strictly before it
-                lo, hi = mid, end
-                while lo < hi:
-                    c = (lo + hi) // 2
-                    if goes_before(keys[row, c], v):
-                        lo = c + 1
-                    else:
-                        hi = c
-                dest = p + lo - mid
-            else:  # in the right run: after the left run's items that do not go after it
-                lo, hi = start, mid
-                while lo < hi:
-                    c = (lo + hi) // 2
-                    if goes_before(v, keys[row, c]):
-                        hi = c
-                    else:
-                        lo = c + 1
-                dest = p - mid + lo
-            out_keys[row, dest] = v
-            out_index[row, dest] = index[row, p]
-            k += cuda.gridsize(1)
-
-    merge.__qualname__ = f"sort.merge_{key}_{'down' if descending else 'up'}"
-    kernel = cuda.jit(merge)
-    kernel.tp_recipe = ("sort", "merge_kernel", (key, descending))
     return kernel
 
 

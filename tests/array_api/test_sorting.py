@@ -5,6 +5,8 @@ differences; capture and replay, in a while body too."""
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from helpers.gradcheck import check_gradients
@@ -66,6 +68,21 @@ def test_rows_of_every_length_around_a_tile(n):
     a = RNG.standard_normal((2, n))
     np.testing.assert_array_equal(tp.argsort(tp.tensor(a)).numpy(), np.argsort(a, kind="stable"))
     np.testing.assert_array_equal(tp.sort(tp.tensor(a)).numpy(), np.sort(a, kind="stable"))
+
+
+def test_rows_longer_than_a_tile_take_the_radix_sort():
+    # 1100 items a row: longer than a tile on either backend, three rows: a pass by row too
+    a = data((3, 1100), tp.float32)
+    a[0, :4] = [-0.0, 0.0, -0.0, np.inf]
+    x = tp.tensor(a)
+    for descending in (False, True):
+        np.testing.assert_array_equal(tp.argsort(x, descending=descending).numpy(), ref_argsort(a, -1, descending))
+
+
+def test_the_radix_sort_carries_int64_positions_past_2_to_the_31_items(monkeypatch):
+    monkeypatch.setattr(importlib.import_module("tensorplay._sorting_functions"), "NARROW_POSITIONS", 0)
+    a = RNG.integers(-300, 300, (2, 1100)).astype(np.int16)
+    np.testing.assert_array_equal(tp.argsort(tp.tensor(a)).numpy(), np.argsort(a, kind="stable"))
 
 
 def test_extreme_values_and_signed_zeros_sort_as_numpy():

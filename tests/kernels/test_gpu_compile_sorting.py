@@ -26,7 +26,7 @@ import tensorplay as tp
 
 pytestmark = pytest.mark.skipif(tp.cuda.backend() != "sim", reason="on a GPU every test compiles its kernels")
 
-STEMS = ("sort", "scan", "search")
+STEMS = ("sort", "radix", "scan", "search")
 REAL = [tp.float32, tp.float64, tp.float16, tp.bfloat16, tp.bool, tp.int8, tp.int16, tp.int32, tp.int64, tp.uint8]
 REAL += [tp.uint16, tp.uint32, tp.uint64]
 
@@ -40,9 +40,14 @@ def _launch_every_kind() -> None:
             tp.topk(rows, 2)
             tp.cumulative_sum(rows, axis=1)
             tp.cumulative_prod(rows, axis=1)
+        long = tp.ones((2, 1100), dtype=dtype)  # longer than a tile: the radix sort
+        tp.sort(long, descending=True)
+        tp.sort(long)
         tp.searchsorted(x[0], x)
         tp.nonzero(x, size=4)
         tp.unique_all(x, size=4)
+    for dtype in (tp.float32, tp.int64, tp.complex128):  # rows of several scan tiles: the tile totals too
+        tp.cumulative_sum(tp.ones((2, 3000), dtype=dtype), axis=1)
     for dtype in (tp.complex64, tp.complex128):
         z = tp.ones((3, 40), dtype=dtype)
         tp.cumulative_sum(z, axis=1)
@@ -59,17 +64,20 @@ def test_sorting_scan_and_search_kernels_compile_for_the_gpu(monkeypatch):
     monkeypatch.setattr(simlaunch, "run_kernel", lambda *args: None)
     monkeypatch.setattr(gpu_compile, "MODULES", gpu_compile.MODULES + STEMS)  # module-level kernels too
     _launch_every_kind()
+    monkeypatch.setattr(importlib.import_module("tensorplay._sorting_functions"), "NARROW_POSITIONS", 0)
+    tp.sort(tp.ones((2, 1100)))  # the radix sort's int64 positions
     tp.cuda.synchronize()
     found = [s for s in signatures() if s["recipe"][0] in STEMS]
     monkeypatch.undo()
     families = {tuple(s["recipe"][:2]) for s in found}
     assert {
         ("sort", "tiles_kernel"),
-        ("sort", "merge_kernel"),
+        ("radix", "count_kernel"),
+        ("radix", "scatter_kernel"),
         ("sort", "taken_rows"),
         ("sort", "placed_rows"),
     } <= families
-    assert {("scan", "chunks_kernel"), ("scan", "carry_kernel")} <= families
+    assert {("scan", "totals_kernel"), ("scan", "tiles_kernel")} <= families
     assert {("search", "search_kernel"), ("search", "coordinates"), ("search", "groups")} <= families
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "TENSORPLAY_BACKEND")}
     env.setdefault("TENSORPLAY_CACHE_DIR", tempfile.mkdtemp(prefix="tensorplay-gpu-compile-"))

@@ -22,6 +22,7 @@ graph (the GPU refuses a legacy-stream launch during such a capture too).
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import types
 import warnings
@@ -30,10 +31,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from numba.cuda.errors import normalize_kernel_dimensions
+from numba.cuda.simulator import kernelapi
 from numba.cuda.simulator.args import ArgHint
 from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
 from numba.cuda.simulator.kernel import FakeCUDAKernel, _push_kernel_context
-from numba.cuda.simulator.kernelapi import Dim3, FakeCUDAModule, swapped_cuda_module
+from numba.cuda.simulator.kernelapi import Dim3, FakeCUDAModule, FakeCUDAShared, swapped_cuda_module
 
 from .errors import CaptureError, HazardError
 from .simint import int_array_type
@@ -97,6 +99,12 @@ def pointer_array(backend: SimBackend, ptr: int, dtype: np.dtype):
     return array(backend.view_to_end(ptr, dtype))
 
 
+# A thread per CUDA thread meets the others at each barrier, which passes only once every thread has
+# had the interpreter: at Python's default switch interval (5 ms) a barrier of 16 threads took about
+# 20 ms; at 0.1 ms, a seventh of that (set for the kernel's run only).
+_THREAD_SWITCH_S = 1e-4
+
+
 def run_kernel(dispatcher, grid, block, shared_bytes, args) -> None:
     """Run a simulator kernel now (the simulator runs one kernel at a time in a
     process). Integer overflow wraps, and a division by zero gives inf or NaN,
@@ -106,7 +114,12 @@ def run_kernel(dispatcher, grid, block, shared_bytes, args) -> None:
         if _runs_in_sequence(dispatcher, args):
             _run_in_sequence(dispatcher.fn, grid, block, shared_bytes, args)
         else:
-            _numba_configure(dispatcher, (grid, block, 0, shared_bytes))(*args)
+            switch = sys.getswitchinterval()
+            sys.setswitchinterval(_THREAD_SWITCH_S)
+            try:
+                _numba_configure(dispatcher, (grid, block, 0, shared_bytes))(*args)
+            finally:
+                sys.setswitchinterval(switch)
 
 
 # -- kernels whose threads never meet, one after another ----------------------------------------
@@ -237,6 +250,29 @@ def install(backend: SimBackend) -> None:
     _sim = backend
     FakeCUDAKernel.__getitem__ = _configure
     FakeCUDAKernel.__call__ = _call
+    FakeCUDAShared.array = _shared_array
+
+
+_SHARED_LOCK = threading.Lock()
+_numba_shared_array = FakeCUDAShared.array
+
+
+def _shared_array(self, shape, dtype, alignment=None):
+    """``cuda.shared.array`` in a simulated block: the array its source line
+    made first in this block. The simulator's own looked it up and made it
+    without a lock, so two threads could each make one, and each then write
+    and read its own; and it read the whole stack to find the caller."""
+    if alignment is not None or shape == 0:  # refused, or dynamic shared memory: the simulator's answer
+        return _numba_shared_array(self, shape, dtype, alignment)
+    caller = sys._getframe(1)
+    where = (caller.f_code.co_filename, caller.f_lineno)
+    with _SHARED_LOCK:
+        found = self._allocations.get(where)
+        if found is None:
+            if isinstance(dtype, kernelapi.types.Type):
+                dtype = kernelapi.numpy_support.as_dtype(dtype)
+            found = self._allocations[where] = np.empty(shape, dtype)
+    return found
 
 
 def _configure(kernel, configuration) -> PlainLaunch:
