@@ -278,12 +278,10 @@ def count_tiles(mask, counts):
     c = i64(cuda.blockIdx.x)
     while c < counts.size:  # the same trip count for every thread of the block
         found = i64(0)
-        p = c * size + lane
-        stop = min(c * size + size, n)
-        while p < stop:
-            if mask[p]:
+        for i in range(MASK_ITEMS):  # a fixed count: the loads unrolled, all in flight at once
+            p = c * size + i * lanes + lane
+            if p < n and mask[p]:
                 found += 1
-            p += lanes
         total, _ = _rank(lane, lanes, found, i64(0))
         if lane == lanes - 1:
             counts[c] = total

@@ -179,10 +179,12 @@ def count_kernel(source: str, itemsize: int, descending: bool, first: bool, by_r
             for d in range(lane, RADIX, lanes):
                 seen[d] = 0
             cuda.syncthreads()
+            digits = cuda.local.array(items, np.int64)
+            for i in range(items):  # the loads first, all in flight at once
+                digits[i] = digit(x, keys, ids, c * size + i * lanes + lane, n, shift)
             for i in range(items):
-                p = c * size + i * lanes + lane
-                if p < total:
-                    cuda.atomic.add(seen, digit(x, keys, ids, p, n, shift), 1)
+                if digits[i] < RADIX:
+                    cuda.atomic.add(seen, digits[i], 1)
             cuda.syncthreads()
             for d in range(lane, RADIX, lanes):
                 counts[d * tiles + c] = seen[d]
@@ -251,23 +253,24 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
                 for w in range(WARPS):
                     by_warp[w, d] = 0
             cuda.syncthreads()
-            for i in range(items):  # this warp's rounds of neighbouring items, ranked stably
+            for i in range(items):  # this warp's run of the tile, loaded first: all the loads in flight at once
                 p = c * size + (warp * items + i) * WARP + warp_lane
-                d = i64(RADIX)  # past the last item: a digit of its own, placed nowhere
                 if p < total:
-                    k = key_t(0)
                     if first:
-                        k = key(x[p // n, p % n])
+                        my_keys[i] = key(x[p // n, p % n])
                         my_ids[i] = pos_t(p)
                     else:
                         if not by_row:
-                            k = keys[p]
+                            my_keys[i] = keys[p]
                         my_ids[i] = ids[p]
-                    my_keys[i] = k
+            for i in range(items):  # then ranked stably, a round of neighbouring items at a time
+                p = c * size + (warp * items + i) * WARP + warp_lane
+                d = i64(RADIX)  # past the last item: a digit of its own, placed nowhere
+                if p < total:
                     if by_row:
                         d = i64((my_ids[i] // n) >> shift) & (RADIX - 1)
                     else:
-                        d = i64((k >> key_t(shift)) & key_t(RADIX - 1))
+                        d = i64((my_keys[i] >> key_t(shift)) & key_t(RADIX - 1))
                 same = peers(d, x, keys, ids, p, n, shift, warp_lane)
                 seen = by_warp[warp, d] if d < RADIX else 0
                 my_digits[i] = d

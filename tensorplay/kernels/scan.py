@@ -151,13 +151,11 @@ def totals_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
         while item < groups * count:  # the same trip count for every thread of the block
             row = (item // count) * cuda.blockDim.y + cuda.threadIdx.y
             c = item % count
-            stop = min(c * size + size, n)
             run = init
-            if row < m:
-                p = c * size + lane
-                while p < stop:
+            for i in range(items):  # a fixed count: the loads unrolled, all in flight at once
+                p = c * size + i * lanes + lane
+                if row < m and p < n:
                     run = combine(run, load(x[row, n - 1 - p if reverse else p]))
-                    p += lanes
             total, _ = scan(lane, lanes, run, init)
             if lane == lanes - 1 and row < m:
                 partials[row, c] = total
