@@ -37,8 +37,8 @@ from .runtime.launch import grid_1d, launch
 from .runtime.streams import current_stream
 
 __all__ = [
-    "ArrayPlan", "gather", "getitem", "index_add_", "index_select", "nonzero_flat", "put_arrays", "resolve",
-    "scatter_", "setitem", "take_arrays", "view_of",
+    "ArrayPlan", "gather", "getitem", "index_add_", "index_select", "masked_values", "nonzero_flat", "put_arrays",
+    "resolve", "scatter_", "setitem", "take_arrays", "view_of",
 ]  # fmt: skip
 
 _I64 = np.int64
@@ -172,6 +172,25 @@ def _flat_mask(mask: Tensor) -> Tensor:
 def nonzero_flat(mask: Tensor) -> Tensor:
     """The positions of ``mask``'s True elements in the flattened mask (int64,
     in order). Reads their count back: refused inside a capture."""
+    return _compacted(mask, None)
+
+
+def masked_values(x: Tensor, plan: IndexPlan) -> Tensor | None:
+    """``x[mask]`` for one mask tensor over every dimension of a contiguous view:
+    the True elements' values compacted straight from ``x`` (no positions, no
+    gather); None for any other index. Not recorded for autograd."""
+    if len(plan.arrays) != 1:
+        return None
+    (a,) = plan.arrays
+    view = x._view(plan.shape, plan.strides, plan.offset)
+    if not a.mask or not isinstance(a.array, Tensor) or a.sizes != plan.shape or not view._contig:
+        return None
+    return _compacted(a.array, view.reshape(-1))
+
+
+def _compacted(mask: Tensor, values: Tensor | None) -> Tensor:
+    """The positions of ``mask``'s True elements, or their ``values`` (flat, of
+    the mask's size): their count is read back, refused inside a capture."""
     s = current_stream()
     if s.is_capturing():
         raise CaptureError(
@@ -181,12 +200,14 @@ def nonzero_flat(mask: Tensor) -> Tensor:
             "takes k elements, and x[mask] = v writes in place"
         )
     flat = _flat_mask(mask)
+    dtype = dt.int64 if values is None else values.dtype
     if not flat.numel():
-        return Tensor._empty((0,), dt.int64)
+        return Tensor._empty((0,), dtype)
     ends = _tile_ends(flat)
-    out = Tensor._empty((int(ends[-1].item()),), dt.int64)
+    out = Tensor._empty((int(ends[-1].item()),), dtype)
     if out.numel():
-        launch(ik.compact, *_mask_launch(ends.numel()), [flat, ends, out])
+        given = Tensor._empty((0,), dt.int64) if values is None else values
+        launch(ik.compact, *_mask_launch(ends.numel()), [flat, ends, given, out])
     return out
 
 

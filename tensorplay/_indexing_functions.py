@@ -39,9 +39,9 @@ from . import _dtype as dt
 from . import _indexing as ix
 from . import _ops
 from ._aliases import either
-from ._grad_mode import no_grad
+from ._grad_mode import is_grad_enabled, no_grad
 from ._shape import broadcast_shapes, parse_index
-from ._tape import record, refuse_in_place, sum_to
+from ._tape import needs_grad, record, refuse_in_place, sum_to
 from ._tensor import Tensor, add_methods
 
 __all__ = [
@@ -393,6 +393,10 @@ def _added(g: Tensor, shape, index, ap: ix.ArrayPlan) -> Tensor:
 
 def _getitem_arrays(self: Tensor, index, plan) -> Tensor:
     """``self[index]`` for an index with arrays (``Tensor.__getitem__``)."""
+    if not (is_grad_enabled() and needs_grad(self)):
+        masked = ix.masked_values(self, plan)  # x[mask] of a whole mask: the values straight out
+        if masked is not None:
+            return masked
     out, ap = ix.getitem(self, plan)
     return record("IndexBackward", out, (self,), lambda gs: (_added(gs[0], self.shape, index, ap),))
 

@@ -69,8 +69,8 @@ def _radix_indices(rows: Tensor, descending: bool) -> Tensor:
     m, n = rows.shape
     total, size = m * n, rows.dtype.itemsize
     positions = dt.int32 if total < NARROW_POSITIONS else dt.int64
-    bits = rows.detach()
-    bits = Tensor._make(bits._storage, bits._ptr, bits.shape, bits._strides, dt.as_dtype(rk.bits_type(size)))
+    bits = rows.detach().contiguous()  # the items' bits, flat: no division to find an item
+    bits = Tensor._make(bits._storage, bits._ptr, (total,), (1,), dt.as_dtype(rk.bits_type(size)))
     lanes = rk.BLOCK
     tiles = -(-total // (lanes * rk.items_for(size, positions.name)))
     grid = (max(1, min(tiles, get_backend().max_threads_per_launch // lanes)), 1, 1)

@@ -23,7 +23,7 @@ every value (atomics).
 Boolean masks go through a compaction in tiles: ``count_tiles`` counts the
 True elements of each tile (its lanes reading side by side), their running
 sum (``kernels/scan``) gives each tile's end in the output, and ``compact``
-(the positions of the True elements, in order) or ``ranks`` (each True
+(the positions of the True elements, in order, or their values) or ``ranks`` (each True
 element's place among them) ranks a tile's elements in shared memory and
 writes them out side by side.
 
@@ -314,9 +314,10 @@ def _tile_ranks(mask, start, lane, lanes, flags, places):
 
 
 @cuda.jit
-def compact(mask, ends, out):
-    """``out[r]``: the position of the ``r``-th True element of ``mask`` (for
-    ``r < out.size``); ``ends`` the running count of ``count_tiles``'s counts."""
+def compact(mask, ends, values, out):
+    """``out[r]``: the ``r``-th True element of ``mask``'s value in ``values``
+    (``mask``'s size) or, ``values`` empty, its position (for ``r <
+    out.size``); ``ends`` the running count of ``count_tiles``'s counts."""
     flags = cuda.shared.array(MASK_TILE, np.uint8)
     places = cuda.shared.array(MASK_TILE, np.int32)
     lane = i64(cuda.threadIdx.x)
@@ -326,10 +327,12 @@ def compact(mask, ends, out):
     while c < ends.size:
         _tile_ranks(mask, c * size, lane, lanes, flags, places)
         first = ends[c - 1] if c > 0 else i64(0)
-        j = lane
-        while j < ends[c] - first and first + j < out.size:  # the tile's positions out side by side
-            out[first + j] = c * size + places[j]
-            j += lanes
+        count = min(ends[c], out.size) - first
+        for j in range(lane, count, lanes):  # the tile's results out side by side
+            if values.size:
+                out[first + j] = values[c * size + places[j]]
+            else:
+                out[first + j] = c * size + places[j]
         cuda.syncthreads()
         c += cuda.gridDim.x
 
@@ -353,10 +356,8 @@ def ranks(mask, ends, out):
             if p < n:
                 out[p] = -1
         cuda.syncthreads()
-        j = lane
-        while j < ends[c] - first:
+        for j in range(lane, ends[c] - first, lanes):
             out[c * size + places[j]] = first + j
-            j += lanes
         cuda.syncthreads()
         c += cuda.gridDim.x
 

@@ -116,11 +116,11 @@ def _digit_of(source: str, itemsize: int, descending: bool, first: bool, by_row:
 
     @device_function
     def digit(x, keys, ids, p, n, shift):
-        if p >= i64(x.shape[0]) * i64(x.shape[1]):
+        if p >= x.size:
             return i64(RADIX)
         if by_row:
             return i64((ids[p] // n) >> shift) & (RADIX - 1)
-        k = key(x[p // n, p % n]) if first else keys[p]
+        k = key(x[p]) if first else keys[p]
         return i64((k >> key_t(shift)) & mask)
 
     return digit
@@ -135,7 +135,7 @@ def _peers(source: str, itemsize: int, descending: bool, first: bool, by_row: bo
 
         @device_function
         def peers(d, x, keys, ids, p, n, shift, warp_lane):
-            return u32(cuda.match_any_sync(0xFFFFFFFF, d))
+            return u32(cuda.match_any_sync(0xFFFFFFFF, np.int32(d)))  # 32-bit votes: faster than 64
 
         return peers
     digit = _digit_of(source, itemsize, descending, first, by_row)
@@ -162,8 +162,8 @@ else:  # the simulator's block is one warp
 def count_kernel(source: str, itemsize: int, descending: bool, first: bool, by_row: bool, positions: str):
     """``count(x, keys, ids, counts, n, shift)``: ``counts[d * tiles + c]`` the
     items of tile c whose digit at ``shift`` is d. The items are those of ``x``
-    (the (M, N) bits, any layout) when ``first``, else ``keys``; their rows
-    (``ids // n``) when ``by_row``."""
+    (the M * N items' bits, flat, rows of ``n``) when ``first``, else
+    ``keys``; their rows (``ids // n``) when ``by_row``."""
     digit = _digit_of(source, itemsize, descending, first, by_row)
     items = items_for(itemsize, positions)
 
@@ -172,7 +172,6 @@ def count_kernel(source: str, itemsize: int, descending: bool, first: bool, by_r
         lane = i64(cuda.threadIdx.x)
         lanes = i64(cuda.blockDim.x)
         size = lanes * items
-        total = i64(x.shape[0]) * i64(x.shape[1])
         tiles = i64(counts.size) // RADIX
         c = i64(cuda.blockIdx.x)
         while c < tiles:  # the same trip count for every thread of the block
@@ -230,13 +229,14 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
         my_ids = cuda.local.array(items, pos_t)
         my_digits = cuda.local.array(items, np.int32)
         my_ranks = cuda.local.array(items, np.int32)
+        width = pos_t(n)  # the row length, in the positions' type
         lane = i64(cuda.threadIdx.x)
         lanes = i64(cuda.blockDim.x)
         warp = lane // WARP
         warp_lane = lane % WARP
         below = (u32(1) << u32(warp_lane)) - u32(1)
         size = lanes * items
-        total = i64(x.shape[0]) * i64(x.shape[1])
+        total = i64(x.size)
         tiles = i64(counts.size) // RADIX
         c = i64(cuda.blockIdx.x)
         while c < tiles:  # the same trip count for every thread of the block
@@ -257,7 +257,7 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
                 p = c * size + (warp * items + i) * WARP + warp_lane
                 if p < total:
                     if first:
-                        my_keys[i] = key(x[p // n, p % n])
+                        my_keys[i] = key(x[p])
                         my_ids[i] = pos_t(p)
                     else:
                         if not by_row:
@@ -268,7 +268,7 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
                 d = i64(RADIX)  # past the last item: a digit of its own, placed nowhere
                 if p < total:
                     if by_row:
-                        d = i64((my_ids[i] // n) >> shift) & (RADIX - 1)
+                        d = i64((my_ids[i] // width) >> shift) & (RADIX - 1)
                     else:
                         d = i64((my_keys[i] >> key_t(shift)) & key_t(RADIX - 1))
                 same = peers(d, x, keys, ids, p, n, shift, warp_lane)
@@ -299,12 +299,12 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
             s = lane
             while s < held:  # out side by side, each digit's run to its place
                 if by_row:
-                    d = i64((tile_ids[s] // n) >> shift) & (RADIX - 1)
+                    d = i64((tile_ids[s] // width) >> shift) & (RADIX - 1)
                 else:
                     d = i64((tile_keys[s] >> key_t(shift)) & key_t(RADIX - 1))
                 dest = start[d] + s - local[d]
                 if last:
-                    index[dest] = i64(tile_ids[s]) % n
+                    index[dest] = tile_ids[s] % width  # in the positions' type: 32-bit division when it can
                 else:
                     ids_out[dest] = tile_ids[s]
                     if not by_row and keys_out.size:

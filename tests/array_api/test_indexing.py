@@ -455,6 +455,18 @@ def test_mask_made_on_the_device_and_a_python_list_of_bools():
     assert_close(x[:, range(3, 0, -1)], X[:, range(3, 0, -1)])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.bool_, np.complex64, np.float64])
+def test_a_whole_mask_takes_the_values_straight_out_of_every_layout(dtype):
+    # mask over every dimension: the values compacted straight from x, or through positions across a transpose
+    a = (RNG.standard_normal((30, 40)) * 5).astype(dtype)
+    keep = RNG.random((30, 40)) < 0.3
+    x, mask = tp.tensor(a), tp.tensor(keep)
+    np.testing.assert_array_equal(x[mask].numpy(), a[keep])
+    np.testing.assert_array_equal(x[2:20][mask[2:20]].numpy(), a[2:20][keep[2:20]])
+    np.testing.assert_array_equal(x.t()[mask.t()].numpy(), a.T[keep.T])
+    np.testing.assert_array_equal(x[tp.zeros((30, 40), dtype=tp.bool)].numpy(), a[:0].reshape(0))
+
+
 def test_a_mask_with_a_dimension_of_0_selects_nothing():
     # The standard's rule (NumPy refuses such a mask): a dimension of 0 matches any size
     x, mask = t(X), tp.zeros((3, 0), dtype=tp.bool)
