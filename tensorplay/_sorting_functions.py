@@ -63,9 +63,11 @@ def sort_indices(rows: Tensor, descending: bool = False) -> Tensor:
 NARROW_POSITIONS = 1 << 31  # fewer items than this: the radix sort carries int32 positions
 
 
-def _radix_indices(rows: Tensor, descending: bool) -> Tensor:
+def _radix_indices(rows: Tensor, descending: bool, values: Tensor | None = None) -> Tensor:
     """``sort_indices`` of rows longer than a tile: ``kernels/radix``, a pass
-    per byte of the keys, then per byte of the row numbers."""
+    per byte of the keys, then per byte of the row numbers; the last also
+    writes the sorted items into ``values`` (a contiguous (m, n) tensor of the
+    rows' type) if given."""
     m, n = rows.shape
     total, size = m * n, rows.dtype.itemsize
     positions = dt.int32 if total < NARROW_POSITIONS else dt.int64
@@ -79,6 +81,9 @@ def _radix_indices(rows: Tensor, descending: bool) -> Tensor:
     ids, spare_ids = Tensor._empty((total,), positions), Tensor._empty((total,), positions)
     counts = Tensor._empty((1, rk.RADIX * tiles), dt.int32)
     index = Tensor._empty((m, n), dt.int64)
+    sorted_bits = Tensor._empty((0,), bits.dtype)
+    if values is not None:
+        sorted_bits = Tensor._make(values._storage, values._ptr, (total,), (1,), bits.dtype)
     passes = [(shift, False) for shift in range(0, 8 * size, 8)]
     passes += [(shift, True) for shift in range(0, (m - 1).bit_length(), 8)]
     source, n64 = rows.dtype.name, np.int64(n)
@@ -90,18 +95,21 @@ def _radix_indices(rows: Tensor, descending: bool) -> Tensor:
         ends = scan_rows(counts, "sum", dt.int32).reshape(-1)
         scatter = rk.scatter_kernel(source, size, descending, first, by_row, last, positions.name)
         out_keys = spare_keys if keep_keys else no_keys
-        args = [bits, keys, ids, counts.reshape(-1), ends, out_keys, spare_ids, index.reshape(-1), n64, np.int64(shift)]
-        launch(scatter, grid, (lanes, 1, 1), args)
+        args = [bits, keys, ids, counts.reshape(-1), ends, out_keys, spare_ids, index.reshape(-1), sorted_bits]
+        launch(scatter, grid, (lanes, 1, 1), [*args, n64, np.int64(shift)])
         keys, spare_keys, ids, spare_ids = spare_keys, keys, spare_ids, ids
     return index
 
 
-def take_rows(x: Tensor, index: Tensor) -> Tensor:
+def take_rows(x: Tensor, index: Tensor, taken: Tensor | None = None) -> Tensor:
     """``out[r, j] = x[r, index[r, j]]`` for (m, n) ``x`` and (m, k) int64
-    ``index`` of distinct positions a row; the gradient goes back to them."""
-    out = Tensor._empty(index.shape, x.dtype)
-    if out.numel():
-        launch(sk.taken_rows, *grid_1d(out.numel()), [x.detach(), index, out])
+    ``index`` of distinct positions a row (``taken``: that result, already
+    made); the gradient goes back to them."""
+    out = taken
+    if out is None:
+        out = Tensor._empty(index.shape, x.dtype)
+        if out.numel():
+            launch(sk.taken_rows, *grid_1d(out.numel()), [x.detach(), index, out])
     n = x.shape[1]
     return record("GatherBackward", out, (x,), lambda gs: (put_rows(gs[0], index, n),))
 
@@ -119,6 +127,11 @@ def _sorted(fn: str, x: Tensor, axis: int, descending: bool, k: int | None = Non
     """Values and indices of ``x`` sorted along ``axis``; the first ``k`` of each row if given."""
     _check_real(fn, x)
     r = along_last(x, axis)
+    m, n = r.rows.shape
+    if k is None and n > sk.TILE and m * n:  # the radix sort's last pass writes the values too
+        values = Tensor._empty((m, n), x.dtype)
+        index = _radix_indices(r.rows, descending, values)
+        return ValuesIndices(r.back(take_rows(r.rows, index, values)), r.back(index))
     index = sort_indices(r.rows, descending)
     if k is not None:
         index = index.narrow(1, 0, k).contiguous()

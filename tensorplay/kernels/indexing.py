@@ -328,11 +328,13 @@ def compact(mask, ends, values, out):
         _tile_ranks(mask, c * size, lane, lanes, flags, places)
         first = ends[c - 1] if c > 0 else i64(0)
         count = min(ends[c], out.size) - first
-        for j in range(lane, count, lanes):  # the tile's results out side by side
-            if values.size:
-                out[first + j] = values[c * size + places[j]]
-            else:
-                out[first + j] = c * size + places[j]
+        for k in range(MASK_ITEMS):  # the tile's results out side by side (a fixed count: the loads in flight at once)
+            j = k * lanes + lane
+            if j < count:
+                if values.size:
+                    out[first + j] = values[c * size + places[j]]
+                else:
+                    out[first + j] = c * size + places[j]
         cuda.syncthreads()
         c += cuda.gridDim.x
 
@@ -356,8 +358,11 @@ def ranks(mask, ends, out):
             if p < n:
                 out[p] = -1
         cuda.syncthreads()
-        for j in range(lane, ends[c] - first, lanes):
-            out[c * size + places[j]] = first + j
+        count = ends[c] - first
+        for k in range(MASK_ITEMS):
+            j = k * lanes + lane
+            if j < count:
+                out[c * size + places[j]] = first + j
         cuda.syncthreads()
         c += cuda.gridDim.x
 

@@ -198,13 +198,14 @@ def count_kernel(source: str, itemsize: int, descending: bool, first: bool, by_r
 
 @functools.cache
 def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by_row: bool, last: bool, positions: str):
-    """``scatter(x, keys, ids, counts, ends, keys_out, ids_out, index, n, shift)``:
+    """``scatter(x, keys, ids, counts, ends, keys_out, ids_out, index, values, n, shift)``:
     the items of each tile (as ``count_kernel`` reads them) in the order of
     their digit at ``shift``, stably: item s of digit d goes to ``ends[d * tiles
     + c] - counts[d * tiles + c] + s``. Each pass writes the keys (not by row,
     nor when ``keys_out`` is empty) and the positions; the ``last`` writes,
-    instead, ``index``: each position within its row (int64). Positions are
-    of type ``positions``.
+    instead, ``index``: each position within its row (int64), and, unless
+    empty, ``values``: the items' bits in sorted order. Positions are of type
+    ``positions``.
 
     Warp w ranks the w-th run of ``WARP * items`` items of the tile, ``WARP``
     neighbouring items a round, counting its digits as it goes (no block-wide
@@ -219,7 +220,7 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
     exclusive = lanes_scan("sum", "int64")
     per = max(1, RADIX // BLOCK)  # digits a lane starts
 
-    def scatter(x, keys, ids, counts, ends, keys_out, ids_out, index, n, shift):
+    def scatter(x, keys, ids, counts, ends, keys_out, ids_out, index, values, n, shift):
         tile_keys = cuda.shared.array(tile_items, key_t)
         tile_ids = cuda.shared.array(tile_items, pos_t)
         start = cuda.shared.array(RADIX, np.int64)  # where digit d's items of this tile go
@@ -305,6 +306,8 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
                 dest = start[d] + s - local[d]
                 if last:
                     index[dest] = tile_ids[s] % width  # in the positions' type: 32-bit division when it can
+                    if values.size:
+                        values[dest] = x[tile_ids[s]]
                 else:
                     ids_out[dest] = tile_ids[s]
                     if not by_row and keys_out.size:

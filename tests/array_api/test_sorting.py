@@ -76,13 +76,19 @@ def test_rows_longer_than_a_tile_take_the_radix_sort():
     a[0, :4] = [-0.0, 0.0, -0.0, np.inf]
     x = tp.tensor(a)
     for descending in (False, True):
-        np.testing.assert_array_equal(tp.argsort(x, descending=descending).numpy(), ref_argsort(a, -1, descending))
+        want = ref_argsort(a, -1, descending)
+        np.testing.assert_array_equal(tp.argsort(x, descending=descending).numpy(), want)
+        values, index = tp.sort(x, -1, descending)  # the values written by the last pass, bit for bit
+        np.testing.assert_array_equal(index.numpy(), want)
+        np.testing.assert_array_equal(np.signbit(values.numpy()), np.signbit(np.take_along_axis(a, want, -1)))
+        np.testing.assert_array_equal(values.numpy(), np.take_along_axis(a, want, -1))
 
 
 def test_the_radix_sort_carries_int64_positions_past_2_to_the_31_items(monkeypatch):
     monkeypatch.setattr(importlib.import_module("tensorplay._sorting_functions"), "NARROW_POSITIONS", 0)
     a = RNG.integers(-300, 300, (2, 1100)).astype(np.int16)
     np.testing.assert_array_equal(tp.argsort(tp.tensor(a)).numpy(), np.argsort(a, kind="stable"))
+    np.testing.assert_array_equal(tp.sort(tp.tensor(a)).numpy(), np.sort(a))
 
 
 def test_extreme_values_and_signed_zeros_sort_as_numpy():
