@@ -152,8 +152,8 @@ else:
 # -- the library's -------------------------------------------------------------------------------
 
 exp, log, log10, sqrt, sin, cos, tan = (either(n) for n in ("exp", "log", "log10", "sqrt", "sin", "cos", "tan"))
-sinh, cosh, isinf, isfinite = (either(n) for n in ("sinh", "cosh", "isinf", "isfinite"))
-asin, acos, atan, asinh, acosh, atanh = (either(n) for n in ("asin", "acos", "atan", "asinh", "acosh", "atanh"))
+isinf, isfinite = either("isinf"), either("isfinite")
+asin, atan = either("asin"), either("atan")
 floor, ceil, trunc, atan2, hypot = (ieee(n) for n in ("floor", "ceil", "trunc", "atan2", "hypot"))
 copysign, nextafter, fmod = ieee("copysign"), ieee("nextafter"), ieee("fmod")
 erf, erfc, lgamma = (ieee(n, _python_twin(n)) for n in ("erf", "erfc", "lgamma"))
@@ -188,19 +188,86 @@ def _complex_log1p(x):
     return log(x + 1.0)
 
 
-_tanh, _ctanh = ieee("tanh"), cmath.tanh if IEEE_MATH else ieee("tanh")
+# The standard's (C99 Annex G's) values at signed zeros, infinities and NaN that Numba's cmath on the
+# GPU does not give (the array API suite's special cases); NumPy, the simulator's, gives them already.
+_ccosh, _csinh, _ctanh, _cacos, _cacosh, _casinh, _catanh = (
+    getattr(cmath, n) if IEEE_MATH else ieee(n) for n in ("cosh", "sinh", "tanh", "acos", "acosh", "asinh", "atanh")
+)
+_NAN = math.nan
+
+
+def _complex_cosh(x):
+    a, b = x.real, x.imag
+    if isinf(a) and isinf(b):
+        return complex(abs(a), _NAN)
+    if (a == 0 and not isfinite(b)) or (a != a and b == 0):
+        return complex(_NAN, 0.0)
+    return _ccosh(x)
+
+
+def _complex_sinh(x):
+    a, b = x.real, x.imag
+    if (isinf(a) and isinf(b)) or (a == 0 and not isfinite(b)):
+        return complex(a, _NAN)
+    if a != a and b == 0:
+        return complex(_NAN, b)
+    return _csinh(x)
 
 
 def _complex_tanh(x):
-    """``tanh``, with the standard's value at an infinite real part and a finite
-    imaginary one: +-1 + 0j, the zero of b's sign (C99's and NumPy's take sin(2b)'s)."""
+    """Also at an infinite real part and a finite imaginary one: +-1 + 0j, the
+    zero of b's sign (C99's and NumPy's take sin(2b)'s)."""
     a, b = x.real, x.imag
     if isinf(a) and isfinite(b):
         return complex(copysign(1.0, a), copysign(0.0, b))
+    if a == 0 and not isfinite(b):
+        return complex(a, _NAN)
+    if a != a and b == 0:
+        return complex(_NAN, b)
     return _ctanh(x)
 
 
-tanh = real_or_complex(lambda x: _tanh(x), _complex_tanh)
+def _complex_acos(x):
+    if x.real == 0 and x.imag != x.imag:
+        return complex(PI / 2, _NAN)
+    return _cacos(x)
+
+
+def _complex_acosh(x):
+    if x.real == 0 and x.imag != x.imag:
+        return complex(_NAN, PI / 2)
+    return _cacosh(x)
+
+
+def _complex_asinh(x):
+    if x.real != x.real and x.imag == 0:
+        return complex(_NAN, x.imag)
+    return _casinh(x)
+
+
+def _complex_atanh(x):
+    a, b = x.real, x.imag
+    if a == 0 and b != b:
+        return complex(a, _NAN)
+    if a != a and isfinite(b):
+        return complex(_NAN, _NAN)
+    return _catanh(x)
+
+
+def _with_cases(name: str, complex_):
+    """``math.<name>`` of a real argument (IEEE's on the simulator), ``complex_`` of a complex one."""
+    real, real_twin = getattr(math, name), ieee(name)
+    python_test = _COMPLEX[1]
+    return real_or_complex(lambda x: real(x), complex_, twin=lambda x: complex_(x) if python_test(x) else real_twin(x))
+
+
+cosh, sinh, tanh = (
+    _with_cases("cosh", _complex_cosh),
+    _with_cases("sinh", _complex_sinh),
+    _with_cases("tanh", _complex_tanh),
+)
+acos, acosh = _with_cases("acos", _complex_acos), _with_cases("acosh", _complex_acosh)
+asinh, atanh = _with_cases("asinh", _complex_asinh), _with_cases("atanh", _complex_atanh)
 
 
 def _complex_log2(x):
