@@ -121,8 +121,12 @@ def lanes_scan(op: str, acc: str):
     return scan
 
 
-def _loader(acc: str, source: str):
-    return bf16.decode if source == "bfloat16" else np.dtype(acc).type
+def _tile_parts(op: str, acc: str, source: str):
+    """What both tile kernels are built from: (combine, the accumulator's type,
+    the loader of an item, ``op``'s identity, items a lane, the lanes' scan)."""
+    acc_t = np.dtype(acc).type
+    load = bf16.decode if source == "bfloat16" else acc_t
+    return COMBINE[op], acc_t, load, 0 if op == "sum" else 1, items_for(acc), lanes_scan(op, acc)
 
 
 @functools.cache
@@ -131,12 +135,7 @@ def totals_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
     of ``x`` (an (M, N) array, any layout; ``source="bfloat16"``: its bits),
     tiles of ``items_for(acc) * blockDim.x`` items counted from the row's end
     when ``reverse``. One block row a tile, its lanes reading side by side."""
-    combine = COMBINE[op]
-    acc_t = np.dtype(acc).type
-    load = _loader(acc, source)
-    identity = 0 if op == "sum" else 1
-    items = items_for(acc)
-    scan = lanes_scan(op, acc)
+    combine, acc_t, load, identity, items, scan = _tile_parts(op, acc, source)
 
     def totals(x, partials):
         init = acc_t(identity)
@@ -174,12 +173,7 @@ def tiles_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
     by tile, tile c > 0 starting from ``carries[r, c - 1]`` (the scanned
     tile totals; an (M, 0) array when a row is one tile). ``out`` holds ``acc``
     (a real or complex type), any layout."""
-    combine = COMBINE[op]
-    acc_t = np.dtype(acc).type
-    load = _loader(acc, source)
-    identity = 0 if op == "sum" else 1
-    items = items_for(acc)
-    scan = lanes_scan(op, acc)
+    combine, acc_t, load, identity, items, scan = _tile_parts(op, acc, source)
     padded = BLOCK * items + BLOCK * items // 32  # a spare slot every 32: a lane's run meets no bank twice
 
     def tiles(x, out, carries):
