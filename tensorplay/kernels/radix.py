@@ -216,6 +216,14 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
     peers = _peers(source, itemsize, descending, first, by_row)
     pos_t = np.dtype(positions).type
     items = items_for(itemsize, positions)
+
+    @device_function
+    def digit(k, pid, width, shift):
+        """An item's digit at ``shift``: of its key, or of its row (position ``pid``, rows of ``width``)."""
+        if by_row:
+            return i64((pid // width) >> shift) & (RADIX - 1)
+        return i64((k >> key_t(shift)) & key_t(RADIX - 1))
+
     tile_items = BLOCK * items
     exclusive = lanes_scan("sum", "int64")
     per = max(1, RADIX // BLOCK)  # digits a lane starts
@@ -268,10 +276,7 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
                 p = c * size + (warp * items + i) * WARP + warp_lane
                 d = i64(RADIX)  # past the last item: a digit of its own, placed nowhere
                 if p < total:
-                    if by_row:
-                        d = i64((my_ids[i] // width) >> shift) & (RADIX - 1)
-                    else:
-                        d = i64((my_keys[i] >> key_t(shift)) & key_t(RADIX - 1))
+                    d = digit(my_keys[i], my_ids[i], width, shift)
                 same = peers(d, x, keys, ids, p, n, shift, warp_lane)
                 seen = by_warp[warp, d] if d < RADIX else 0
                 my_digits[i] = d
@@ -299,10 +304,7 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
             held = min(size, total - c * size)
             s = lane
             while s < held:  # out side by side, each digit's run to its place
-                if by_row:
-                    d = i64((tile_ids[s] // width) >> shift) & (RADIX - 1)
-                else:
-                    d = i64((tile_keys[s] >> key_t(shift)) & key_t(RADIX - 1))
+                d = digit(tile_keys[s], tile_ids[s], width, shift)
                 dest = start[d] + s - local[d]
                 if last:
                     index[dest] = tile_ids[s] % width  # in the positions' type: 32-bit division when it can
