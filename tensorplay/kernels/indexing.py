@@ -279,13 +279,20 @@ def count_tiles(mask, counts):
     while c < counts.size:  # the same trip count for every thread of the block
         found = i64(0)
         for i in range(MASK_ITEMS):  # a fixed count: the loads unrolled, all in flight at once
-            p = c * size + i * lanes + lane
-            if p < n and mask[p]:
-                found += 1
+            found += _flag(mask, c * size + i * lanes + lane, n)
         total, _ = _rank(lane, lanes, found, i64(0))
         if lane == lanes - 1:
             counts[c] = total
         c += cuda.gridDim.x
+
+
+@device_function
+def _flag(mask, p, n):
+    """1 where ``mask[p]`` is True, 0 where it is False or ``p >= n``: read
+    clamped into the mask and chosen after, so an unrolled loop of these has no
+    branch between its loads, which go out together."""
+    flag = mask[min(p, n - 1)]
+    return i64(1) if flag & (p < n) else i64(0)
 
 
 @device_function
@@ -296,9 +303,11 @@ def _tile_ranks(mask, start, lane, lanes, flags, places):
     block, and ``places[r]`` gets the tile position of the tile's r-th True
     element."""
     n = i64(mask.size)
+    held = cuda.local.array(MASK_ITEMS, np.uint8)
+    for i in range(MASK_ITEMS):  # the loads first, all in flight at once
+        held[i] = _flag(mask, start + i * lanes + lane, n)
     for i in range(MASK_ITEMS):
-        p = start + i * lanes + lane
-        flags[i * lanes + lane] = 1 if p < n and mask[p] else 0
+        flags[i * lanes + lane] = held[i]
     cuda.syncthreads()
     run = i64(0)
     for i in range(MASK_ITEMS):
@@ -328,13 +337,19 @@ def compact(mask, ends, values, out):
         _tile_ranks(mask, c * size, lane, lanes, flags, places)
         first = ends[c - 1] if c > 0 else i64(0)
         count = min(ends[c], out.size) - first
-        for k in range(MASK_ITEMS):  # the tile's results out side by side (a fixed count: the loads in flight at once)
+        held = cuda.local.array(MASK_ITEMS, out.dtype)
+        for k in range(MASK_ITEMS):  # the tile's results, read first (all the loads in flight at once)
+            j = k * lanes + lane
+            place = i64(places[j])  # past the count: stale, so not used
+            p = c * size + (place if j < count else i64(0))
+            if values.size:
+                held[k] = values[min(p, values.size - 1)]
+            else:
+                held[k] = p
+        for k in range(MASK_ITEMS):  # then out side by side
             j = k * lanes + lane
             if j < count:
-                if values.size:
-                    out[first + j] = values[c * size + places[j]]
-                else:
-                    out[first + j] = c * size + places[j]
+                out[first + j] = held[k]
         cuda.syncthreads()
         c += cuda.gridDim.x
 

@@ -116,12 +116,13 @@ def _digit_of(source: str, itemsize: int, descending: bool, first: bool, by_row:
 
     @device_function
     def digit(x, keys, ids, p, n, shift):
-        if p >= x.size:
-            return i64(RADIX)
+        q = min(p, x.size - 1)  # read clamped, chosen after: no branch between an unrolled loop's loads
         if by_row:
-            return i64((ids[p] // n) >> shift) & (RADIX - 1)
-        k = key(x[p]) if first else keys[p]
-        return i64((k >> key_t(shift)) & mask)
+            d = i64((ids[q] // n) >> shift) & (RADIX - 1)
+        else:
+            k = key(x[q]) if first else keys[q]
+            d = i64((k >> key_t(shift)) & mask)
+        return d if p < x.size else i64(RADIX)
 
     return digit
 
@@ -238,6 +239,7 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
         my_ids = cuda.local.array(items, pos_t)
         my_digits = cuda.local.array(items, np.int32)
         my_ranks = cuda.local.array(items, np.int32)
+        gathered = cuda.local.array(items, x.dtype)
         width = pos_t(n)  # the row length, in the positions' type
         lane = i64(cuda.threadIdx.x)
         lanes = i64(cuda.blockDim.x)
@@ -264,14 +266,14 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
             cuda.syncthreads()
             for i in range(items):  # this warp's run of the tile, loaded first: all the loads in flight at once
                 p = c * size + (warp * items + i) * WARP + warp_lane
-                if p < total:
-                    if first:
-                        my_keys[i] = key(x[p])
-                        my_ids[i] = pos_t(p)
-                    else:
-                        if not by_row:
-                            my_keys[i] = keys[p]
-                        my_ids[i] = ids[p]
+                q = min(p, total - 1)  # clamped: past the end, an item of its own digit (below) that goes nowhere
+                if first:
+                    my_keys[i] = key(x[q])
+                    my_ids[i] = pos_t(q)
+                else:
+                    if not by_row:
+                        my_keys[i] = keys[q]
+                    my_ids[i] = ids[q]
             for i in range(items):  # then ranked stably, a round of neighbouring items at a time
                 p = c * size + (warp * items + i) * WARP + warp_lane
                 d = i64(RADIX)  # past the last item: a digit of its own, placed nowhere
@@ -302,19 +304,22 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
                     tile_ids[q] = my_ids[i]
             cuda.syncthreads()
             held = min(size, total - c * size)
-            s = lane
-            while s < held:  # out side by side, each digit's run to its place
-                d = digit(tile_keys[s], tile_ids[s], width, shift)
-                dest = start[d] + s - local[d]
-                if last:
-                    index[dest] = tile_ids[s] % width  # in the positions' type: 32-bit division when it can
-                    if values.size:
-                        values[dest] = x[tile_ids[s]]
-                else:
-                    ids_out[dest] = tile_ids[s]
-                    if not by_row and keys_out.size:
-                        keys_out[dest] = tile_keys[s]
-                s += lanes
+            if last and values.size:  # the sorted items' own bits, gathered first: all those loads in flight at once
+                for i in range(items):
+                    gathered[i] = x[tile_ids[min(i * lanes + lane, held - 1)]]
+            for i in range(items):  # out side by side, each digit's run to its place
+                s = i * lanes + lane
+                if s < held:
+                    d = digit(tile_keys[s], tile_ids[s], width, shift)
+                    dest = start[d] + s - local[d]
+                    if last:
+                        index[dest] = tile_ids[s] % width  # in the positions' type: 32-bit division when it can
+                        if values.size:
+                            values[dest] = gathered[i]
+                    else:
+                        ids_out[dest] = tile_ids[s]
+                        if not by_row and keys_out.size:
+                            keys_out[dest] = tile_keys[s]
             cuda.syncthreads()
             c += cuda.gridDim.x
 

@@ -121,12 +121,31 @@ def lanes_scan(op: str, acc: str):
     return scan
 
 
-def _tile_parts(op: str, acc: str, source: str):
-    """What both tile kernels are built from: (combine, the accumulator's type,
-    the loader of an item, ``op``'s identity, items a lane, the lanes' scan)."""
+@functools.cache
+def row_reader(acc: str, source: str = "", reverse: bool = False):
+    """``read(x, row, p, m, n, init)``: item ``p`` of row ``row`` of the (m, n)
+    array ``x`` as ``acc`` (from the row's end when ``reverse``; ``x`` holds
+    bfloat16 bits when ``source="bfloat16"``), or ``init`` outside the array.
+    The read itself is clamped into the array and the choice made after it, so
+    an unrolled loop of reads has no branch between them: the loads go out
+    together instead of one at a time."""
     acc_t = np.dtype(acc).type
     load = bf16.decode if source == "bfloat16" else acc_t
-    return COMBINE[op], acc_t, load, 0 if op == "sum" else 1, items_for(acc), lanes_scan(op, acc)
+
+    @device_function
+    def read(x, row, p, m, n, init):
+        q = min(p, n - 1)
+        v = load(x[min(row, m - 1), n - 1 - q if reverse else q])
+        return v if (row < m) & (p < n) else init
+
+    return read
+
+
+def _tile_parts(op: str, acc: str, source: str, reverse: bool):
+    """What both tile kernels are built from: (combine, the accumulator's type,
+    the reader of an item, ``op``'s identity, items a lane, the lanes' scan)."""
+    read = row_reader(acc, source, reverse)
+    return COMBINE[op], np.dtype(acc).type, read, 0 if op == "sum" else 1, items_for(acc), lanes_scan(op, acc)
 
 
 @functools.cache
@@ -135,7 +154,7 @@ def totals_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
     of ``x`` (an (M, N) array, any layout; ``source="bfloat16"``: its bits),
     tiles of ``items_for(acc) * blockDim.x`` items counted from the row's end
     when ``reverse``. One block row a tile, its lanes reading side by side."""
-    combine, acc_t, load, identity, items, scan = _tile_parts(op, acc, source)
+    combine, acc_t, read, identity, items, scan = _tile_parts(op, acc, source, reverse)
 
     def totals(x, partials):
         init = acc_t(identity)
@@ -152,9 +171,7 @@ def totals_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
             c = item % count
             run = init
             for i in range(items):  # a fixed count: the loads unrolled, all in flight at once
-                p = c * size + i * lanes + lane
-                if row < m and p < n:
-                    run = combine(run, load(x[row, n - 1 - p if reverse else p]))
+                run = combine(run, read(x, row, c * size + i * lanes + lane, m, n, init))
             total, _ = scan(lane, lanes, run, init)
             if lane == lanes - 1 and row < m:
                 partials[row, c] = total
@@ -173,12 +190,13 @@ def tiles_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
     by tile, tile c > 0 starting from ``carries[r, c - 1]`` (the scanned
     tile totals; an (M, 0) array when a row is one tile). ``out`` holds ``acc``
     (a real or complex type), any layout."""
-    combine, acc_t, load, identity, items, scan = _tile_parts(op, acc, source)
+    combine, acc_t, read, identity, items, scan = _tile_parts(op, acc, source, reverse)
     padded = BLOCK * items + BLOCK * items // 32  # a spare slot every 32: a lane's run meets no bank twice
 
     def tiles(x, out, carries):
         init = acc_t(identity)  # made here: a complex number cannot be a kernel parameter
         tile = cuda.shared.array(padded, acc_t)
+        held = cuda.local.array(items, acc_t)
         lane = i64(cuda.threadIdx.x)
         lanes = i64(cuda.blockDim.x)
         size = lanes * items
@@ -192,13 +210,11 @@ def tiles_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
             row = (item // count) * cuda.blockDim.y + cuda.threadIdx.y
             c = item % count
             start = c * size
-            for i in range(items):  # the tile in, lanes side by side
+            for i in range(items):  # the tile in, lanes side by side: the loads first, all in flight at once
+                held[i] = read(x, row, start + i * lanes + lane, m, n, init)
+            for i in range(items):
                 q = base + i * lanes + lane
-                p = start + i * lanes + lane
-                v = init
-                if row < m and p < n:
-                    v = load(x[row, n - 1 - p if reverse else p])
-                tile[q + q // 32] = v
+                tile[q + q // 32] = held[i]
             cuda.syncthreads()
             run = init
             for i in range(items):  # this lane's run of neighbouring items
