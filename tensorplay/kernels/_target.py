@@ -15,7 +15,7 @@ from numba.cuda.core import config
 
 __all__ = [
     "ALIGNED_SHARED", "DISK_CACHE", "GRID_DEPENDENCY", "INTRINSICS", "IEEE_MATH", "LIBDEVICE", "SMALL_BLOCKS",
-    "WARP_SHUFFLES", "device_function",
+    "WARP_SHUFFLES", "device_function", "resident",
 ]  # fmt: skip
 
 _SIMULATED = bool(config.ENABLE_CUDASIM)
@@ -50,3 +50,18 @@ def device_function(fn):
     where Numba-IR inlining typed and lowered it again in every kernel, a
     quarter of a kernel's compile time); the simulator calls it as Python."""
     return cuda.jit(device=True)(fn) if _SIMULATED else cuda.jit(device=True, forceinline=True)(fn)
+
+
+def resident(blocks: int, threads: int):
+    """A kernel decorator: ``cuda.jit``, and on the GPU the launch bounds that
+    ask the compiler to leave room for ``blocks`` blocks of ``threads`` threads
+    on a multiprocessor (registers to ``65536 / (blocks * threads)`` a thread).
+    For tile kernels whose loads are in flight a tile at a time: more blocks
+    resident hide more of each one's barriers (the radix scatter at 2 blocks
+    and the mask compaction at 4 ran 10 % and 7 % faster on the H200 than
+    with the registers they took unbounded, 164 and 168)."""
+
+    def jit(fn):
+        return cuda.jit(fn) if _SIMULATED else cuda.jit(fn, launch_bounds=(threads, blocks))
+
+    return jit

@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ._target import device_function
+from ._target import device_function, resident
 from .scan import lanes_scan
 
 __all__ = [
@@ -49,6 +49,7 @@ CONSTANTS = 16  # values a ``constants`` launch writes
 MASK_BLOCK = 256  # the most threads the mask kernels run with (their shared memory)
 MASK_ITEMS = 16  # flags a lane ranks on its own
 MASK_TILE = MASK_BLOCK * MASK_ITEMS  # the most flags a tile
+MASK_RESIDENT = 4  # blocks of the compaction a multiprocessor holds at once (its registers: 64 a thread)
 
 
 @device_function
@@ -322,7 +323,7 @@ def _tile_ranks(mask, start, lane, lanes, flags, places):
     cuda.syncthreads()
 
 
-@cuda.jit
+@resident(MASK_RESIDENT, MASK_BLOCK)
 def compact(mask, ends, values, out):
     """``out[r]``: the ``r``-th True element of ``mask``'s value in ``values``
     (``mask``'s size) or, ``values`` empty, its position (for ``r <

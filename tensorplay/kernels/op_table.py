@@ -377,8 +377,13 @@ OPS: dict[str, Op] = {
         ),
         # (unsigned integers are their own relu: `x if x > 0 else 0` would be float64 in Numba's typing)
         _unary(
-            "relu", lambda x: x if (x > 0 or x != x) else 0, backward=lambda g, x, out: (g * (x > 0),), kinds="iuhf",
-            instead=("u", "copy"),
+            "relu", lambda x: x if (x > 0 or x != x) else 0, backward=lambda g, x, out: (g._relu_grad(x),),
+            kinds="iuhf", instead=("u", "copy"),
+        ),
+        # relu's backward, g * (x > 0), as one kernel (two as tensor ops); differentiable in g
+        _binary(
+            "relu_grad", lambda g, x: g if x > 0 else g * 0, method="_relu_grad", function=None, kinds="iuhf",
+            backward=lambda gg, g, x, out: (gg._relu_grad(x), None),
         ),
         # -- tests
         _unary("isnan", lambda x: x != x, "bool", kinds="biuhfc"),

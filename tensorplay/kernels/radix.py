@@ -32,7 +32,7 @@ import functools
 import numpy as np
 from numba import cuda
 
-from ._target import SMALL_BLOCKS, WARP_SHUFFLES, device_function
+from ._target import SMALL_BLOCKS, WARP_SHUFFLES, device_function, resident
 from .scan import lanes_scan
 
 __all__ = ["BLOCK", "RADIX", "bits_type", "count_kernel", "items_for", "key_of", "scatter_kernel"]
@@ -41,6 +41,7 @@ BLOCK = 16 if SMALL_BLOCKS else 256  # threads a block (the simulator runs a Pyt
 RADIX = 256  # the values of a digit (8 bits)
 WARP = min(32, BLOCK)  # lanes a warp (the simulator's block is one warp of 16)
 WARPS = BLOCK // WARP
+SCATTER_RESIDENT = 2  # blocks of scatter_kernel a multiprocessor holds at once (registers: 128 a thread)
 i64 = np.int64
 u32 = np.uint32
 
@@ -324,6 +325,6 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
             c += cuda.gridDim.x
 
     scatter.__qualname__ = f"radix.scatter_{source}{'_down' if descending else ''}{'_first' if first else ''}"
-    kernel = cuda.jit(scatter)
+    kernel = resident(SCATTER_RESIDENT, BLOCK)(scatter)
     kernel.tp_recipe = ("radix", "scatter_kernel", (source, itemsize, descending, first, by_row, last, positions))
     return kernel
