@@ -5,12 +5,14 @@ kernel over ``count`` tensors, each given as one 1-D array per role (``p``,
 ``g``...: arguments ``p0, g0, p1, g1, ...``, then the shared ``scalars``). Row
 ``t`` of the grid (``blockIdx.y``) serves tensor ``t``: it runs ``head`` once
 per thread, then ``loop`` for each element ``j`` of that tensor in a
-grid-stride loop. In ``head`` and ``loop``, ``{p}`` names the tensor's array
-of role ``p``. ``prologue`` runs first, for every tensor. The text may call
-``sqrt``: ``math.sqrt`` on a GPU, NumPy's on the simulator (which keeps float32
-as the GPU does, where Python's gives a float), and ``kernels.bfloat16``'s
-``decode``, ``encode`` and ``round_float32``. The generated text is what
-runs (``kernel.tp_source``), kept on disk on a GPU like fused kernels.
+grid-stride loop, four elements an iteration whose loads go out together (``loop``:
+lines ``name = value`` that read an element before writing it). In ``head`` and
+``loop``, ``{p}`` names the tensor's array of role ``p``. ``prologue`` runs
+first, for every tensor. The text may call ``sqrt``: ``math.sqrt`` on a GPU,
+NumPy's on the simulator (which keeps float32 as the GPU does, where Python's
+gives a float), and ``kernels.bfloat16``'s ``decode``, ``encode`` and
+``round_float32``. The generated text is what runs (``kernel.tp_source``), kept
+on disk on a GPU like fused kernels.
 
 Examples
 --------
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import textwrap
 
 import numpy as np
@@ -36,6 +39,36 @@ from ._target import IEEE_MATH
 __all__ = ["multi_tensor", "sqrt"]
 
 sqrt = math.sqrt if IEEE_MATH else np.sqrt
+
+
+UNROLL = 4  # elements a thread updates an iteration: their loads go out together
+
+_ELEMENT = re.compile(r"\{(\w+)\}\[j\]")  # an element of a tensor, as a loop names it: {p}[j]
+
+
+def _unrolled(loop: str, names: dict, first: str) -> list[str]:
+    """The grid-stride loop over one tensor's elements, ``UNROLL`` elements an
+    iteration (``stride`` apart): every element the loop reads is loaded first
+    (clamped into the tensor, all the loads in flight at once), then the loop's
+    lines run for each element in turn, writing those inside the tensor. The
+    loop's lines are ``name = value``, reading each element before writing it."""
+    size = f"{names[first]}.size"
+    out = [f"for j in range(start, {size}, stride * {UNROLL}):"]
+    read = sorted({m.group(1) for line in loop.splitlines() for m in _ELEMENT.finditer(line.split("=", 1)[1])})
+    for k in range(UNROLL):
+        out.append(f"    j{k} = j + {k} * stride")
+        out += [f"    {r}_{k} = {names[r]}[min(j{k}, {size} - 1)]" for r in read]
+    for k in range(UNROLL):
+        for line in filter(str.strip, loop.splitlines()):
+            target, value = (side.strip() for side in line.split("=", 1))
+            value = _ELEMENT.sub(lambda m: f"{m.group(1)}_{k}", value)  # noqa: B023 (used at once)
+            written = _ELEMENT.fullmatch(target)
+            if written:
+                out.append(f"    if j{k} < {size}:")
+                out.append(f"        {names[written.group(1)]}[j{k}] = {value}")
+            else:
+                out.append(f"    {target} = {value}")
+    return out
 
 
 @functools.cache
@@ -61,8 +94,7 @@ def multi_tensor(name: str, count: int, roles: tuple, scalars: tuple, prologue: 
         lines.append(f"    {'if' if t == 0 else 'elif'} t == {t}:")
         lines += [f"        {line.format(**names)}" for line in head.splitlines() if line.strip()]
         if loop.strip():
-            lines.append(f"        for j in range(start, {roles[0]}{t}.size, stride):")
-            lines += [f"            {line.format(**names)}" for line in loop.splitlines() if line.strip()]
+            lines += [f"        {line}" for line in _unrolled(loop, names, roles[0])]
         elif not head.strip():
             lines.append("        pass")
     text = textwrap.dedent("\n".join(lines)) + "\n"
