@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import _dtype as dt
 from .._tensor import Tensor
-from ..kernels.multi_tensor import multi_tensor
+from ..kernels.multi_tensor import UNROLL, multi_tensor
 from ..runtime.backend import get as get_backend
 from ..runtime.backend.params import scalar_struct
 from ..runtime.caches import BoundedCache
@@ -34,7 +34,6 @@ from ..runtime.launch import ArrayArg, launch, launch_packed, layout_packer, res
 __all__ = ["FUSED_DTYPES", "fusable", "in_bfloat16", "launch_fused", "lr_prologue"]
 
 MAX_ARRAYS = 60  # per launch: a 1-D array argument takes 56 bytes of the 4 KiB of kernel parameters
-ELEMENTS_PER_THREAD = 4
 
 
 FUSED_DTYPES = (dt.float32, dt.float64)  # what every fused step takes
@@ -125,8 +124,10 @@ def _chunks(rows: list, roles: tuple):
     for first in range(0, len(rows), per_launch):
         chunk = rows[first : first + per_launch]
         longest = max(row[0].numel() for row in chunk)
-        blocks = -(-longest // (block * ELEMENTS_PER_THREAD))
-        blocks = max(1, min(blocks, dev.max_threads_per_launch // block // len(chunk)))
+        # a thread per UNROLL elements of the longest tensor, up to the launch limit: not one wave of
+        # threads, which leaves half the GPU idle when a few large tensors and many small ones share it
+        blocks = -(-longest // (block * UNROLL))
+        blocks = max(1, min(blocks, dev.max_grid_threads // block // len(chunk)))
         yield first, chunk, (blocks, len(chunk), 1), (block, 1, 1)
 
 
