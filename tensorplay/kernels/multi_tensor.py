@@ -10,8 +10,7 @@ lines ``name = value`` that read an element before writing it). In ``head`` and
 ``loop``, ``{p}`` names the tensor's array of role ``p``. ``prologue`` runs
 first, for every tensor. The text may call ``sqrt``: ``math.sqrt`` on a GPU,
 NumPy's on the simulator (which keeps float32 as the GPU does, where Python's
-gives a float), and ``kernels.bfloat16``'s ``decode``, ``encode`` and
-``round_float32``. The generated text is what runs (``kernel.tp_source``), kept
+gives a float). The generated text is what runs (``kernel.tp_source``), kept
 on disk on a GPU like fused kernels.
 
 Examples
@@ -79,7 +78,6 @@ def multi_tensor(name: str, count: int, roles: tuple, scalars: tuple, prologue: 
     lines = [
         "from numba import cuda, float32, float64",
         "",
-        "from tensorplay.kernels.bfloat16 import decode, encode, round_float32",
         "from tensorplay.kernels.multi_tensor import sqrt",
         "",
         "",

@@ -11,14 +11,10 @@ in the last bit.
 
 A group is fused when ``foreach`` is not False and every parameter that has a
 gradient is C-contiguous float32 or float64 of one dtype, its gradient of the
-same dtype and shape, C-contiguous too. SGD also fuses bfloat16 groups: its
-loop is written an operation a line, and ``in_bfloat16`` rounds each line's
-result to bfloat16 as the tensor ops round theirs.
+same dtype and shape, C-contiguous too.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 
@@ -31,24 +27,20 @@ from ..runtime.caches import BoundedCache
 from ..runtime.capture import capture_state
 from ..runtime.launch import ArrayArg, launch, launch_packed, layout_packer, resolve
 
-__all__ = ["FUSED_DTYPES", "fusable", "in_bfloat16", "launch_fused", "lr_prologue"]
+__all__ = ["fusable", "launch_fused", "lr_prologue"]
 
 MAX_ARRAYS = 60  # per launch: a 1-D array argument takes 56 bytes of the 4 KiB of kernel parameters
 
 
-FUSED_DTYPES = (dt.float32, dt.float64)  # what every fused step takes
-
-
-def fusable(group: dict, dtypes: tuple = FUSED_DTYPES) -> list[Tensor] | None:
-    """The group's parameters with gradients, when one fused launch can update
-    them (all of one of ``dtypes``); else None."""
+def fusable(group: dict) -> list[Tensor] | None:
+    """The group's parameters with gradients, when one fused launch can update them; else None."""
     if group.get("foreach") is False:
         return None
     params = [p for p in group["params"] if p.grad is not None]
     if not params:
         return None
     dtype = params[0].dtype
-    if dtype not in dtypes:
+    if dtype not in (dt.float32, dt.float64):
         return None
     for p in params:
         g = p.grad
@@ -60,33 +52,10 @@ def fusable(group: dict, dtypes: tuple = FUSED_DTYPES) -> list[Tensor] | None:
 def lr_prologue(lr, dtype: dt.DType) -> tuple[str, object]:
     """(the prologue line reading the learning rate as ``lr_v``, the ``lr``
     argument). A tensor lr keeps its dtype, which the tensor ops promote to; a
-    number is taken in the parameters' dtype, as they take it (a float, as
-    bfloat16 ops take their scalars)."""
+    number is taken in the parameters' dtype, as they take it."""
     if isinstance(lr, Tensor):
         return "lr_v = lr[0]", lr.reshape(-1)
-    return "lr_v = lr", _scalar_type(dtype)(lr)
-
-
-def _scalar_type(dtype: dt.DType):
-    """The type a fused kernel takes Python numbers in, for parameters of ``dtype``."""
-    return np.float64 if dtype is dt.bfloat16 else np.dtype(dtype.name).type
-
-
-_ELEMENT = re.compile(r"\{\w+\}\[j\]")  # an element of a tensor, as a loop names it: {p}[j]
-
-
-def in_bfloat16(loop: str) -> str:
-    """A fused loop of one operation a line, for arrays of bfloat16 bits: each
-    element read is decoded to float32, each line's result rounded to bfloat16
-    (kept as a float32), and each element written encoded; the rounding the
-    tensor ops do after each operation."""
-    lines = []
-    for line in loop.splitlines():
-        target, value = (side.strip() for side in line.split("=", 1))
-        value = _ELEMENT.sub(lambda m: f"decode({m.group(0)})", value)
-        wrap = "encode" if _ELEMENT.fullmatch(target) else "round_float32"
-        lines.append(f"{target} = {wrap}({value})")
-    return "\n".join(lines)
+    return "lr_v = lr", np.dtype(dtype.name).type(lr)
 
 
 def launch_fused(name: str, rows: list[tuple[Tensor, ...]], roles: tuple, scalars: dict, prologue: str, head, loop):
@@ -96,7 +65,7 @@ def launch_fused(name: str, rows: list[tuple[Tensor, ...]], roles: tuple, scalar
     the rows keeps the kernels, launch shapes and packers, so that a step only
     packs addresses and numbers (an optimizer's step is host-bound)."""
     dtype = rows[0][0].dtype
-    cast = _scalar_type(dtype)
+    cast = np.dtype(dtype.name).type
     values = [v if isinstance(v, (Tensor, np.generic)) else cast(v) for v in scalars.values()]
     tensors = [t for row in rows for t in row]
     # a plan packs addresses as of C-contiguous tensors, and tp.compile notes what launches write

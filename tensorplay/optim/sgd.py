@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .. import _dtype as dt
-from .._tensor import Tensor
-from ._fused import FUSED_DTYPES, fusable, in_bfloat16, launch_fused, lr_prologue
+from ._fused import fusable, launch_fused, lr_prologue
 from .optimizer import Optimizer, check_lr, check_number, scalar_lr
 
 __all__ = ["SGD"]
@@ -87,8 +85,7 @@ class SGD(Optimizer):
         return bool(group["momentum"])
 
     def _update_group(self, group: dict) -> None:
-        # bfloat16 too, with a number for lr: a tensor lr is promoted to, and rounded after, differently
-        params = fusable(group, FUSED_DTYPES if isinstance(group["lr"], Tensor) else (*FUSED_DTYPES, dt.bfloat16))
+        params = fusable(group)
         if params is not None and (not group["momentum"] or all(p in self.state for p in params)):
             self._fused_update(group, params)  # the momentum buffers exist: they are made at a first step
             return
@@ -115,18 +112,15 @@ class SGD(Optimizer):
         """The loop of ``_update_group`` as one launch (the same operations)."""
         momentum, nesterov = group["momentum"], group["nesterov"]
         prologue, lr = lr_prologue(group["lr"], params[0].dtype)
-        loop = ["d = {g}[j]"]  # an operation a line: each rounds to the parameters' dtype, as a tensor op
+        loop = ["d = {g}[j]"]
         if group["weight_decay"]:
-            loop += ["w = {p}[j] * weight_decay", "d = d + w"]
+            loop.append("d = d + {p}[j] * weight_decay")
         if momentum:
             loop.append("b = {b}[j] * momentum")
-            loop += ["b = b + d"] if group["dampening"] == 0 else ["u = d * undamped", "b = b + u"]
+            loop.append("b = b + d" if group["dampening"] == 0 else "b = b + d * undamped")
             loop.append("{b}[j] = b")
-            loop += ["n = b * momentum", "d = d + n"] if nesterov else ["d = b"]
-        loop += ["s = d * lr_v", "{p}[j] = {p}[j] - s"]
-        loop = "\n".join(loop)
-        if params[0].dtype is dt.bfloat16:
-            loop = in_bfloat16(loop)
+            loop.append("d = d + b * momentum" if nesterov else "d = b")
+        loop.append("{p}[j] = {p}[j] - d * lr_v")
         roles = ("p", "g", "b") if momentum else ("p", "g")
         rows = [(p, p.grad, self.state[p]["momentum_buffer"]) if momentum else (p, p.grad) for p in params]
         scalars = {
@@ -135,4 +129,4 @@ class SGD(Optimizer):
             "momentum": momentum,
             "undamped": 1.0 - group["dampening"],
         }
-        launch_fused("sgd", rows, roles, scalars, prologue, "", loop)
+        launch_fused("sgd", rows, roles, scalars, prologue, "", "\n".join(loop))

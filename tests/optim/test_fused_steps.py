@@ -26,8 +26,7 @@ def _params(shapes, seed, dtype=tp.float32):
 
 
 def _run(make, shapes, steps=4, dtype=tp.float32, foreach=None):
-    """The parameters after ``steps`` steps of ``make(params, foreach)`` with
-    fixed gradients (as float32: NumPy has no bfloat16)."""
+    """The parameters after ``steps`` steps of ``make(params, foreach)`` with fixed gradients."""
     params = _params(shapes, 1, dtype)
     opt = make(params, foreach)
     rng = np.random.default_rng(2)
@@ -35,7 +34,7 @@ def _run(make, shapes, steps=4, dtype=tp.float32, foreach=None):
         for p in params:
             p.grad = tp.tensor(rng.uniform(-1, 1, p.shape), dtype=dtype)
         opt.step()
-    return [p.float().numpy() for p in params], opt
+    return [p.numpy() for p in params], opt
 
 
 def _assert_same(fused, plain):
@@ -72,27 +71,6 @@ def test_float64_and_groups_of_many_launches(name):
     fused, _ = _run(OPTIMIZERS[name], shapes, steps=2, dtype=tp.float64)
     plain, _ = _run(OPTIMIZERS[name], shapes, steps=2, dtype=tp.float64, foreach=False)
     _assert_same(fused, plain)
-
-
-@pytest.mark.parametrize("name", ["sgd", "sgd-wd", "sgd-momentum", "sgd-nesterov"])
-def test_bfloat16_sgd_steps_are_fused_and_round_as_the_tensor_ops(name):
-    # each operation rounded to bfloat16 as a tensor op rounds it: the same bits as foreach=False
-    fused, opt = _run(OPTIMIZERS[name], SHAPES, dtype=tp.bfloat16)
-    plain, _ = _run(OPTIMIZERS[name], SHAPES, dtype=tp.bfloat16, foreach=False)
-    for f, p in zip(fused, plain, strict=True):
-        np.testing.assert_array_equal(f, p)
-    g = tp.cuda.CUDAGraph()
-    with tp.cuda.graph(g):
-        opt.step()
-    assert re.findall(r"multi_tensor\.(\w+)", g.dot()) == ["sgd_5"], g.dot()
-
-
-def test_bfloat16_sgd_with_a_tensor_lr_steps_through_tensor_ops():
-    # the tensor lr (float32) is promoted to, so the product is not rounded to bfloat16 there
-    fused, _ = _run(OPTIMIZERS["sgd-lr-tensor"], SHAPES, dtype=tp.bfloat16)
-    plain, _ = _run(OPTIMIZERS["sgd-lr-tensor"], SHAPES, dtype=tp.bfloat16, foreach=False)
-    for f, p in zip(fused, plain, strict=True):
-        np.testing.assert_array_equal(f, p)
 
 
 @pytest.mark.parametrize("name", ["sgd", "adam"])
@@ -138,7 +116,7 @@ def test_fused_kernels_can_be_read():
     _run(OPTIMIZERS["sgd-nesterov"], [(2,), (3,)], steps=2)
     texts = [key[0].tp_source for key in list(_launchers) if hasattr(key[0], "tp_source")]
     signature = "def sgd_2(p0, g0, b0, p1, g1, b1, lr, weight_decay, momentum, undamped):"
-    assert any(signature in text and "n = b * momentum" in text for text in texts)
+    assert any(signature in text and "d = d + b * momentum" in text for text in texts)
 
 
 @pytest.mark.parametrize("name", ["sgd-momentum", "adam-wd"])
