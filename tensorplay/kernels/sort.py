@@ -62,13 +62,13 @@ def before(descending: bool):
 
 @functools.cache
 def tiles_kernel(source: str, descending: bool, tile: int):
-    """``tiles(x, keys, index)``: sorts each ``tile`` items of each row of ``x``
-    (an (M, N) array of ``source`` items, any layout) into ``keys`` (M, N, of
+    """``tiles(x, keys, index)``: sorts each row of ``x`` (an (M, N) array of
+    ``source`` items, any layout, N at most ``tile``) into ``keys`` (M, N, of
     ``key_type(source)``) and ``index`` (M, N, int64 positions in the row).
-    Launch it with blocks of ``(lanes, tiles)`` threads, ``lanes`` at most
+    Launch it with blocks of ``(lanes, rows)`` threads, ``lanes`` at most
     ``tile // 2`` (each lane takes every ``lanes``-th compare-exchange of a
-    step) and ``tiles * tile`` at most ``TILE``: a block sorts several short
-    tiles side by side."""
+    step) and ``rows * tile`` at most ``TILE``: a block sorts several short
+    rows side by side."""
     key_t = np.dtype(key_type(source)).type
     load = loader(source)
     goes_before = before(descending)
@@ -94,19 +94,14 @@ def tiles_kernel(source: str, descending: bool, tile: int):
         lanes = i64(cuda.blockDim.x)
         mine = i64(cuda.threadIdx.y) * tile  # this block row's tile in the shared arrays
         m = i64(x.shape[0])
-        n = i64(x.shape[1])
-        per_row = (n + tile - 1) // tile
         first = i64(cuda.blockIdx.x) * cuda.blockDim.y
-        while first < m * per_row:  # the same trip count for every thread of the block
-            item = first + cuda.threadIdx.y
-            row = item // per_row
-            base = (item % per_row) * tile
-            if item >= m * per_row:  # no tile for this block row: all of it past the end
-                base = n
+        while first < m:  # the same trip count for every thread of the block
+            row = first + cuda.threadIdx.y
+            n = i64(x.shape[1]) if row < m else i64(0)  # no row for this block row: its tile all past the end
             for p in range(t, tile, lanes):
-                si[mine + p] = base + p
-                if base + p < n:
-                    sk[mine + p] = load(x[row, base + p])
+                si[mine + p] = p
+                if p < n:
+                    sk[mine + p] = load(x[row, p])
             cuda.syncthreads()
             k = 2
             while k <= tile:
@@ -127,9 +122,9 @@ def tiles_kernel(source: str, descending: bool, tile: int):
                     j //= 2
                 k *= 2
             for p in range(t, tile, lanes):
-                if base + p < n:
-                    keys[row, base + p] = sk[mine + p]
-                    index[row, base + p] = si[mine + p]
+                if p < n:
+                    keys[row, p] = sk[mine + p]
+                    index[row, p] = si[mine + p]
             cuda.syncthreads()
             first += i64(cuda.gridDim.x) * cuda.blockDim.y
 
