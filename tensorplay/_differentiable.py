@@ -20,6 +20,7 @@ import weakref
 from . import _ops as ops
 from . import _reduce
 from ._grad_mode import is_grad_enabled, no_grad
+from ._matmul import linear as _linear
 from ._matmul import matmul as _matmul
 from ._shape import broadcast_shapes
 from ._tape import Meta, needs_grad, record, sum_to
@@ -203,9 +204,7 @@ def linear(x, weight, bias):
     over rows, and there is one node where a transpose, a product and an add
     would make three."""
     with no_grad():
-        out = _matmul(x, weight.t())
-        if bias is not None:
-            out = ops.binary("add", out, bias)
+        out = _linear(x, weight, bias)
 
     def grads(gs):
         g = gs[0]

@@ -34,7 +34,7 @@ from .kernels import matmul as mk
 from .runtime.backend.params import scalar_struct
 from .runtime.caches import BoundedCache, track_factories
 from .runtime.launch import ArrayArg, launch_packed, layout_packer, resolve
-from .runtime.libraries import cublas
+from .runtime.libraries import cublas, cublaslt
 
 __all__ = ["matmul"]
 
@@ -178,6 +178,34 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if final and a_from and b_from:
         _PLANS.put((a.dtype, a.shape, a._strides, b.dtype, b.shape, b._strides), plan)
     return out.view(shape)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``x @ weight.t() + bias`` (``nn.Linear``'s map; not recorded for autograd).
+    On the GPU, with ``x``, ``weight`` and ``bias`` C-contiguous float16,
+    bfloat16 or float32 of one dtype, one cuBLASLt call adds the bias in the
+    product's epilogue (``runtime/libraries/cublaslt``); otherwise a product
+    and an add."""
+    gemm = _bias_gemm(x, weight, bias)
+    if gemm is not None:
+        out = Tensor._empty(x.shape[:-1] + (weight.shape[0],), x.dtype)
+        gemm(x._ptr, weight._ptr, bias._ptr, out._ptr)
+        return out
+    out = matmul(x, weight.t())
+    return out if bias is None else out + bias
+
+
+def _bias_gemm(x: Tensor, weight: Tensor, bias: Tensor | None):
+    """cuBLASLt's product with a bias for these operands, or None where it does not serve."""
+    if bias is None or x.ndim == 0 or not (x.dtype is weight.dtype is bias.dtype):
+        return None
+    if x.dtype.name not in cublaslt.DTYPES or not (x._contig and weight._contig and bias._contig):
+        return None
+    k, n = x.shape[-1], weight.shape[0]
+    m = x.numel() // k if k else 0
+    if not (m and n and k) or MATMUL.library_refusal(Problem(1, m, n, k, x.dtype.name)) is not None:
+        return None
+    return cublaslt.plan(x.dtype.name, m, n, k, MATMUL.allow_tf32)
 
 
 def _complex_matmul(a: Tensor, b: Tensor, dtype: dt.DType) -> Tensor:

@@ -476,3 +476,29 @@ def test_float32_is_exact_by_default_and_tf32_is_opt_in(settings, library):
 def test_a_cublas_error_is_a_sentence(library):
     with pytest.raises(tp.cuda.CudaError, match=r"^cublasGemmEx failed: CUBLAS_STATUS_INVALID_VALUE: "):
         cublas.Gemm("float32", 1, 4, 4, 4, False, 1, 0, False, 4, 0)(0, 0, 0)  # lda 1 < k: refused
+
+
+# -- a bias in cuBLASLt's epilogue (the GPU) -----------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [tp.float16, tp.bfloat16, tp.float32], ids=str)
+def test_a_linear_maps_bias_is_added_in_cublaslts_epilogue(library, dtype):
+    import tensorplay.nn.functional as F
+    from tensorplay.runtime.libraries import cublaslt
+
+    x, a = random_tensor((2, 9, 24), dtype, seed=70)
+    w, b = random_tensor((40, 24), dtype, seed=71)
+    bias, c = random_tensor((40,), dtype, seed=72)
+    assert cublaslt.plan(dtype.name, 18, 40, 24, False) is not None, cublaslt.refusal()
+    want = a.astype(np.float64) @ b.astype(np.float64).T + c.astype(np.float64)
+    np.testing.assert_allclose(F.linear(x, w, bias).numpy().astype(np.float64), want, **_tol(dtype))
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        out = F.linear(x, w, bias)
+    assert "elementwise.add" not in g.dot(), g.dot()  # the bias went into the product's call
+    xs, a = random_tensor((2, 9, 24), dtype, seed=73)
+    x.copy_(xs)
+    g.replay()
+    want = a.astype(np.float64) @ b.astype(np.float64).T + c.astype(np.float64)
+    np.testing.assert_allclose(out.numpy().astype(np.float64), want, **_tol(dtype))

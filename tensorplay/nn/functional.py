@@ -18,6 +18,7 @@ from .._factories import arange
 from .._functions import where
 from .._indexing_functions import index_select
 from .._manipulation_functions import pad
+from .._matmul import linear as _linear
 from .._random import dropout as _dropout
 from .._tensor import Tensor
 
@@ -168,8 +169,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             )
     if tracked(x) or tracked(weight) or tracked(bias):
         return AG.linear(x, weight, bias)
-    out = x @ weight.t()
-    return out if bias is None else out + bias
+    return _linear(x, weight, bias)
 
 
 def softmax(x: Tensor, dim: int) -> Tensor:

@@ -49,7 +49,10 @@ from ..memory import allocator
 from ..streams import current_stream
 from ._nvmath import LibraryUnavailable, bindings, data_type, library_calls, load, version
 
-__all__ = ["DTYPES", "MAX_DIM", "WORKSPACE_BYTES", "Gemm", "describe", "library_version", "trsm", "unavailable"]
+__all__ = [
+    "DTYPES", "MAX_DIM", "WORKSPACE_BYTES", "Gemm", "describe", "library_version", "trsm", "unavailable",
+    "with_workspace",
+]  # fmt: skip
 
 DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
 MAX_DIM = (1 << 31) - 1  # cuBLAS's int arguments: sizes, leading dimensions, batch count
@@ -166,6 +169,9 @@ def _handle_before_capture() -> None:
 
 def _stream_workspace(s) -> int:
     """The eager workspace of stream ``s``, made at its first product."""
+    block = _workspaces.get(s.handle)
+    if block is not None:
+        return block.ptr
     with _lock:
         block = _workspaces.get(s.handle)
         if block is None:
@@ -293,32 +299,39 @@ def trsm(dtype: str, batch: int, n: int, nrhs: int, a: int, b: int, lower: bool,
 # -- one call: handle, stream, workspace ---------------------------------------------------------
 
 
-def _call(name: str, issue) -> None:
-    """``issue(handle)`` on the current stream, the handle given the stream and
-    a workspace of tensorplay's (see the module docstring); the call named
-    ``name`` in errors."""
+def with_workspace(name: str, use) -> None:
+    """``use(stream, workspace, fresh)`` with the current stream and a workspace
+    of ``WORKSPACE_BYTES`` of tensorplay's for it (see the module docstring;
+    ``fresh``: a capture's block, for this call only); the call named ``name``
+    in a capture's errors. cuBLAS's calls and cuBLASLt's (``cublaslt``) share it."""
     s = current_stream()
     if not capture_state.active:
-        _on_stream(name, s, issue, None)
+        use(s, _stream_workspace(s), False)
         return
     refuse_legacy_launch(name, s)
     flush_fused()
     with library_calls():
         block = allocator.allocate(WORKSPACE_BYTES, s) if s.is_capturing() else None
         try:
-            _on_stream(name, s, issue, block)
+            use(s, block.ptr if block is not None else _stream_workspace(s), block is not None)
         finally:
             if block is not None:
                 allocator.free(block)
 
 
-def _on_stream(name: str, s, issue, block) -> None:
+def _call(name: str, issue) -> None:
+    """``issue(handle)`` on the current stream, the handle given the stream and
+    a workspace of tensorplay's (see the module docstring); the call named
+    ``name`` in errors."""
+    with_workspace(name, lambda s, ws, fresh: _on_stream(name, s, issue, ws, fresh))
+
+
+def _on_stream(name: str, s, issue, ws: int, fresh: bool) -> None:
     lib = _lib
     th = getattr(_tls, "handle", None) or _thread_handle()
     key = s.handle
-    ws = block.ptr if block is not None else (_workspaces[key].ptr if key in _workspaces else _stream_workspace(s))
     try:
-        if th.stream != key or th.workspace != ws or block is not None:  # a capture's stream may reuse an address
+        if th.stream != key or th.workspace != ws or fresh:  # a capture's stream may reuse an address
             lib.set_stream(th.h, key)  # which resets the workspace: set it after
             lib.set_workspace(th.h, ws, WORKSPACE_BYTES)
             th.stream, th.workspace = key, ws
