@@ -48,15 +48,19 @@ _ELEMENT = re.compile(r"\{(\w+)\}\[j\]")  # an element of a tensor, as a loop na
 def _unrolled(loop: str, names: dict, first: str) -> list[str]:
     """The grid-stride loop over one tensor's elements, ``UNROLL`` elements an
     iteration (``stride`` apart): every element the loop reads is loaded first
-    (clamped into the tensor, all the loads in flight at once), then the loop's
-    lines run for each element in turn, writing those inside the tensor. The
-    loop's lines are ``name = value``, reading each element before writing it."""
+    (all the loads in flight at once; an element past the tensor's end reads
+    the thread's first one again, never an element another thread writes),
+    then the loop's lines run for each element in turn, writing those inside
+    the tensor. The loop's lines are ``name = value``, reading each element
+    before writing it."""
     size = f"{names[first]}.size"
     out = [f"for j in range(start, {size}, stride * {UNROLL}):"]
     read = sorted({m.group(1) for line in loop.splitlines() for m in _ELEMENT.finditer(line.split("=", 1)[1])})
-    for k in range(UNROLL):
+    out.append("    j0 = j")
+    out += [f"    {r}_0 = {names[r]}[j]" for r in read]
+    for k in range(1, UNROLL):  # past the end, this thread's own first element again: no other thread's
         out.append(f"    j{k} = j + {k} * stride")
-        out += [f"    {r}_{k} = {names[r]}[min(j{k}, {size} - 1)]" for r in read]
+        out += [f"    {r}_{k} = {names[r]}[j{k} if j{k} < {size} else j]" for r in read]
     for k in range(UNROLL):
         for line in filter(str.strip, loop.splitlines()):
             target, value = (side.strip() for side in line.split("=", 1))
