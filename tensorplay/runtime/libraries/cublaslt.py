@@ -27,6 +27,7 @@ import weakref
 
 import numpy as np
 
+from ..caches import BoundedCache
 from . import cublas
 from ._nvmath import LibraryUnavailable, bindings, data_type, library_calls
 
@@ -66,7 +67,7 @@ def _start() -> bool:
     return _lt is not None
 
 
-def _attribute(lt, getter, attr, value) -> np.ndarray:
+def _attribute(getter, attr, value) -> np.ndarray:
     """An attribute's value as the one-element array its setter reads."""
     return np.array([value], dtype=getter(attr))
 
@@ -99,10 +100,10 @@ class BiasGemm:
             (A.EPILOGUE, int(lt.Epilogue.BIAS)),
             (A.BIAS_DATA_TYPE, t),
         ):
-            buf = _attribute(lt, desc_type, attr, value)
+            buf = _attribute(desc_type, attr, value)
             lt.matmul_desc_set_attribute(self._desc, attr, buf.ctypes.data, buf.itemsize)
         attr = lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES
-        buf = _attribute(lt, lt.get_matmul_preference_attribute_dtype, attr, cublas.WORKSPACE_BYTES)
+        buf = _attribute(lt.get_matmul_preference_attribute_dtype, attr, cublas.WORKSPACE_BYTES)
         lt.matmul_preference_set_attribute(self._pref, attr, buf.ctypes.data, buf.itemsize)
         self._result = lt.MatmulHeuristicResult(1)
         found = np.zeros(1, np.int32)
@@ -140,7 +141,7 @@ def _destroy(lt, desc, layouts, pref) -> None:
     lt.matmul_preference_destroy(pref)
 
 
-_plans: dict = {}  # (dtype, m, n, k, tf32) -> BiasGemm, or None where cuBLASLt refused it
+_plans = BoundedCache("cublaslt.plans", 1024)  # (dtype, m, n, k, tf32) -> BiasGemm, or None where refused
 
 
 def plan(dtype: str, m: int, n: int, k: int, tf32: bool) -> BiasGemm | None:
@@ -156,7 +157,4 @@ def plan(dtype: str, m: int, n: int, k: int, tf32: bool) -> BiasGemm | None:
                 found = BiasGemm(dtype, m, n, k, tf32)
         except Exception:  # no algorithm, or a layout it refuses: the caller multiplies and adds
             found = None
-    if len(_plans) >= 1024:
-        _plans.clear()
-    _plans[key] = found
-    return found
+    return _plans.put(key, found)
