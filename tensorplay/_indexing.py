@@ -26,7 +26,6 @@ from . import _ops
 from ._complex import imag_part, real_part
 from ._factories import tensor
 from ._overlap import byte_span, may_alias, self_overlapping
-from ._scans import scan_rows
 from ._shape import IndexPlan, broadcast_shapes, numel, view_strides
 from ._tensor import Tensor
 from .kernels import indexing as ik
@@ -145,13 +144,13 @@ def device_index(host: np.ndarray) -> Tensor:
     return out
 
 
-def _tile_ends(mask: Tensor) -> Tensor:
-    """Each tile's end in the output (the running count of True elements) of
-    a contiguous 1-D bool ``mask``: the last is the count."""
-    tiles = -(-mask.numel() // (_mask_lanes() * ik.MASK_ITEMS))
-    counts = Tensor._empty((1, tiles), dt.int64)
-    launch(ik.count_tiles, *_mask_launch(tiles), [mask, counts.reshape(tiles)])
-    return scan_rows(counts, "sum", dt.int64).reshape(tiles)
+def _mask_state(flat: Tensor) -> tuple[Tensor, int]:
+    """Zeros for a chained pass over the contiguous 1-D bool ``flat``
+    (``kernels/lookback``): a word to count its True elements in, then the
+    tiles' ticket and flags; and the number of tiles."""
+    tiles = -(-flat.numel() // (_mask_lanes() * ik.MASK_ITEMS))
+    state = Tensor._empty((2 + tiles,), dt.uint64)
+    return state.zero_(), tiles
 
 
 def _mask_lanes() -> int:
@@ -203,20 +202,22 @@ def _compacted(mask: Tensor, values: Tensor | None) -> Tensor:
     dtype = dt.int64 if values is None else values.dtype
     if not flat.numel():
         return Tensor._empty((0,), dtype)
-    ends = _tile_ends(flat)
-    out = Tensor._empty((int(ends[-1].item()),), dtype)
+    state, tiles = _mask_state(flat)
+    total, status = state.narrow(0, 0, 1), state.narrow(0, 1, 1 + tiles)
+    launch(ik.count_true, *_mask_launch(tiles), [flat, total])
+    out = Tensor._empty((int(total.item()),), dtype)
     if out.numel():
         given = Tensor._empty((0,), dt.int64) if values is None else values
-        launch(ik.compact, *_mask_launch(ends.numel()), [flat, ends, given, out])
+        launch(ik.compact, *_mask_launch(tiles), [flat, status, given, out])
     return out
 
 
 def _ranks(mask: Tensor) -> Tensor:
     """Per element of the flattened ``mask``, its place among the True elements, -1 where False."""
     flat = _flat_mask(mask)
-    ends = _tile_ends(flat)
+    state, tiles = _mask_state(flat)
     out = Tensor._empty((flat.numel(),), dt.int64)
-    launch(ik.ranks, *_mask_launch(ends.numel()), [flat, ends, out])
+    launch(ik.ranks, *_mask_launch(tiles), [flat, state.narrow(0, 1, 1 + tiles), out])
     return out
 
 
@@ -379,7 +380,7 @@ def _put_masked(x: Tensor, plan: IndexPlan, value) -> None:
     mask = a.array.reshape(a.sizes)
     if count == 1:  # one value for every True element: a where
         v = v.reshape(v.shape[: len(before)] + (1,) * dims + v.shape[len(before) + 1 :])
-        view.copy_(_ops.where(mask.reshape((1,) * len(before) + a.sizes + (1,) * len(after)), v, view))
+        _ops.where_into(view, mask.reshape((1,) * len(before) + a.sizes + (1,) * len(after)), v)
         return
     _refuse_overlapping(view, "write through a mask into")
     outer, n, inner = _split(view.shape, at, dims)

@@ -474,6 +474,13 @@ def where(cond: Tensor, a, b) -> Tensor:
     return elementwise("where", out, operands, cast)
 
 
+def where_into(out: Tensor, cond: Tensor, a: Tensor) -> Tensor:
+    """``out = where(cond, a, out)`` in place (each element read and written by
+    one thread): a masked fill, one pass over ``out``."""
+    cast, _ = types.cast_for(out.dtype)
+    return elementwise("where", out, [cond, a, out], cast)
+
+
 def clamp(x: Tensor, lo=None, hi=None) -> Tensor:
     if lo is None and hi is None:
         raise ValueError("clamp() needs min, max or both")

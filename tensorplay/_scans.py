@@ -3,8 +3,8 @@
 and ``cumprod`` (``dim`` positional, ``axis=`` too).
 
 The axis is moved last and the tensor seen as (m, n) rows (a view when the
-layout allows, else a copy), which ``kernels/scan`` scans tile by tile, carrying
-the running total of the tiles before each (``scan_rows``). Nothing reads device data
+layout allows, else a copy), which ``kernels/scan`` scans tile by tile in one pass, each tile carrying
+the running total of the tiles before it (``scan_rows``). Nothing reads device data
 on the host, so a scan is captured into graphs. The gradient of a running sum
 is the reversed running sum of its gradient; a running product's is composed
 of running sums and products, right where elements are zero.
@@ -25,6 +25,7 @@ from ._ops import fill
 from ._shape import numel
 from ._tape import record
 from ._tensor import Tensor, add_methods
+from .kernels import lookback
 from .kernels import scan as sk
 from .runtime.backend import get as get_backend
 from .runtime.caches import track_factories
@@ -91,13 +92,13 @@ def scan_rows(rows: Tensor, op: str, acc: dt.DType, reverse: bool = False, out: 
         return out
     source = "bfloat16" if rows.dtype is dt.bfloat16 else ""
     lanes, per_block, blocks = _launch_shape(m, n, sk.items_for(acc.name))
-    tiles = -(-n // (lanes * sk.items_for(acc.name)))
-    carries = Tensor._empty((m, 0), acc)
-    if tiles > 1:  # each tile's total first; their running op carries into the tiles after them
-        partials = Tensor._empty((m, tiles), acc)
-        launch(sk.totals_kernel(op, acc.name, source, reverse), (blocks, 1, 1), (lanes, per_block, 1), [rows, partials])
-        carries = scan_rows(partials, op, acc)
-    launch(sk.tiles_kernel(op, acc.name, source, reverse), (blocks, 1, 1), (lanes, per_block, 1), [rows, out, carries])
+    tiles = sk.chained_tiles(m, n, lanes, acc.name)
+    status = Tensor._empty((1 + tiles,), dt.uint64)
+    if tiles:
+        status.zero_()  # the ticket and the flags the chained tiles start from
+    values = Tensor._empty((lookback.values_size(acc.name, tiles),), acc)
+    kernel = sk.tiles_kernel(op, acc.name, source, reverse)
+    launch(kernel, (blocks, 1, 1), (lanes, per_block, 1), [rows, out, status, values])
     return out
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 from . import _dtype as dt
 from ._aliases import either
 from ._factories import tensor
-from ._ops import fill
+from ._indexing import nonzero_flat
+from ._ops import fill, stack
 from ._scans import along_last, scan_rows
 from ._sorting_functions import take_rows
 from ._tensor import Tensor, add_methods
@@ -160,18 +161,29 @@ def _nonzero_index(x: Tensor, size: int | None, fill_value) -> Tensor:
     if x.ndim == 0:
         raise ValueError("nonzero() needs a tensor of at least one dimension, got a 0-d tensor; reshape it first")
     n = x.numel()
-    counts = scan_rows((x.detach() != 0).reshape(1, n), "sum", dt.int64).reshape(n)
     if size is None:
         refuse_unsized("nonzero", "the number of nonzero elements")
-        size = int(counts[n - 1].item()) if n else 0
-    elif isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        return _coordinates(nonzero_flat(x.detach() != 0), x.shape)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise ValueError(f"nonzero() expects size= to be a non-negative int, got {size!r}")
+    counts = scan_rows((x.detach() != 0).reshape(1, n), "sum", dt.int64).reshape(n)
     out = Tensor._empty((x.ndim, size), dt.int64)
     if out.numel():
         fill(out, 0 if fill_value is None else fill_value)
     if n and size:
         launch(sk.coordinates, *grid_1d(n), [counts, counts.reshape(x.shape), out])
     return out
+
+
+def _coordinates(positions: Tensor, shape: tuple) -> Tensor:
+    """The (ndim, k) coordinates in ``shape`` of flat C-order ``positions``."""
+    if len(shape) == 1:
+        return positions.reshape(1, -1)
+    coords = []
+    for size in reversed(shape):
+        coords.append(positions % size)
+        positions = positions // size
+    return stack(coords[::-1])
 
 
 def nonzero(x: Tensor, /, *, size: int | None = None, fill_value=None, as_tuple: bool = True):

@@ -20,12 +20,12 @@ last write wins (``claim`` finds, for each target, the last position naming
 it; ``put_along`` walks each column in order), and accumulating writes add
 every value (atomics).
 
-Boolean masks go through a compaction in tiles: ``count_tiles`` counts the
-True elements of each tile (its lanes reading side by side), their running
-sum (``kernels/scan``) gives each tile's end in the output, and ``compact``
-(the positions of the True elements, in order, or their values) or ``ranks`` (each True
-element's place among them) ranks a tile's elements in shared memory and
-writes them out side by side.
+Boolean masks go through a compaction in tiles, in one pass: ``compact``
+(the positions of the True elements, in order, or their values) or
+``ranks`` (each True element's place among them) ranks a tile's elements in
+shared memory, learns where the tile's first one goes from the tiles before
+it as they run (``kernels/lookback``), and writes them out side by side.
+``count_true`` counts them first where the output's size depends on it.
 
 This module must not import the rest of tensorplay: the GPU compile check
 (``tests/helpers/gpu_compile.py``) loads it on its own.
@@ -36,11 +36,12 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from . import lookback
 from ._target import device_function, resident
 from .scan import lanes_scan
 
 __all__ = [
-    "CONSTANTS", "MASK_BLOCK", "MASK_ITEMS", "claim", "combine", "compact", "constants", "count_tiles", "put",
+    "CONSTANTS", "MASK_BLOCK", "MASK_ITEMS", "claim", "combine", "compact", "constants", "count_true", "put",
     "put_add", "put_along", "put_along_add", "put_ranked", "ranks", "take", "take_along",
 ]  # fmt: skip
 
@@ -265,26 +266,26 @@ def constants(out, start, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12,
 
 
 _rank = lanes_scan("sum", "int64")
+_publish, _earlier = lookback.chain("sum", lookback.COUNT)
 
 
 @cuda.jit
-def count_tiles(mask, counts):
-    """``counts[c]``: the True elements of tile c of ``mask`` (a contiguous 1-D
-    bool array, tiles of ``MASK_ITEMS * blockDim.x``), a block a tile, its
-    lanes reading side by side."""
+def count_true(mask, total):
+    """``total[0] +=`` the True elements of ``mask`` (a contiguous 1-D bool
+    array), each block adding its count once; lanes read side by side."""
     lane = i64(cuda.threadIdx.x)
     lanes = i64(cuda.blockDim.x)
     size = lanes * MASK_ITEMS
     n = i64(mask.size)
-    c = i64(cuda.blockIdx.x)
-    while c < counts.size:  # the same trip count for every thread of the block
-        found = i64(0)
+    found = i64(0)
+    start = i64(cuda.blockIdx.x) * size
+    while start < n:  # the same trip count for every thread of the block
         for i in range(MASK_ITEMS):  # a fixed count: the loads unrolled, all in flight at once
-            found += _flag(mask, c * size + i * lanes + lane, n)
-        total, _ = _rank(lane, lanes, found, i64(0))
-        if lane == lanes - 1:
-            counts[c] = total
-        c += cuda.gridDim.x
+            found += _flag(mask, start + i * lanes + lane, n)
+        start += i64(cuda.gridDim.x) * size
+    block_total, _ = _rank(lane, lanes, found, i64(0))
+    if lane == lanes - 1:
+        cuda.atomic.add(total, 0, np.uint64(block_total))
 
 
 @device_function
@@ -297,16 +298,25 @@ def _flag(mask, p, n):
 
 
 @device_function
-def _tile_ranks(mask, start, lane, lanes, flags, places):
-    """Ranks the True elements of the tile of ``mask`` from ``start``: loads
-    its flags into shared ``flags`` side by side, then each lane counts its run
-    of ``MASK_ITEMS`` neighbouring flags, the counts are scanned across the
-    block, and ``places[r]`` gets the tile position of the tile's r-th True
-    element."""
+def _tile_start(mask, status, lane, lanes, flags, places, claimed, sums):
+    """The next tile of ``mask`` in order (``claimed[0]``, for the whole block; past
+    the last: nothing else done) ranked: loads its flags into shared ``flags``
+    side by side, each lane counts its run of ``MASK_ITEMS`` neighbouring
+    flags, the counts are scanned across the block, and ``places[r]`` gets the
+    tile position of the tile's r-th True element. Then the tile's True
+    elements are chained (``kernels/lookback``): ``sums[0]`` is their count,
+    ``sums[1]`` that of the tiles before."""
     n = i64(mask.size)
+    size = lanes * MASK_ITEMS
+    if lane == 0:
+        claimed[0] = lookback.claim(status)
+    cuda.syncthreads()
+    tile = claimed[0]
+    if tile * size >= n:
+        return
     held = cuda.local.array(MASK_ITEMS, np.uint8)
     for i in range(MASK_ITEMS):  # the loads first, all in flight at once
-        held[i] = _flag(mask, start + i * lanes + lane, n)
+        held[i] = _flag(mask, tile * size + i * lanes + lane, n)
     for i in range(MASK_ITEMS):
         flags[i * lanes + lane] = held[i]
     cuda.syncthreads()
@@ -314,30 +324,46 @@ def _tile_ranks(mask, start, lane, lanes, flags, places):
     for i in range(MASK_ITEMS):
         if flags[lane * MASK_ITEMS + i]:
             run += 1
-    _, r = _rank(lane, lanes, run, i64(0))
+    total, r = _rank(lane, lanes, run, i64(0))
+    if lane == lanes - 1:  # the tile's count out first: the tiles after it need it
+        sums[0] = total
+        _publish(status, status, tile, total, lookback.AGGREGATE if tile > 0 else lookback.INCLUSIVE)
     for i in range(MASK_ITEMS):
         q = lane * MASK_ITEMS + i
         if flags[q]:
             places[r] = q
             r += 1
     cuda.syncthreads()
+    if tile > 0 and lane < 32:
+        before = _earlier(status, status, tile, 0, lane)
+        if lane == 0:
+            sums[1] = before
+            _publish(status, status, tile, before + sums[0], lookback.INCLUSIVE)
+    elif lane == 0:
+        sums[1] = 0
+    cuda.syncthreads()
 
 
 @resident(MASK_RESIDENT, MASK_BLOCK)
-def compact(mask, ends, values, out):
+def compact(mask, status, values, out):
     """``out[r]``: the ``r``-th True element of ``mask``'s value in ``values``
     (``mask``'s size) or, ``values`` empty, its position (for ``r <
-    out.size``); ``ends`` the running count of ``count_tiles``'s counts."""
+    out.size``), in one pass: ``status`` (1 + tiles) uint64 zeros, the
+    chained tiles' state (``kernels/lookback``)."""
     flags = cuda.shared.array(MASK_TILE, np.uint8)
     places = cuda.shared.array(MASK_TILE, np.int32)
+    claimed = cuda.shared.array(1, np.int64)
+    sums = cuda.shared.array(2, np.int64)
     lane = i64(cuda.threadIdx.x)
     lanes = i64(cuda.blockDim.x)
     size = lanes * MASK_ITEMS
-    c = i64(cuda.blockIdx.x)
-    while c < ends.size:
-        _tile_ranks(mask, c * size, lane, lanes, flags, places)
-        first = ends[c - 1] if c > 0 else i64(0)
-        count = min(ends[c], out.size) - first
+    while True:  # the same trip count for every thread of the block
+        _tile_start(mask, status, lane, lanes, flags, places, claimed, sums)
+        c = claimed[0]
+        if c * size >= mask.size:
+            break
+        first = sums[1]
+        count = min(first + sums[0], out.size) - first
         held = cuda.local.array(MASK_ITEMS, out.dtype)
         for k in range(MASK_ITEMS):  # the tile's results, read first (all the loads in flight at once)
             j = k * lanes + lane
@@ -352,35 +378,36 @@ def compact(mask, ends, values, out):
             if j < count:
                 out[first + j] = held[k]
         cuda.syncthreads()
-        c += cuda.gridDim.x
 
 
 @cuda.jit
-def ranks(mask, ends, out):
+def ranks(mask, status, out):
     """``out[k]``: how many True elements of ``mask`` come before element ``k``
-    where it is True, -1 where it is False (``ends`` as for ``compact``)."""
+    where it is True, -1 where it is False (``status`` as for ``compact``)."""
     flags = cuda.shared.array(MASK_TILE, np.uint8)
     places = cuda.shared.array(MASK_TILE, np.int32)
+    claimed = cuda.shared.array(1, np.int64)
+    sums = cuda.shared.array(2, np.int64)
     lane = i64(cuda.threadIdx.x)
     lanes = i64(cuda.blockDim.x)
     size = lanes * MASK_ITEMS
     n = i64(mask.size)
-    c = i64(cuda.blockIdx.x)
-    while c < ends.size:
-        _tile_ranks(mask, c * size, lane, lanes, flags, places)
-        first = ends[c - 1] if c > 0 else i64(0)
+    while True:  # the same trip count for every thread of the block
+        _tile_start(mask, status, lane, lanes, flags, places, claimed, sums)
+        c = claimed[0]
+        if c * size >= n:
+            break
         for i in range(MASK_ITEMS):  # -1 side by side, then the ranks over them
             p = c * size + i * lanes + lane
             if p < n:
                 out[p] = -1
         cuda.syncthreads()
-        count = ends[c] - first
+        first = sums[1]
         for k in range(MASK_ITEMS):
             j = k * lanes + lane
-            if j < count:
+            if j < sums[0]:
                 out[c * size + places[j]] = first + j
         cuda.syncthreads()
-        c += cuda.gridDim.x
 
 
 @cuda.jit

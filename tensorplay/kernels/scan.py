@@ -1,19 +1,17 @@
 """Inclusive scans (running sums and products) along the rows of a 2-D view.
 
 A row is cut into tiles of ``lanes * items`` items (``items_for``: a tile of
-16 KiB of the accumulator's type). When a row has more than one tile,
-``totals_kernel`` first reduces each tile (reads only, coalesced) into an (M,
-tiles) array of partials, which the tensor layer scans the same way
-(recursively) into the carries. ``tiles_kernel`` then scans each tile: its
+16 KiB of the accumulator's type), and ``tiles_kernel`` scans each tile: its
 lanes load it into shared memory side by side (coalesced), each lane scans its
 ``items`` neighbouring items there, the lanes' totals are scanned across the
 block (``lanes_scan``: warp shuffles on the GPU, shared memory on the
-simulator), and every item gets its lane's prefix and the tile's carry before
-the tile goes back to global memory side by side. That is one read for the
-totals and one read and one write for the scan (a reduce-then-scan). A block
-is ``(lanes, rows)`` threads, so short rows share a block, as in the
-reductions. The launches depend only on the shape, so a scan is captured into
-graphs like any op.
+simulator), and every item gets its lane's prefix and the running total of
+the tiles before it before the tile goes back to global memory side by side.
+That running total comes from the tiles before, in the same pass
+(``kernels/lookback``: a chained scan with decoupled look-back). So ``x`` is read once and ``out`` written
+once. A block is ``(lanes, rows)`` threads, so short rows share a block, as
+in the reductions. The launch depends only on the shape, so a scan is
+captured into graphs like any op.
 
 ``reverse=True`` scans each row from its end (the gradient of a running sum is
 the reversed running sum of its gradient).
@@ -33,13 +31,16 @@ import numpy as np
 from numba import cuda
 
 from . import bfloat16 as bf16
-from ._target import WARP_SHUFFLES, device_function
+from . import lookback
+from ._target import WARP_SHUFFLES, device_function, resident
 
-__all__ = ["BLOCK", "items_for", "lanes_scan", "tiles_kernel", "totals_kernel"]
+__all__ = ["BLOCK", "chained_tiles", "items_for", "lanes_scan", "tiles_kernel"]
 
 BLOCK = 256  # the most threads a block; the shared scratch has this size
 WARPS = BLOCK // 32
 TILE_BYTES = 16384  # a tile of the accumulator's type in shared memory
+SCAN_RESIDENT = 4  # blocks a multiprocessor holds at once (64 registers a thread; unbounded, 96 held it to 2:
+# cumsum of 2^26 float32 on the H200 ran 485 us so, 390 at 3 and 372 at 4)
 i64 = np.int64
 
 COMBINE = {
@@ -47,6 +48,13 @@ COMBINE = {
     "prod": device_function(lambda a, b: a * b),
 }
 _SHUFFLED = {"int32", "int64", "float32", "float64"}  # the types Numba's warp shuffles take
+
+
+def chained_tiles(m: int, n: int, lanes: int, acc: str) -> int:
+    """The tiles ``tiles_kernel`` chains for (m, n) rows scanned ``lanes``
+    lanes a block: 0 where a row is one tile."""
+    tiles = -(-n // (lanes * items_for(acc)))
+    return m * tiles if tiles > 1 else 0
 
 
 def items_for(acc: str) -> int:
@@ -142,61 +150,34 @@ def row_reader(acc: str, source: str = "", reverse: bool = False):
 
 
 def _tile_parts(op: str, acc: str, source: str, reverse: bool):
-    """What both tile kernels are built from: (combine, the accumulator's type,
+    """What the tile kernel is built from: (combine, the accumulator's type,
     the reader of an item, ``op``'s identity, items a lane, the lanes' scan)."""
     read = row_reader(acc, source, reverse)
     return COMBINE[op], np.dtype(acc).type, read, 0 if op == "sum" else 1, items_for(acc), lanes_scan(op, acc)
 
 
 @functools.cache
-def totals_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
-    """``totals(x, partials)``: ``partials[r, c]`` the ``op`` of tile c of row r
-    of ``x`` (an (M, N) array, any layout; ``source="bfloat16"``: its bits),
-    tiles of ``items_for(acc) * blockDim.x`` items counted from the row's end
-    when ``reverse``. One block row a tile, its lanes reading side by side."""
-    combine, acc_t, read, identity, items, scan = _tile_parts(op, acc, source, reverse)
-
-    def totals(x, partials):
-        init = acc_t(identity)
-        lane = i64(cuda.threadIdx.x)
-        lanes = i64(cuda.blockDim.x)
-        m = i64(x.shape[0])
-        n = i64(x.shape[1])
-        count = i64(partials.shape[1])
-        size = lanes * items
-        groups = (m + cuda.blockDim.y - 1) // cuda.blockDim.y
-        item = i64(cuda.blockIdx.x)
-        while item < groups * count:  # the same trip count for every thread of the block
-            row = (item // count) * cuda.blockDim.y + cuda.threadIdx.y
-            c = item % count
-            run = init
-            for i in range(items):  # a fixed count: the loads unrolled, all in flight at once
-                run = combine(run, read(x, row, c * size + i * lanes + lane, m, n, init))
-            total, _ = scan(lane, lanes, run, init)
-            if lane == lanes - 1 and row < m:
-                partials[row, c] = total
-            item += cuda.gridDim.x
-
-    totals.__qualname__ = f"scan.{op}_totals{'_reversed' if reverse else ''}"
-    kernel = cuda.jit(totals)
-    kernel.tp_recipe = ("scan", "totals_kernel", (op, acc, source, reverse))  # how to build it again elsewhere
-    return kernel
-
-
-@functools.cache
 def tiles_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
-    """``tiles(x, out, carries)``: ``out[r, :]`` the running ``op`` of row r of
-    ``x`` (an (M, N) array, any layout; ``source="bfloat16"``: its bits), tile
-    by tile, tile c > 0 starting from ``carries[r, c - 1]`` (the scanned
-    tile totals; an (M, 0) array when a row is one tile). ``out`` holds ``acc``
-    (a real or complex type), any layout."""
+    """``tiles(x, out, status, values)``: ``out[r, :]`` the
+    running ``op`` of row r of ``x`` (an (M, N) array, any layout;
+    ``source="bfloat16"``: its bits), in one pass over ``x``. ``out`` holds
+    ``acc`` (a real or complex type), any layout.
+
+    A row of one tile is scanned by the block that takes it (several rows to
+    a block, ``blockDim.y`` of them). Longer rows (``blockDim.y`` 1) are
+    chained (``kernels/lookback``): ``status`` is then (1 + M * tiles) uint64
+    zeros and ``values`` ``lookback.values_size(acc, M * tiles)`` elements of
+    ``acc`` (both of any size when rows are one tile: unused)."""
     combine, acc_t, read, identity, items, scan = _tile_parts(op, acc, source, reverse)
+    publish, earlier = lookback.chain(op, acc)
     padded = BLOCK * items + BLOCK * items // 32  # a spare slot every 32: a lane's run meets no bank twice
 
-    def tiles(x, out, carries):
+    def tiles(x, out, status, values):
         init = acc_t(identity)  # made here: a complex number cannot be a kernel parameter
         tile = cuda.shared.array(padded, acc_t)
         held = cuda.local.array(items, acc_t)
+        sums = cuda.shared.array(2, acc_t)  # the tile's total, and the tiles' before it
+        claimed = cuda.shared.array(1, np.int64)
         lane = i64(cuda.threadIdx.x)
         lanes = i64(cuda.blockDim.x)
         size = lanes * items
@@ -204,9 +185,17 @@ def tiles_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
         m = i64(x.shape[0])
         n = i64(x.shape[1])
         count = (n + size - 1) // size  # tiles a row
+        chained = count > 1
         groups = (m + cuda.blockDim.y - 1) // cuda.blockDim.y
         item = i64(cuda.blockIdx.x)
-        while item < groups * count:  # the same trip count for every thread of the block
+        while True:  # the same trip count for every thread of the block
+            if chained:
+                if lane == 0:
+                    claimed[0] = lookback.claim(status)
+                cuda.syncthreads()
+                item = claimed[0]
+            if item >= groups * count:
+                break
             row = (item // count) * cuda.blockDim.y + cuda.threadIdx.y
             c = item % count
             start = c * size
@@ -221,9 +210,20 @@ def tiles_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
                 q = base + lane * items + i
                 run = combine(run, tile[q + q // 32])
                 tile[q + q // 32] = run
-            _, prefix = scan(lane, lanes, run, init)
-            if c > 0 and row < m:
-                prefix = combine(carries[row, c - 1], prefix)
+            total, prefix = scan(lane, lanes, run, init)
+            if chained:
+                if lane == lanes - 1:  # the tile's total out first: the tiles after it need it
+                    sums[0] = total
+                    publish(status, values, item, total, lookback.AGGREGATE if c > 0 else lookback.INCLUSIVE)
+                cuda.syncthreads()
+                if c > 0 and lane < 32:
+                    before = earlier(status, values, item, item - c, lane)
+                    if lane == 0:
+                        sums[1] = before
+                        publish(status, values, item, combine(before, sums[0]), lookback.INCLUSIVE)
+                cuda.syncthreads()
+                if c > 0:
+                    prefix = combine(sums[1], prefix)
             for i in range(items):
                 q = base + lane * items + i
                 tile[q + q // 32] = combine(prefix, tile[q + q // 32])
@@ -237,6 +237,6 @@ def tiles_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
             item += cuda.gridDim.x
 
     tiles.__qualname__ = f"scan.{op}_tiles{'_reversed' if reverse else ''}"
-    kernel = cuda.jit(tiles)
+    kernel = resident(SCAN_RESIDENT, BLOCK)(tiles)
     kernel.tp_recipe = ("scan", "tiles_kernel", (op, acc, source, reverse))
     return kernel

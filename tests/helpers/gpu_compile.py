@@ -119,14 +119,15 @@ def main() -> int:
     import numba.cuda.dispatcher
 
     numba.cuda.dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
-    _modules.update({stem: _load(stem) for stem in MODULES})
+    items = json.load(sys.stdin)
+    stems = set(MODULES) | {item["recipe"][0] for item in items}  # a kernel built by a recipe: its module too
+    _modules.update({stem: _load(stem) for stem in sorted(stems)})
     # fused kernels' source imports its helpers from tensorplay.kernels: the modules loaded here
     for package in ("tensorplay", "tensorplay.kernels"):
         sys.modules.setdefault(package, types.ModuleType(package))
     for name, module in list(sys.modules.items()):  # the kernel modules and those they import (_vector)
         if name.startswith(f"{_PACKAGE}."):
             sys.modules.setdefault(f"tensorplay.kernels.{name.removeprefix(_PACKAGE + '.')}", module)
-    items = json.load(sys.stdin)
     workers = min(os.cpu_count() or 1, 4)
     if workers > 1 and len(items) > 50:  # forked workers share the loaded modules
         with multiprocessing.get_context("fork").Pool(workers) as pool:

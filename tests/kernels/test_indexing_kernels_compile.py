@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(tp.cuda.backend() != "sim", reason="on a GPU eve
 
 KERNELS = {
     "take", "combine", "claim", "put", "put_add", "take_along", "put_along", "put_along_add", "constants",
-    "count_tiles", "compact", "ranks", "put_ranked",
+    "count_true", "compact", "ranks", "put_ranked",
 }  # fmt: skip
 
 
@@ -37,7 +37,7 @@ def _launch_every_indexing_kernel() -> None:
         x.scatter_(1, tp.tensor([[0, 1]] * 3), x[:, :2])  # put_along
         x.scatter_add_(1, tp.tensor([[0, 1]] * 3), x[:, :2])  # put_along_add
         mask = tp.tensor([True, False, True])
-        x[mask]  # count_tiles, the scan kernels, compact
+        x[mask]  # count_true, compact
         x[mask] = x[:2]  # ranks, put_ranked
     index = tp.tensor([1, 0], dtype=tp.uint8)
     tp.ones((2, 3))[index]  # an index of another integer type
