@@ -153,6 +153,14 @@ def _mask_state(flat: Tensor) -> tuple[Tensor, int]:
     return state.zero_(), tiles
 
 
+def _mask_words(flat: Tensor) -> Tensor:
+    """The contiguous 1-D bool ``flat``'s memory as uint32 words (four flags
+    each), its whole ones; none where it does not start on a word."""
+    if flat._ptr % 4:
+        return Tensor._empty((0,), dt.uint32)
+    return Tensor._make(flat._storage, flat._ptr, (flat.numel() // 4,), (1,), dt.uint32)
+
+
 def _mask_lanes() -> int:
     return min(ik.MASK_BLOCK, 1 << (get_backend().max_block.bit_length() - 1))
 
@@ -204,11 +212,12 @@ def _compacted(mask: Tensor, values: Tensor | None) -> Tensor:
         return Tensor._empty((0,), dtype)
     state, tiles = _mask_state(flat)
     total, status = state.narrow(0, 0, 1), state.narrow(0, 1, 1 + tiles)
-    launch(ik.count_true, *_mask_launch(tiles), [flat, total])
+    words = _mask_words(flat)
+    launch(ik.count_true, *_mask_launch(tiles), [flat, words, total])
     out = Tensor._empty((int(total.item()),), dtype)
     if out.numel():
         given = Tensor._empty((0,), dt.int64) if values is None else values
-        launch(ik.compact, *_mask_launch(tiles), [flat, status, given, out])
+        launch(ik.compact, *_mask_launch(tiles), [flat, words, status, given, out])
     return out
 
 
@@ -217,7 +226,7 @@ def _ranks(mask: Tensor) -> Tensor:
     flat = _flat_mask(mask)
     state, tiles = _mask_state(flat)
     out = Tensor._empty((flat.numel(),), dt.int64)
-    launch(ik.ranks, *_mask_launch(tiles), [flat, state.narrow(0, 1, 1 + tiles), out])
+    launch(ik.ranks, *_mask_launch(tiles), [flat, _mask_words(flat), state.narrow(0, 1, 1 + tiles), out])
     return out
 
 

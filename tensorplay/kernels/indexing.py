@@ -48,7 +48,8 @@ __all__ = [
 i64 = np.int64
 CONSTANTS = 16  # values a ``constants`` launch writes
 MASK_BLOCK = 256  # the most threads the mask kernels run with (their shared memory)
-MASK_ITEMS = 16  # flags a lane ranks on its own
+MASK_ITEMS = 16  # flags a lane ranks on its own: neighbours, read as WORDS words
+WORDS = MASK_ITEMS // 4
 MASK_TILE = MASK_BLOCK * MASK_ITEMS  # the most flags a tile
 MASK_RESIDENT = 4  # blocks of the compaction a multiprocessor holds at once (its registers: 64 a thread)
 
@@ -269,19 +270,48 @@ _rank = lanes_scan("sum", "int64")
 _publish, _earlier = lookback.chain("sum", lookback.COUNT)
 
 
+@device_function
+def _flag(mask, p, n):
+    """1 where ``mask[p]`` is True, 0 where it is False or ``p >= n``: read
+    clamped into the mask and chosen after, so an unrolled loop of these has no
+    branch between its loads, which go out together."""
+    flag = mask[min(p, n - 1)]
+    return np.uint32(1) if flag & (p < n) else np.uint32(0)
+
+
+@device_function
+def _lane_flags(mask, words, p, n, w):
+    """``MASK_ITEMS`` flags of ``mask`` from ``p`` (a multiple of 4) into ``w``,
+    four to a uint32 word (a byte each, 1 or 0; 0 past the end): read as words
+    from ``words`` (``mask``'s memory as uint32, its whole words; empty where
+    not aligned) where it holds them all, else a byte at a time."""
+    k = p // 4
+    if k + WORDS <= words.size:
+        for j in range(WORDS):  # the loads first, all in flight at once
+            w[j] = words[k + j]
+    else:
+        for j in range(WORDS):
+            v = np.uint32(0)
+            for b in range(4):
+                v |= _flag(mask, p + 4 * j + b, n) << np.uint32(8 * b)
+            w[j] = v
+
+
 @cuda.jit
-def count_true(mask, total):
+def count_true(mask, words, total):
     """``total[0] +=`` the True elements of ``mask`` (a contiguous 1-D bool
-    array), each block adding its count once; lanes read side by side."""
+    array; ``words`` as for ``_lane_flags``), each block adding its count once."""
     lane = i64(cuda.threadIdx.x)
     lanes = i64(cuda.blockDim.x)
     size = lanes * MASK_ITEMS
     n = i64(mask.size)
+    w = cuda.local.array(WORDS, np.uint32)
     found = i64(0)
     start = i64(cuda.blockIdx.x) * size
     while start < n:  # the same trip count for every thread of the block
-        for i in range(MASK_ITEMS):  # a fixed count: the loads unrolled, all in flight at once
-            found += _flag(mask, start + i * lanes + lane, n)
+        _lane_flags(mask, words, start + lane * MASK_ITEMS, n, w)
+        for j in range(WORDS):
+            found += cuda.popc(w[j])
         start += i64(cuda.gridDim.x) * size
     block_total, _ = _rank(lane, lanes, found, i64(0))
     if lane == lanes - 1:
@@ -289,51 +319,43 @@ def count_true(mask, total):
 
 
 @device_function
-def _flag(mask, p, n):
-    """1 where ``mask[p]`` is True, 0 where it is False or ``p >= n``: read
-    clamped into the mask and chosen after, so an unrolled loop of these has no
-    branch between its loads, which go out together."""
-    flag = mask[min(p, n - 1)]
-    return i64(1) if flag & (p < n) else i64(0)
-
-
-@device_function
-def _tile_start(mask, status, lane, lanes, flags, places, claimed, sums):
-    """The next tile of ``mask`` in order (``claimed[0]``, for the whole block; past
-    the last: nothing else done) ranked: loads its flags into shared ``flags``
-    side by side, each lane counts its run of ``MASK_ITEMS`` neighbouring
-    flags, the counts are scanned across the block, and ``places[r]`` gets the
-    tile position of the tile's r-th True element. Then the tile's True
-    elements are chained (``kernels/lookback``): ``sums[0]`` is their count,
-    ``sums[1]`` that of the tiles before."""
+def _tile_ranks(mask, words, status, lane, lanes, places, claimed, sums):
+    """The next tile of ``mask`` in order (``claimed[0]``, for the whole block;
+    past the last, nothing else is done) ranked: each lane reads its
+    ``MASK_ITEMS`` neighbouring flags and counts them, the counts are scanned
+    across the block, and ``places[r]`` gets the tile position of the tile's
+    r-th True element. ``sums[0]`` is the tile's count, published for the
+    tiles after it (``kernels/lookback``)."""
     n = i64(mask.size)
-    size = lanes * MASK_ITEMS
     if lane == 0:
         claimed[0] = lookback.claim(status)
     cuda.syncthreads()
-    tile = claimed[0]
-    if tile * size >= n:
+    start = claimed[0] * lanes * MASK_ITEMS
+    if start >= n:
         return
-    held = cuda.local.array(MASK_ITEMS, np.uint8)
-    for i in range(MASK_ITEMS):  # the loads first, all in flight at once
-        held[i] = _flag(mask, tile * size + i * lanes + lane, n)
-    for i in range(MASK_ITEMS):
-        flags[i * lanes + lane] = held[i]
-    cuda.syncthreads()
+    w = cuda.local.array(WORDS, np.uint32)
+    _lane_flags(mask, words, start + lane * MASK_ITEMS, n, w)
     run = i64(0)
-    for i in range(MASK_ITEMS):
-        if flags[lane * MASK_ITEMS + i]:
-            run += 1
+    for j in range(WORDS):
+        run += cuda.popc(w[j])
     total, r = _rank(lane, lanes, run, i64(0))
     if lane == lanes - 1:  # the tile's count out first: the tiles after it need it
         sums[0] = total
-        _publish(status, status, tile, total, lookback.AGGREGATE if tile > 0 else lookback.INCLUSIVE)
+        first = claimed[0] == 0
+        _publish(status, status, claimed[0], total, lookback.INCLUSIVE if first else lookback.AGGREGATE)
     for i in range(MASK_ITEMS):
-        q = lane * MASK_ITEMS + i
-        if flags[q]:
-            places[r] = q
+        if (w[i // 4] >> np.uint32(8 * (i % 4))) & np.uint32(1):
+            places[r] = lane * MASK_ITEMS + i
             r += 1
     cuda.syncthreads()
+
+
+@device_function
+def _tile_offset(status, lane, claimed, sums):
+    """``sums[1]``: the True elements of the tiles before tile ``claimed[0]``,
+    from the tiles themselves (its first warp walks back), its own running
+    count published in turn; for the whole block."""
+    tile = claimed[0]
     if tile > 0 and lane < 32:
         before = _earlier(status, status, tile, 0, lane)
         if lane == 0:
@@ -345,12 +367,11 @@ def _tile_start(mask, status, lane, lanes, flags, places, claimed, sums):
 
 
 @resident(MASK_RESIDENT, MASK_BLOCK)
-def compact(mask, status, values, out):
+def compact(mask, words, status, values, out):
     """``out[r]``: the ``r``-th True element of ``mask``'s value in ``values``
     (``mask``'s size) or, ``values`` empty, its position (for ``r <
-    out.size``), in one pass: ``status`` (1 + tiles) uint64 zeros, the
-    chained tiles' state (``kernels/lookback``)."""
-    flags = cuda.shared.array(MASK_TILE, np.uint8)
+    out.size``), in one pass: ``words`` as for ``_lane_flags``, ``status`` (1 +
+    tiles) uint64 zeros, the chained tiles' state (``kernels/lookback``)."""
     places = cuda.shared.array(MASK_TILE, np.int32)
     claimed = cuda.shared.array(1, np.int64)
     sums = cuda.shared.array(2, np.int64)
@@ -358,14 +379,13 @@ def compact(mask, status, values, out):
     lanes = i64(cuda.blockDim.x)
     size = lanes * MASK_ITEMS
     while True:  # the same trip count for every thread of the block
-        _tile_start(mask, status, lane, lanes, flags, places, claimed, sums)
+        _tile_ranks(mask, words, status, lane, lanes, places, claimed, sums)
         c = claimed[0]
         if c * size >= mask.size:
             break
-        first = sums[1]
-        count = min(first + sums[0], out.size) - first
+        count = sums[0]
         held = cuda.local.array(MASK_ITEMS, out.dtype)
-        for k in range(MASK_ITEMS):  # the tile's results, read first (all the loads in flight at once)
+        for k in range(MASK_ITEMS):  # the tile's results read while the tiles before are added up
             j = k * lanes + lane
             place = i64(places[j])  # past the count: stale, so not used
             p = c * size + (place if j < count else i64(0))
@@ -373,6 +393,9 @@ def compact(mask, status, values, out):
                 held[k] = values[min(p, values.size - 1)]
             else:
                 held[k] = p
+        _tile_offset(status, lane, claimed, sums)
+        first = sums[1]
+        count = min(first + count, out.size) - first
         for k in range(MASK_ITEMS):  # then out side by side
             j = k * lanes + lane
             if j < count:
@@ -381,10 +404,10 @@ def compact(mask, status, values, out):
 
 
 @cuda.jit
-def ranks(mask, status, out):
+def ranks(mask, words, status, out):
     """``out[k]``: how many True elements of ``mask`` come before element ``k``
-    where it is True, -1 where it is False (``status`` as for ``compact``)."""
-    flags = cuda.shared.array(MASK_TILE, np.uint8)
+    where it is True, -1 where it is False (``words`` and ``status`` as for
+    ``compact``)."""
     places = cuda.shared.array(MASK_TILE, np.int32)
     claimed = cuda.shared.array(1, np.int64)
     sums = cuda.shared.array(2, np.int64)
@@ -393,10 +416,11 @@ def ranks(mask, status, out):
     size = lanes * MASK_ITEMS
     n = i64(mask.size)
     while True:  # the same trip count for every thread of the block
-        _tile_start(mask, status, lane, lanes, flags, places, claimed, sums)
+        _tile_ranks(mask, words, status, lane, lanes, places, claimed, sums)
         c = claimed[0]
         if c * size >= n:
             break
+        _tile_offset(status, lane, claimed, sums)
         for i in range(MASK_ITEMS):  # -1 side by side, then the ranks over them
             p = c * size + i * lanes + lane
             if p < n:
