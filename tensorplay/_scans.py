@@ -3,9 +3,10 @@
 and ``cumprod`` (``dim`` positional, ``axis=`` too).
 
 The axis is moved last and the tensor seen as (m, n) rows (a view when the
-layout allows, else a copy), which ``kernels/scan`` scans tile by tile in one pass, each tile carrying
-the running total of the tiles before it (``scan_rows``). Nothing reads device data
-on the host, so a scan is captured into graphs. The gradient of a running sum
+layout allows, else a copy), which ``kernels/scan`` scans tile by tile in one
+pass, each tile carrying the running total of the tiles before it
+(``scan_rows``). Nothing reads device data on the host, so a scan is captured
+into graphs. The gradient of a running sum
 is the reversed running sum of its gradient; a running product's is composed
 of running sums and products, right where elements are zero.
 
