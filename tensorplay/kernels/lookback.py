@@ -37,7 +37,7 @@ COUNT = "count"  # an accumulator of non-negative int64 sums (a mask's running c
 i64 = np.int64
 u64 = np.uint64
 
-COMBINE = {
+COMBINE = {  # the ops chained tiles (and kernels/scan) combine
     "sum": device_function(lambda a, b: a + b),
     "prod": device_function(lambda a, b: a * b),
 }
@@ -79,6 +79,16 @@ else:
         return np.uint32(int(w) & 0xFFFFFFFF).view(np.float32)
 
 
+@device_function
+def _word(status, t):
+    """Tile ``t``'s status word once it is published (it is 0 until then: every
+    message carries a flag of 1 or more)."""
+    w = load_relaxed(status, 1 + t)
+    while w == 0:
+        w = load_relaxed(status, 1 + t)
+    return w
+
+
 @functools.cache
 def _messages(acc: str):
     """``publish(status, values, t, value, flag)`` and ``read(status, values, t)
@@ -91,9 +101,7 @@ def _messages(acc: str):
 
         @device_function
         def read(status, values, t):
-            w = load_relaxed(status, 1 + t)
-            while w == 0:
-                w = load_relaxed(status, 1 + t)
+            w = _word(status, t)
             return i64(w & u64(3)), i64(w >> u64(2))
 
     elif acc == "float32":
@@ -104,9 +112,7 @@ def _messages(acc: str):
 
         @device_function
         def read(status, values, t):
-            w = load_relaxed(status, 1 + t)
-            while w >> u64(32) == 0:
-                w = load_relaxed(status, 1 + t)
+            w = _word(status, t)
             return i64(w >> u64(32)), _bits_float(w)
 
     else:
@@ -119,9 +125,7 @@ def _messages(acc: str):
 
         @device_function
         def read(status, values, t):
-            w = load_relaxed(status, 1 + t)
-            while w == 0:
-                w = load_relaxed(status, 1 + t)
+            w = _word(status, t)
             fence()  # the flag before the value
             f = i64(w)
             return f, values[2 * t + f - 1]

@@ -33,6 +33,7 @@ from numba import cuda
 from . import bfloat16 as bf16
 from . import lookback
 from ._target import WARP_SHUFFLES, device_function, resident
+from .lookback import COMBINE
 
 __all__ = ["BLOCK", "chained_tiles", "items_for", "lanes_scan", "tiles_kernel"]
 
@@ -43,10 +44,6 @@ SCAN_RESIDENT = 4  # blocks a multiprocessor holds at once (64 registers a threa
 # cumsum of 2^26 float32 on the H200 ran 485 us so, 390 at 3 and 372 at 4)
 i64 = np.int64
 
-COMBINE = {
-    "sum": device_function(lambda a, b: a + b),
-    "prod": device_function(lambda a, b: a * b),
-}
 _SHUFFLED = {"int32", "int64", "float32", "float64"}  # the types Numba's warp shuffles take
 
 
