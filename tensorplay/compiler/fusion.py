@@ -17,19 +17,25 @@ go = (residual > tol) & (iters < cap)`` is one kernel.
 
 What joins a group, so that each element's value is the eager one:
 
-- outputs contiguous, of the group's shape, of dtype bool, int32, int64,
-  float32 or float64 (float16 math and casts stay eager);
+- outputs of the group's shape, of dtype bool, int32, int64, float32 or
+  float64 (float16 math and casts stay eager), contiguous or a view with
+  strides that do not step backwards (an in-place update of a slice, stored
+  at the offset each element's index gives);
 - operands that are numbers, contiguous tensors of the group's shape,
   one-element tensors, or tensors that broadcast to the group's shape or view
   it with other strides (read at an offset computed from the element's index,
   with the group's shape and the operand's strides written into the kernel);
 - a tail op: one-element operands and output, none of them memory that the
-  group's full-size ops write (the tail reads them once the others are done,
-  but the kernel loads one-element inputs when it starts);
-- memory: a tensor the group wrote is read from the register that holds it;
-  a read or write of memory the group wrote or read through another view (a
-  shifted slice, a one-element view of a full-size result) ends the group
-  first, so the fused kernel never reads what another thread writes.
+  group's full-size ops write. After a full reduction the tail runs once
+  every block is done; in a group without one, one thread runs it while the
+  others may still work, so its output must not be memory the group reads
+  either (the heat demo's counter, or a solver's ``rr.copy_(rr_new)`` and
+  convergence test after its last full-size update);
+- memory: a tensor the group wrote is read from the register that holds it
+  when it is read through the view it was written through; a read or write
+  of memory the group wrote or read through another view (a shifted slice, a
+  one-element view of a full-size result) ends the group first, so the fused
+  kernel never reads what another thread writes.
 
 Results that nothing can read any more (their memory freed before the group
 is written out) are not stored.
@@ -67,14 +73,16 @@ _CONFLICT, _EAGER = "conflict", "eager"
 
 
 class _Write:
-    """A result of the group: which step made it, where it would be stored, and
-    whether its memory is still alive (a weak reference to the storage)."""
+    """A result of the group: which step made it, where it would be stored (its
+    element strides over the group's shape, None when contiguous), and whether
+    its memory is still alive (a weak reference to the storage)."""
 
-    __slots__ = ("step", "ptr", "dtype", "lo", "hi", "storage")
+    __slots__ = ("step", "ptr", "dtype", "strides", "lo", "hi", "storage")
 
-    def __init__(self, step: int, out: Tensor, n: int) -> None:
+    def __init__(self, step: int, out: Tensor) -> None:
         self.step, self.ptr, self.dtype = step, out._ptr, out.dtype
-        self.lo, self.hi = out._ptr, out._ptr + n * out.dtype.itemsize
+        self.strides = None if out._contig else _layout(out._strides, out.shape)
+        self.lo, self.hi = byte_span(out)
         self.storage = weakref.ref(out._storage)
 
     def alive(self) -> bool:
@@ -84,9 +92,20 @@ class _Write:
         """True when it is alive and bytes [lo, hi) overlap where it would be stored."""
         return self.lo < hi and lo < self.hi and self.alive()
 
-    def array(self, n: int) -> ArrayArg:
-        """The kernel argument its value is stored through (``n`` elements)."""
-        return _array(self.ptr, n, self.dtype)
+    def read_by(self, o: Tensor, full: bool, shape: tuple) -> bool:
+        """True when ``o`` (of its dtype), read over the group's ``shape``, reads
+        at each element the value this result stores there (``full``: ``o`` is
+        read at ``[i]``)."""
+        if o.dtype is not self.dtype or not self.alive():
+            return False
+        if self.strides is None:
+            return full
+        strides = _broadcast_strides(o, shape)
+        return strides is not None and _layout(strides, shape) == self.strides
+
+    def array(self) -> ArrayArg:
+        """The kernel argument its value is stored through (every element it spans)."""
+        return _array(self.ptr, (self.hi - self.lo) // self.dtype.itemsize, self.dtype)
 
 
 class Tickets:
@@ -126,15 +145,13 @@ tickets = Tickets()
 
 class _Reducing:
     """A group's reduction: ``op`` of step ``step``'s value into ``out``; over
-    every element (``k`` 0, with its ticket and the tail of one-element ops
-    after it), or along the last dimensions, in rows of ``k``."""
+    every element (``k`` 0, with its ticket), or along the last dimensions, in
+    rows of ``k``."""
 
-    __slots__ = ("op", "step", "acc", "out", "ticket", "k", "tail", "writes")
+    __slots__ = ("op", "step", "acc", "out", "ticket", "k")
 
     def __init__(self, op: str, step: int, acc, out: Tensor, ticket: int, k: int) -> None:
         self.op, self.step, self.acc, self.out, self.ticket, self.k = op, step, acc, out, ticket, k
-        self.tail: list[fused.Step] = []
-        self.writes: dict[int, _Write] = {}  # the tail's: data pointer -> its latest write
 
 
 class _Group:
@@ -149,11 +166,19 @@ class _Group:
         self.steps: list[fused.Step] = []
         self.writes: dict[int, _Write] = {}  # data pointer -> its latest write
         self.reduction: _Reducing | None = None
+        self.tail: list[fused.Step] = []  # one-element ops after the full-size ones
+        self.tail_writes: dict[int, _Write] = {}  # the tail's: data pointer -> its latest write
 
     def arrays(self) -> int:
         """Array parameters its kernel would have after one more op (which adds at most four)."""
-        tail = len(self.reduction.writes) + 3 if self.reduction is not None else 0
-        return len(self.inputs) + len(self.ones) + len(self.strided) + len(self.writes) + tail + 4
+        extra = len(self.tail_writes) + (3 if self.reduction is not None else 0)
+        return len(self.inputs) + len(self.ones) + len(self.strided) + len(self.writes) + extra + 4
+
+    def reads(self, lo: int, hi: int) -> bool:
+        """True when bytes [lo, hi) overlap what the group's full-size ops read."""
+        ones = {arg[1] for s in self.steps for arg in s.args if arg[0] == "b"}
+        read = [*self.inputs, *[self.ones[k] for k in ones], *[t for t, _ in self.strided]]
+        return any(_spans_overlap(byte_span(t), (lo, hi)) for t in read)
 
     def touches_written(self, lo: int, hi: int) -> bool:
         """True when bytes [lo, hi) overlap a live result of the group or its reduction's."""
@@ -197,15 +222,11 @@ class Fuser:
             return False
         s, space = current_stream(), _space(out)
         g = self.group
-        if g is not None and g.reduction is not None and not g.reduction.k and g.stream == s and space == () != g.shape:
+        if g is not None and not (g.reduction and g.reduction.k) and g.stream == s and space == () != g.shape:
             if _take_tail(g, op, out, operands, cast):
                 return True
         if g is not None and (
-            g.shape != space
-            or g.stream != s
-            or len(g.steps) >= MAX_STEPS
-            or g.arrays() >= MAX_ARRAYS
-            or (g.reduction and g.reduction.tail)
+            g.shape != space or g.stream != s or len(g.steps) >= MAX_STEPS or g.arrays() >= MAX_ARRAYS or g.tail
         ):
             self.flush()
             g = None
@@ -229,13 +250,14 @@ class Fuser:
         or its last ones, as the kernel's epilogue: the reduction's output
         (None: not taken, the eager reduction runs)."""
         g = self.group
-        if g is None or g.reduction is not None or op not in REDUCTIONS:
+        if g is None or g.reduction is not None or g.tail or op not in REDUCTIONS:
             return None
         if g.shape == ():  # one element: nothing to reduce in blocks
             return None
         w = g.writes.get(x._ptr)
         if (
-            w is None or w.dtype is not x.dtype or not x._contig or _space(x) != g.shape or g.stream != current_stream()
+            w is None or not w.read_by(x, x._contig and _space(x) == g.shape, g.shape) or w.strides is not None
+            or g.stream != current_stream()
             or x.dtype.name not in ("float32", "float64", "int32", "int64")
             or (op in ("sum", "mean") and x.dtype.kind != "f")
         ):  # fmt: skip
@@ -264,34 +286,35 @@ class Fuser:
         if not g.steps:
             return
         live = [w for w in g.writes.values() if w.alive()]
+        stored = [w for w in g.tail_writes.values() if w.alive()]
+        tail = fused.Tail(tuple(g.tail), tuple(w.step for w in stored))
         r = g.reduction
-        reduction = None
-        if r is not None:
-            stored = [w for w in r.writes.values() if w.alive()]
-            reduction = fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, tuple(r.tail),
-                                        tuple(w.step for w in stored), r.k)  # fmt: skip
-        name = _kernel_name(g.steps, reduction)
+        reduction = None if r is None else fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, r.k)
+        name = _kernel_name(g.steps, reduction, g.tail)
         counts = (len(g.inputs), len(g.ones), len(g.scalars))
         strided = tuple(strides for _, strides in g.strided)
-        text = fused.source(name, counts, tuple(g.steps), tuple(w.step for w in live), reduction, g.shape, strided)
+        out_strides = tuple(w.strides for w in live)
+        text = fused.source(name, counts, tuple(g.steps), tuple(w.step for w in live), reduction, g.shape, strided,
+                            out_strides, tail)  # fmt: skip
         kernel = fused.kernel(name, text)
         args = [np.int64(g.n), *[_array(t._ptr, t.numel(), t.dtype) for t in (*g.inputs, *g.ones)]]
         args += [*[_spanned(t, g.shape, strides) for t, strides in g.strided], *g.scalars]
-        args += [w.array(g.n) for w in live]
-        if r is not None:  # the reduction's output and starting value
-            red, init = _array(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)
+        args += [w.array() for w in live]
+        tail_outputs = [w.array() for w in stored]
         with stream(g.stream), self._launching_own():
             if r is None:
-                launch(kernel, *grid_1d(g.n), args, g.stream)
+                launch(kernel, *grid_1d(g.n), args + tail_outputs, g.stream)
             elif r.k:  # a block a row
                 lanes = min(fused.BLOCK, max(32, 1 << (r.k - 1).bit_length()))
-                args += [red, init, np.float64(1.0 / r.k)]
+                args += [_array(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)]
+                args.append(np.float64(1.0 / r.k))
                 launch(kernel, (min(r.out.numel(), 65535), 1, 1), (lanes, 1, 1), args, g.stream)
             else:
                 blocks = _reduction_blocks(g.n)
                 partials = Tensor._empty((blocks,), dt.from_numpy_dtype(r.acc))  # this kernel's alone
                 args += [_array(partials._ptr, blocks, partials.dtype), _array(r.ticket, 1, dt.int32)]
-                args += [red, init, np.float64(1.0 / g.n), *[w.array(1) for w in stored]]
+                args += [_array(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)]
+                args += [np.float64(1.0 / g.n), *tail_outputs]
                 launch(kernel, (blocks, 1, 1), (fused.BLOCK, 1, 1), args, g.stream)
         self.kernels.append((name, text))
 
@@ -304,7 +327,9 @@ class Fuser:
             self._launching = False
 
     def _fusable(self, out: Tensor, operands, cast: str) -> bool:
-        if cast not in ("none", "int64") or out.dtype.name not in FUSABLE or not out._contig:
+        if cast not in ("none", "int64") or out.dtype.name not in FUSABLE:
+            return False
+        if not out._contig and any(st < 0 for st in out._strides):  # stored at offsets >= 0
             return False
         return all(not isinstance(o, Tensor) or o.dtype.name in FUSABLE for o in operands)
 
@@ -319,7 +344,7 @@ def _plan(g: _Group, out: Tensor, operands):
             continue
         full = (o._contig and _space(o) == g.shape) or (g.n == 1 and o.numel() == 1)
         w = g.writes.get(o._ptr)
-        if full and w is not None and w.dtype is o.dtype and w.alive():
+        if w is not None and w.read_by(o, full, g.shape):
             args.append(("v", w.step))
             continue
         lo, hi = byte_span(o)
@@ -334,19 +359,24 @@ def _plan(g: _Group, out: Tensor, operands):
             if strides is None:
                 return _EAGER
             args.append(("c", (o, strides)))
-    lo, hi = out._ptr, out._ptr + g.n * out.dtype.itemsize
+    lo, hi = byte_span(out)
+    layout = None if out._contig else _layout(out._strides, out.shape)
     for t in [*g.inputs, *[v for kind, v in args if kind == "a"]]:  # read at [i]: a write there comes after
         t_lo, t_hi = byte_span(t)
-        if t_lo < hi and lo < t_hi and (t._ptr != out._ptr or t.dtype is not out.dtype):
+        if t_lo < hi and lo < t_hi and (layout is not None or t._ptr != out._ptr or t.dtype is not out.dtype):
             return _CONFLICT
-    others = [*g.ones, *[t for t, _ in g.strided], *[v if kind == "b" else v[0] for kind, v in args if kind in "bc"]]
-    if any(_spans_overlap(byte_span(t), (lo, hi)) for t in others):
-        return _CONFLICT  # read by other threads (at [0], or at offsets of their own)
+    strided = [*g.strided, *[v for kind, v in args if kind == "c"]]
+    for t, strides in strided:  # read at offsets of their own: the same element is read before it is written
+        same = layout is not None and t._ptr == out._ptr and t.dtype is out.dtype
+        if not (same and _layout(strides, g.shape) == layout) and _spans_overlap(byte_span(t), (lo, hi)):
+            return _CONFLICT
+    if any(_spans_overlap(byte_span(t), (lo, hi)) for t in [*g.ones, *[v for kind, v in args if kind == "b"]]):
+        return _CONFLICT  # read at [0] by every thread
     for ptr, w in list(g.writes.items()):
         if w.lo < hi and lo < w.hi:
             if not w.alive():
                 del g.writes[ptr]  # freed memory, now out's
-            elif ptr != out._ptr or w.dtype is not out.dtype:
+            elif ptr != out._ptr or w.dtype is not out.dtype or w.strides != layout:
                 return _CONFLICT
     if g.reduction is not None and _spans_overlap(byte_span(g.reduction.out), (lo, hi)):
         return _CONFLICT
@@ -354,10 +384,11 @@ def _plan(g: _Group, out: Tensor, operands):
 
 
 def _take_tail(g: _Group, op: str, out: Tensor, operands, cast: str) -> bool:
-    """Join ``out[0] = op(*operands)``, over one-element tensors after the group's
-    reduction, to its tail (True); False leaves it (the group is written out)."""
+    """Join ``out[0] = op(*operands)``, over one-element tensors after the
+    group's full-size ops, to its tail (True); False leaves it (the group is
+    written out)."""
     r = g.reduction
-    if len(g.steps) + len(r.tail) >= MAX_STEPS or g.arrays() >= MAX_ARRAYS or not _tail_writable(g, out):
+    if len(g.steps) + len(g.tail) >= MAX_STEPS or g.arrays() >= MAX_ARRAYS or not _tail_writable(g, out):
         return False
     args = []
     for o in operands:
@@ -366,34 +397,38 @@ def _take_tail(g: _Group, op: str, out: Tensor, operands, cast: str) -> bool:
             continue
         if o.numel() != 1:
             return False
-        w = r.writes.get(o._ptr)
+        w = g.tail_writes.get(o._ptr)
         if w is not None and w.dtype is o.dtype and w.alive():
             args.append(("w", w.step))
-        elif o._ptr == r.out._ptr and o.dtype is r.out.dtype:
+        elif r is not None and o._ptr == r.out._ptr and o.dtype is r.out.dtype:
             args.append(("r", 0))
         elif _tail_touches(g, *byte_span(o)):
-            return False  # loaded when the kernel starts: it must not be memory the kernel writes
+            return False  # memory the group's threads write
         else:
             args.append(("b", o))
-    r.tail.append(fused.Step(op, _refs(g, args), cast, out.dtype.name))
-    r.writes[out._ptr] = _Write(len(r.tail) - 1, out, 1)
+    g.tail.append(fused.Step(op, _refs(g, args), cast, out.dtype.name))
+    g.tail_writes[out._ptr] = _Write(len(g.tail) - 1, out)
     return True
 
 
 def _tail_touches(g: _Group, lo: int, hi: int) -> bool:
     """True when bytes [lo, hi) overlap what the group or its tail writes."""
-    return g.touches_written(lo, hi) or any(w.overlaps(lo, hi) for w in g.reduction.writes.values())
+    return g.touches_written(lo, hi) or any(w.overlaps(lo, hi) for w in g.tail_writes.values())
 
 
 def _tail_writable(g: _Group, out: Tensor) -> bool:
     """True when a tail step may write ``out``: memory the group's full-size ops
-    do not write, and the tail's or the reduction's only as the same element."""
+    do not write (nor read, without a reduction: the tail's thread runs while
+    other threads may still read), and the tail's or the reduction's only as
+    the same element."""
     lo, hi = byte_span(out)
     if any(w.overlaps(lo, hi) for w in g.writes.values()):
         return False
     r = g.reduction
-    same = (r.out._ptr == out._ptr and r.out.dtype is out.dtype) or (
-        out._ptr in r.writes and r.writes[out._ptr].dtype is out.dtype
+    if r is None and g.reads(lo, hi):
+        return False
+    same = (r is not None and r.out._ptr == out._ptr and r.out.dtype is out.dtype) or (
+        out._ptr in g.tail_writes and g.tail_writes[out._ptr].dtype is out.dtype
     )
     return same or not _tail_touches(g, lo, hi)
 
@@ -423,6 +458,12 @@ def _reduction_blocks(n: int) -> int:
     return max(1, min(-(-n // fused.BLOCK), half_wave, MAX_BLOCKS))
 
 
+def _layout(strides: tuple, shape: tuple) -> tuple:
+    """Element strides as they place elements over ``shape`` (0 where a dimension
+    has one element, whatever its stride): equal layouts, equal elements."""
+    return tuple(st if size > 1 else 0 for st, size in zip(strides, shape, strict=True))
+
+
 def _space(t: Tensor) -> tuple:
     """The iteration space of a group ``t`` can join: its shape, or ``()`` for
     any one-element tensor (every one reads and writes element 0)."""
@@ -436,7 +477,7 @@ def _spans_overlap(a: tuple, b: tuple) -> bool:
 def _apply(g: _Group, op: str, out: Tensor, cast: str, args: list) -> None:
     """Add the step (and its new inputs) to the group; ``out`` becomes a result."""
     g.steps.append(fused.Step(op, _refs(g, args), cast, out.dtype.name))
-    g.writes[out._ptr] = _Write(len(g.steps) - 1, out, g.n)
+    g.writes[out._ptr] = _Write(len(g.steps) - 1, out)
 
 
 def _refs(g: _Group, args: list) -> tuple:
@@ -486,12 +527,12 @@ def _array(ptr: int, n: int, dtype: dt.DType) -> ArrayArg:
     return ArrayArg(ptr, (n,), (isz,), dtype.name, isz, True)
 
 
-def _kernel_name(steps, reduction) -> str:
+def _kernel_name(steps, reduction, tail) -> str:
     """``fused_`` and the ops in order, each once (``fused_sub_abs_max``)."""
     ops = list(dict.fromkeys(s.op for s in steps if s.op != "copy"))
     if reduction is not None:
         ops.append(reduction.op)
-        ops += [op for op in dict.fromkeys(s.op for s in reduction.tail) if op not in ops]
+    ops += [op for op in dict.fromkeys(s.op for s in tail) if op not in ops]
     name = "fused_" + "_".join(ops or ["copy"])
     return name if len(name) <= 60 else f"{name[:52]}_{len(ops)}ops"
 

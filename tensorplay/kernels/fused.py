@@ -14,14 +14,18 @@ input is strided and every array is 16-byte aligned, a thread takes four
 elements side by side at a time, through one vector load per input and one
 vector store per output (``kernels/_vector.py``).
 
+An output may be a strided view (an in-place update of a slice): each
+element is stored at the offset its index gives, as strided inputs are read.
+
 A chain may end in a full reduction (``sum``, ``mean``, ``max``, ``min``) of
 one of its values, in the same kernel: each block writes a partial and counts
 itself done on a ticket (an int32 that is zero between launches); the last
 block to finish combines the partials, writes the reduction's value, runs the
 chain's *tail* (ops on one-element tensors that follow the reduction, such as
 a loop's counter and convergence test) on one thread, and sets the ticket back
-to zero. A reduction along the last dimensions instead is done a block a row
-(``_rows``).
+to zero. A chain without a reduction may have a tail too, of ops that touch
+nothing the chain reads or writes: the first thread runs it. A reduction along
+the last dimensions instead is done a block a row (``_rows``).
 
 The source is what runs: it is compiled from the same text that
 ``compiled.kernels()`` prints, and it can be pasted into a file as it stands;
@@ -33,8 +37,8 @@ broadcast or strided inputs ``c0, ...`` (read at an offset computed from
 ``i``, the group's shape and the input's strides, which the text holds), the
 scalars ``s0, ...``, the outputs ``o0, ...``, then for a reduction its
 ``partials`` array (one element per block), its ``ticket``, its one-element
-output ``red``, the accumulator's starting value ``init``, the mean's ``scale``
-(1/n) and the tail's one-element outputs ``q0, ...``.
+output ``red``, the accumulator's starting value ``init`` and the mean's
+``scale`` (1/n), and last the tail's one-element outputs ``q0, ...``.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from . import elementwise as ew
 from ._source import jit_source
 from ._target import SMALL_BLOCKS
 
-__all__ = ["BLOCK", "Reduction", "Step", "kernel", "op_functions", "source"]
+__all__ = ["BLOCK", "Reduction", "Step", "Tail", "kernel", "op_functions", "source"]
 
 UNROLL = 4  # elements a thread loads before it computes (while it has that many left)
 BLOCK = 32 if SMALL_BLOCKS else 256  # threads per block of a fused reduction (its shared scratch has this size)
@@ -71,18 +75,25 @@ class Step:
 @dataclass(frozen=True)
 class Reduction:
     """A full reduction ``op`` of the value of step ``step``, accumulated in
-    ``acc``, its result of dtype ``dtype``; ``tail`` are the steps that follow
-    it on one-element tensors, ``stores[k]`` the tail step output ``q{k}`` takes;
-    ``k`` > 0: along the last dimensions instead, per row of ``k`` elements
-    (then with no tail)."""
+    ``acc``, its result of dtype ``dtype``; ``k`` > 0: along the last
+    dimensions instead, per row of ``k`` elements (then with no tail)."""
 
     op: str
     step: int
     acc: str
     dtype: str
-    tail: tuple = ()
-    stores: tuple = ()
     k: int = 0  # 0: over all elements; else along the last dimensions, rows of k elements
+
+
+@dataclass(frozen=True)
+class Tail:
+    """Steps on one-element tensors that one thread runs once the chain's
+    elements are done (after its full reduction, if any); ``stores[k]`` is the
+    tail step whose value output ``q{k}`` takes. Their one-element inputs are
+    read when the tail runs."""
+
+    steps: tuple = ()
+    stores: tuple = ()
 
 
 def _fn_name(op: str) -> str:
@@ -101,26 +112,30 @@ _CONVERT = {"bool": "np.bool_", **{d: f"np.{d}" for d in ("int32", "int64", "flo
 
 
 def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], stores: tuple[int, ...],
-           reduction: Reduction | None = None, shape: tuple = (), strided: tuple = ()) -> str:  # fmt: skip
+           reduction: Reduction | None = None, shape: tuple = (), strided: tuple = (),
+           out_strides: tuple = (), tail: Tail = Tail()) -> str:  # fmt: skip
     """The kernel's Python source. ``counts`` is (full-size inputs, one-element
     inputs, scalars); ``stores[k]`` is the step whose value output ``k`` takes;
-    ``strided[k]`` are the element strides of strided input ``k`` over ``shape``."""
+    ``strided[k]`` are the element strides of strided input ``k`` over ``shape``,
+    ``out_strides[k]`` those of output ``k`` (None, or left out: contiguous)."""
     na, nb, ns = counts
-    tail = reduction.tail if reduction is not None else ()
-    ops = sorted({s.op for s in (*steps, *tail)})
+    out_strides = out_strides or (None,) * len(stores)
+    ops = sorted({s.op for s in (*steps, *tail.steps)})
     params = ["n", *[f"a{k}" for k in range(na)], *[f"b{k}" for k in range(nb)]]
     params += [*[f"c{k}" for k in range(len(strided))], *[f"s{k}" for k in range(ns)]]
     params += [f"o{k}" for k in range(len(stores))]
     if reduction is not None and reduction.k:
         params += ["red", "init", "scale"]
     elif reduction is not None:
-        params += ["partials", "ticket", "red", "init", "scale", *[f"q{k}" for k in range(len(reduction.stores))]]
+        params += ["partials", "ticket", "red", "init", "scale"]
+    params += [f"q{k}" for k in range(len(tail.stores))]
     body = [f"def {name}({', '.join(params)}):"]
-    body += [f"    y{k} = b{k}[0]" for k in range(nb)]
+    body += [f"    y{k} = b{k}[0]" for k in sorted({arg[1] for s in steps for arg in s.args if arg[0] == "b"})]
+    layout = (shape, strided, out_strides)
     if reduction is not None and reduction.k:
-        body += _rows(steps, stores, reduction, shape, strided)
+        body += _rows(steps, stores, reduction, layout)
     else:
-        body += _grid_stride(steps, stores, reduction, shape, strided)
+        body += _grid_stride(steps, stores, reduction, layout, tail)
     names = ", ".join(_fn_name(op) for op in ops) + ("," if len(ops) == 1 else "")
     head = ["import numpy as np", "from numba import cuda", ""]
     if any("vector_base(" in line for line in body):
@@ -135,25 +150,29 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     return "\n".join(head) + "\n\n\n" + "\n".join(body) + "\n"
 
 
-def _grid_stride(steps, stores, reduction, shape: tuple, strided: tuple) -> list[str]:
+def _grid_stride(steps, stores, reduction, layout: tuple, tail: Tail) -> list[str]:
     """The body of a kernel over every element: a grid-stride loop, ``UNROLL``
     elements a thread at a time while it has that many left, then one at a
-    time; a full reduction's finish after it."""
+    time; then a full reduction's finish, or the tail on the first thread."""
     body = ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)"]
     if reduction is not None:
         body.append("    acc = init")
-    if not strided:
+    _, strided, out_strides = layout
+    if not strided and not any(out_strides):
         body += _vector_loop(steps, stores, reduction)
     body.append(f"    while i + {UNROLL - 1} * step < n:  # {UNROLL} elements at a time, loaded together")
     body += [f"        i{u} = i + {u} * step" for u in range(1, UNROLL)]
     at = [("i", "_0")] + [(f"i{u}", f"_{u}") for u in range(1, UNROLL)]
-    body += _elements(steps, stores, reduction, at, shape, strided)
+    body += _elements(steps, stores, reduction, at, layout)
     body.append(f"        i += {UNROLL} * step")
     body.append("    while i < n:")
-    body += _elements(steps, stores, reduction, [("i", "")], shape, strided)
+    body += _elements(steps, stores, reduction, [("i", "")], layout)
     body.append("        i += step")
     if reduction is not None:
-        body += _finish(reduction)
+        body += _finish(reduction, tail)
+    elif tail.steps:
+        body.append("    if cuda.grid(1) == 0:  # the tail: it touches nothing the other threads read or write")
+        body += [line[4:] for line in _tail_lines(tail)]
     return body
 
 
@@ -181,16 +200,19 @@ def _vector_loop(steps, stores, reduction) -> list[str]:
     ]
 
 
-def _elements(steps, stores, reduction, at: list[tuple[str, str]], shape: tuple, strided: tuple) -> list[str]:
+def _elements(steps, stores, reduction, at: list[tuple[str, str]], layout: tuple) -> list[str]:
     """The loop body for the elements at each ``(index, name suffix)`` of ``at``:
     every load first, then every op, then every store (a store may alias a load)."""
+    shape, strided, out_strides = layout
     used = sorted({arg[1] for s in steps for arg in s.args if arg[0] == "a"})
     offsets = sorted({arg[1] for s in steps for arg in s.args if arg[0] == "c"})
     lines = [f"        x{k}{tag} = a{k}[{i}]" for i, tag in at for k in used]
     lines += [f"        z{k}{tag} = c{k}[{_offset(i, shape, strided[k])}]" for i, tag in at for k in offsets]
     lines += [f"        {_assign(f'v{j}{tag}', s, tag)}" for _, tag in at for j, s in enumerate(steps)]
     for i, tag in at:
-        lines += [f"        o{k}[{i}] = v{j}{tag}" for k, j in enumerate(stores)]
+        for k, j in enumerate(stores):
+            where = i if out_strides[k] is None else _offset(i, shape, out_strides[k])
+            lines.append(f"        o{k}[{where}] = v{j}{tag}")
         if reduction is not None:
             lines.append(_accumulate(reduction, tag))
     return lines
@@ -212,12 +234,22 @@ def _assign(value: str, s: Step, tag: str = "") -> str:
 
 
 def _operand(arg: tuple, cast: str, tag: str = "") -> str:
-    """The expression of a step's argument (``tag``: the element's name suffix)."""
+    """The expression of a step's argument (``tag``: the element's name suffix;
+    ``"tail"``: a tail step's, which reads its one-element inputs as it runs)."""
     kind, k = arg
     if kind == "s":
         return f"s{k}"
-    value = "r" if kind == "r" else f"{_NAMES[kind]}{k}{tag if kind in _PER_ELEMENT else ''}"
+    if kind == "b" and tag == "tail":
+        value = f"b{k}[0]"
+    else:
+        value = "r" if kind == "r" else f"{_NAMES[kind]}{k}{tag if kind in _PER_ELEMENT else ''}"
     return f"np.int64({value})" if cast == "int64" else value
+
+
+def _tail_lines(tail: Tail) -> list[str]:
+    """The tail's steps and stores, indented to run in the finish's ``if t == 0:``."""
+    lines = [f"            {_assign(f'w{j}', s, 'tail')}" for j, s in enumerate(tail.steps)]
+    return lines + [f"            q{k}[0] = w{j}" for k, j in enumerate(tail.stores)]
 
 
 def _offset(index: str, shape: tuple, strides: tuple) -> str:
@@ -233,11 +265,10 @@ def _offset(index: str, shape: tuple, strides: tuple) -> str:
     return " + ".join(reversed(terms)) or "0"
 
 
-def _finish(r: Reduction) -> list[str]:
+def _finish(r: Reduction, tail: Tail) -> list[str]:
     """Lines after the element loop of a reduction: the block's accumulators
     combined through shared memory into its partial; the last block to take a
     ticket combines the partials, stores the value and runs the tail."""
-    tail = [f"            {_assign(f'w{j}', s)}" for j, s in enumerate(r.tail)]
     return [
         "    t = cuda.threadIdx.x",
         f"    scratch = cuda.shared.array({BLOCK}, np.{r.acc})",
@@ -259,13 +290,12 @@ def _finish(r: Reduction) -> list[str]:
         "        if t == 0:",
         f"            r = {_CONVERT[r.dtype]}(finalize(scratch[0], scale))",
         "            red[0] = r",
-        *tail,
-        *[f"            q{k}[0] = w{j}" for k, j in enumerate(r.stores)],
+        *_tail_lines(tail),
         "            ticket[0] = 0  # for the next launch",
     ]
 
 
-def _rows(steps, stores, r: Reduction, shape: tuple, strided: tuple) -> list[str]:
+def _rows(steps, stores, r: Reduction, layout: tuple) -> list[str]:
     """The body of a kernel whose chain ends in a reduction along its last
     dimensions: rows of ``r.k`` elements, a block a row (its threads along the
     row, a power of two of them), each row's value stored at ``red[row]``."""
@@ -278,7 +308,7 @@ def _rows(steps, stores, r: Reduction, shape: tuple, strided: tuple) -> list[str
         "        acc = init",
         f"        i = row * {k} + t",
         f"        while i < (row + 1) * {k}:",
-        *["    " + line for line in _elements(steps, stores, r, [("i", "")], shape, strided)],
+        *["    " + line for line in _elements(steps, stores, r, [("i", "")], layout)],
         "            i += cuda.blockDim.x",
         *["    " + line for line in _tree("cuda.blockDim.x // 2")],
         "        if t == 0:",

@@ -150,8 +150,9 @@ def _launch_a_bit_of_everything() -> None:
 def _launch_every_fused_kind() -> set[str]:
     """Compiled functions whose captures generate each kind of fused kernel:
     elementwise with a broadcast operand, a reduction along the last dimension,
-    a full reduction with a tail of one-element ops, and a chain of mixed
-    dtypes. Returns their sources."""
+    a full reduction with a tail of one-element ops, a chain of mixed dtypes,
+    and an in-place update of a slice with a tail and no reduction. Returns
+    their sources."""
 
     def f(x, row, w, it, go):
         rows = (x * row).exp().sum(-1)
@@ -163,14 +164,21 @@ def _launch_every_fused_kind() -> set[str]:
     def mixed(i, h, b):  # three dtypes promoted in one chain, bfloat16's bits decoded and encoded
         return ((i * h).exp() + b).relu(), (b * 2).sum()
 
-    compiled, compiled_mixed = tp.compile(f), tp.compile(mixed)
+    def stencil(p, q, it, go):  # stored through the slice's strides; the tail on the first thread
+        p[1:-1, 1:-1].mul_(0.5).add_(q + p[:-2, 1:-1])
+        it.add_(1)
+        tp.lt(it, 5, out=go)
+
+    compiled, compiled_mixed, compiled_stencil = tp.compile(f), tp.compile(mixed), tp.compile(stencil)
     args = tp.ones((4, 40)), tp.ones(40), tp.ones(64), tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
     mixed_args = tp.ones(64, dtype=tp.int16), tp.ones(64, dtype=tp.float16), tp.ones(64, dtype=tp.bfloat16)
     with tp.cuda.graph(tp.cuda.CUDAGraph()):
         compiled(*args)
         compiled_mixed(*mixed_args)
+        compiled_stencil(tp.ones((6, 9)), tp.ones((4, 7)), tp.zeros(1, dtype=tp.int64), tp.ones(1, dtype=tp.bool))
     assert len(compiled.kernels()) == 3 and len(compiled_mixed.kernels()) == 1  # its reduction reads the chain
-    return set(compiled.kernels()) | set(compiled_mixed.kernels())
+    assert len(compiled_stencil.kernels()) == 3  # a shifted read of what a chain writes ends it: mul_, +, add_
+    return set(compiled.kernels()) | set(compiled_mixed.kernels()) | set(compiled_stencil.kernels())
 
 
 def _gather_kernels() -> list:

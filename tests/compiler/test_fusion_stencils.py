@@ -1,0 +1,208 @@
+"""tp.compile's fusion of what a stencil code writes: shifted slices of one
+tensor read in one kernel, in-place updates of slices stored from the fused
+kernel, and one-element ops (a copy of a scalar, a counter, a convergence test)
+after full-size ones run by the kernel's first thread.
+
+Each function runs eagerly and compiled (the second call captures and
+replays); results are the eager ones bit for bit on the simulator and within
+an FMA's rounding on a GPU. Random programs over a padded field and its
+shifted views check that a write through one view never races with a read
+through another (the fuser ends its kernel first), as eagerly.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+from helpers.properties import hypothesis_settings
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tensorplay as tp
+
+SIM = tp.cuda.backend() == "sim"
+GALLERY = Path(__file__).resolve().parents[2] / "examples" / "gallery"
+
+
+def _names(compiled) -> list[str]:
+    """The names of a compiled function's fused kernels, in the order made."""
+    return [re.search(r"def (\w+)\(", text).group(1) for text in compiled.kernels()]
+
+
+def _assert_as_eager(got, want) -> None:
+    if SIM or np.asarray(got).dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def _cg_step():
+    """The conjugate-gradient iteration as a user writes it in tensor ops
+    (the gallery's ``ops_step``: ``p`` padded with a zero edge, the stencil as
+    five updates by shifted slices, its interior updated in place)."""
+    sys.path.insert(0, str(GALLERY))
+    try:
+        import cg
+    finally:
+        sys.path.remove(str(GALLERY))
+    return cg.ops_step
+
+
+def _cg_state(n: int, seed: int = 0) -> list:
+    b = np.random.default_rng(seed).standard_normal((n, n))
+    p = np.zeros((n + 2, n + 2))
+    p[1:-1, 1:-1] = b
+    return [tp.zeros(n, n, dtype=tp.float64), tp.tensor(b), tp.tensor(p), tp.zeros(n, n, dtype=tp.float64),
+            tp.tensor([float((b * b).sum())]), tp.empty(1, dtype=tp.bool)]  # fmt: skip
+
+
+def test_a_conjugate_gradient_step_of_tensor_ops_is_three_kernels_with_the_eager_iterates():
+    eager, fused = _cg_state(9), _cg_state(9)
+    ops_step = _cg_step()
+    step = tp.compile(ops_step)
+    for _ in range(4):  # the warm-up, the capture, then replays: each an iteration on both sides
+        ops_step(*eager, 1e-30)
+        step(*fused, 1e-30)
+    assert step.graph(*fused, 1e-30) is not None
+    assert _names(step) == ["fused_mul_sub_sum_truediv", "fused_mul_add_sub_sum_truediv", "fused_mul_add_copy_gt"]
+    for got, want in zip(fused[:3], eager[:3], strict=True):  # x, r and p
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)  # sums in another order
+    assert fused[5].item() and eager[5].item()
+
+
+def test_the_interior_updated_in_place_is_stored_through_its_strides():
+    def smooth(p, q):
+        inner = p[1:-1, 1:-1]
+        inner.mul_(0.5).add_(q)
+        inner.sub_(q * 0.25)
+
+    p0, q0 = np.random.default_rng(2).standard_normal((6, 7)), np.random.default_rng(3).standard_normal((4, 5))
+    eager, fused = tp.tensor(p0), tp.tensor(p0)
+    smooth(eager, tp.tensor(q0))
+    step = tp.compile(smooth)
+    step(tp.tensor(p0), tp.tensor(q0))  # the warm-up
+    step(fused, tp.tensor(q0))  # captured and replayed
+    assert _names(step) == ["fused_mul_add_sub"]
+    _assert_as_eager(fused.numpy(), eager.numpy())
+    assert (fused.numpy()[0] == p0[0]).all() and (fused.numpy()[:, -1] == p0[:, -1]).all()  # the edge untouched
+
+
+def test_a_slice_written_while_a_shifted_view_of_it_is_read_keeps_numpys_result():
+    # each element's new value reads its neighbour's old one: fused, another
+    # thread would have written it already, so the fuser ends the kernel first
+    def shift(p, q):
+        t = p[:, :-1] * 2.0 + q
+        p[:, 1:].copy_(t)
+
+    p0, q0 = np.arange(20.0).reshape(4, 5), np.ones((4, 4))
+    fused = tp.tensor(p0)
+    step = tp.compile(shift)
+    step(tp.tensor(p0), tp.tensor(q0))
+    step(fused, tp.tensor(q0))
+    expected = p0.copy()
+    expected[:, 1:] = p0[:, :-1] * 2.0 + q0
+    np.testing.assert_array_equal(fused.numpy(), expected)
+
+
+def test_one_element_ops_after_full_size_ones_run_on_one_thread_of_the_same_kernel():
+    def advance(u, v, iters, go):
+        u.mul_(0.5).add_(v)
+        iters.add_(1)
+        tp.lt(iters, 3, out=go)
+
+    u, v = tp.ones(5, 7), tp.full((5, 7), 0.25)
+    iters, go = tp.zeros(1, dtype=tp.int64), tp.empty(1, dtype=tp.bool)
+    step = tp.compile(advance)
+    for k in range(1, 5):
+        step(u, v, iters, go)
+        assert iters.item() == k and go.item() == (k < 3)
+    assert _names(step) == ["fused_mul_add_lt"]
+    expected = np.ones((5, 7), np.float32)
+    for _ in range(4):
+        expected = expected * np.float32(0.5) + np.float32(0.25)
+    _assert_as_eager(u.numpy(), expected)
+
+
+def test_a_one_element_op_writing_what_the_full_size_ops_read_waits_for_them():
+    # scale is read by every thread: the op that changes it cannot run beside them
+    def rescale(u, scale):
+        u.mul_(scale)
+        scale.mul_(2.0)
+
+    u, scale = tp.ones(64), tp.tensor([1.5])
+    step = tp.compile(rescale)
+    for k in range(3):
+        step(u, scale)
+        assert scale.item() == 1.5 * 2 ** (k + 1)
+    np.testing.assert_array_equal(u.numpy(), np.full(64, 1.5 * 3.0 * 6.0, np.float32))
+    assert [n.kernel for n in step.graph(u, scale).nodes()] == ["fused_mul", "fused_mul"]  # one text, two launches
+
+
+# -- random programs over a padded field ---------------------------------------------------------
+
+H, W = 5, 9  # the interior; 45 elements, more than three per thread of the simulator's blocks
+VIEWS = tuple((dy, dx) for dy in range(3) for dx in range(3))  # p[dy:dy + H, dx:dx + W]
+KINDS = ("read", "update", "combine", "reduce", "count", "flag", "note")
+
+
+@st.composite
+def _programs(draw):
+    """Steps ``(kind, view, pick, scalar)``: a view of ``p`` by its index in
+    ``VIEWS``, a full-size value by its index (modulo the values made so far)."""
+    steps = []
+    for _ in range(draw(st.integers(1, 10))):
+        kind = draw(st.sampled_from(KINDS))
+        steps.append((kind, draw(st.integers(0, len(VIEWS) - 1)), draw(st.integers(0, 9)),
+                      draw(st.sampled_from((0.5, -1.5, 2.0)))))  # fmt: skip
+    return steps
+
+
+def _run(steps, p, q, total, count, flag):
+    """The program: full-size values from shifted views of ``p`` and ``q``;
+    in-place updates of views of ``p``; sums into the one-element ``total``; a
+    counter and a flag. Returns its last full-size value."""
+    values = [q]
+    for kind, k, pick, s in steps:
+        dy, dx = VIEWS[k]
+        view, value = p[dy : dy + H, dx : dx + W], values[-1 - pick % len(values)]  # the latest values first
+        if kind == "read":
+            values.append(view * s + value)
+        elif kind == "update":
+            view.add_(value) if pick % 2 == 0 else view.mul_(s)
+        elif kind == "combine":
+            values.append(tp.maximum(values[k % len(values)], value) - total)
+        elif kind == "reduce":
+            total.copy_(value.sum() * s)
+        elif kind == "count":
+            count.add_(1)
+        elif kind == "flag":
+            tp.logical_and(tp.gt(total, s), tp.lt(count, pick % 4), out=flag)
+        else:  # a note of an element of the field, through a one-element view
+            total.copy_(view[pick % H, k].reshape(1) + total)
+    return values[-1]
+
+
+@hypothesis_settings(examples=(60, 120), steps=(1, 1))
+@given(steps=_programs())
+def test_random_stencil_programs_equal_eager(steps):
+    rng = np.random.default_rng(len(steps))
+    p0, q0 = rng.standard_normal((H + 2, W + 2)), rng.standard_normal((H, W))
+
+    def state():
+        one = [tp.tensor([0.25]), tp.zeros(1, dtype=tp.int64), tp.empty(1, dtype=tp.bool)]
+        return [tp.tensor(p0), tp.tensor(q0), *one]
+
+    eager = state()
+    want = _run(steps, *eager)
+    fn = tp.compile(lambda *xs: _run(steps, *xs))
+    fn(*state())  # the warm-up
+    fused = state()
+    got = fn(*fused)  # captured and replayed
+    _assert_as_eager(got.numpy(), want.numpy())
+    for a, b in zip(fused[:4], eager[:4], strict=True):  # p, q, total, count: every write reached them
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)  # sums in another order
+    if any(step[0] == "flag" for step in steps):
+        assert fused[4].item() == eager[4].item()
