@@ -27,6 +27,7 @@ from ._shape import _as_shape, broadcast_shapes, contiguous_strides, infer_shape
 from ._tape import record
 from ._tensor import Tensor, add_methods
 from .kernels import manipulation as mk
+from .runtime.capture import capture_state, current_fuser
 from .runtime.launch import grid_1d, launch
 
 __all__ = [
@@ -278,7 +279,8 @@ def flip(x: Tensor, /, dims=None, *, axis=None) -> Tensor:
 def roll(x: Tensor, /, shift=None, dims=None, *, axis=None, shifts=None) -> Tensor:
     """``x`` with its elements rotated by ``shift`` along ``axis`` (flattened if
     None: the standard's ``roll(x, shift, axis=)`` and PyTorch's
-    ``roll(x, shifts, dims)``). A copy: one kernel per axis rotated.
+    ``roll(x, shifts, dims)``). A copy: one kernel per axis rotated (under
+    ``tp.compile``, a read of ``x`` rolled, in the fused kernel of its chain).
 
     Examples
     --------
@@ -303,13 +305,16 @@ def roll(x: Tensor, /, shift=None, dims=None, *, axis=None, shifts=None) -> Tens
     for s, a in zip(shift_list, axes, strict=True):
         a = x._dim(a)
         by_axis[a] = by_axis.get(a, 0) + s
-    out = x.detach()
-    for a, s in by_axis.items():
-        n = x.shape[a]
-        if n and s % n:
-            out = _launch_shifted(out, a, a + 1, n - s % n, 1)
-    if out._storage is x._storage:
-        out = out.clone()
+    fuser = current_fuser() if capture_state.fusers else None  # tp.compile: a stencil's neighbours, fused
+    out = fuser.roll(x.detach(), by_axis) if fuser is not None else None
+    if out is None:
+        out = x.detach()
+        for a, s in by_axis.items():
+            n = x.shape[a]
+            if n and s % n:
+                out = _launch_shifted(out, a, a + 1, n - s % n, 1)
+        if out._storage is x._storage:
+            out = out.clone()
     back = list(by_axis)
     return record("RollBackward", out, (x,), lambda gs: (roll(gs[0], [-by_axis[a] for a in back], axis=back),))
 

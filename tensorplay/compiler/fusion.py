@@ -10,9 +10,10 @@ reduction (``_reduce.reduce``). Launches over one iteration space join the open
 (matmul, a user's ``@tp.jit`` kernel, an op the fuser does not take), an op over
 another shape, an event, or the end of the function. A full reduction of a
 value of the group becomes the kernel's epilogue, and later elementwise ops of
-the same shape still join it; ops on one-element tensors after it join as the
-kernel's *tail*, which the last block runs once the reduction is done. So the
-heat demo's ``residual = (v - u).abs().max(); u.copy_(v); iters.add_(1);
+the same shape still join it, and so do more full reductions (up to
+``MAX_REDUCTIONS``, each with an accumulator of its own); ops on one-element
+tensors after them join as the kernel's *tail*, which the last block runs once
+the reductions are done. So the heat demo's ``residual = (v - u).abs().max(); u.copy_(v); iters.add_(1);
 go = (residual > tol) & (iters < cap)`` is one kernel.
 
 What joins a group, so that each element's value is the eager one:
@@ -62,13 +63,14 @@ from ..runtime.capture import capture_state
 from ..runtime.launch import ArrayArg, grid_1d, launch
 from ..runtime.streams import current_stream, stream
 
-__all__ = ["Fuser", "fusing", "tickets"]
+__all__ = ["Fuser", "Rolled", "fusing", "tickets"]
 
 FUSABLE = frozenset(("bool", "int32", "int64", "float32", "float64"))
 REDUCTIONS = frozenset(("sum", "mean", "max", "min"))
 MAX_STEPS = 64  # ops per fused kernel: a longer chain is split
 MAX_ARRAYS = 40  # array parameters of a fused kernel (56+ bytes each; the driver takes 4 KiB): more split the chain
 MAX_BLOCKS = 1024  # blocks of a fused reduction at most (its last block combines this many partials)
+MAX_REDUCTIONS = 4  # full reductions of one kernel (a shared array of a block's size each)
 _CONFLICT, _EAGER = "conflict", "eager"
 
 
@@ -108,9 +110,19 @@ class _Write:
         return _array(self.ptr, (self.hi - self.lo) // self.dtype.itemsize, self.dtype)
 
 
+class Rolled:
+    """An operand read rolled, as ``tp.roll`` reads it: element ``c`` of the
+    group's shape reads ``x`` at ``(c + shifts) % shape``, dimension by dimension."""
+
+    __slots__ = ("x", "shifts")
+
+    def __init__(self, x: Tensor, shifts: tuple) -> None:
+        self.x, self.shifts = x, shifts
+
+
 class Tickets:
     """The int32 tickets on which fused reductions' blocks count themselves done
-    (``kernels/fused.py``): one per reduction captured, from an array zeroed
+    (``kernels/fused.py``): one per kernel with reductions captured, from an array zeroed
     outside any capture (``prepare``, when ``tp.compile`` makes a function). A
     kernel leaves its ticket at zero, so the array is never written otherwise.
     With none left, or no array, reductions are not fused."""
@@ -145,13 +157,12 @@ tickets = Tickets()
 
 class _Reducing:
     """A group's reduction: ``op`` of step ``step``'s value into ``out``; over
-    every element (``k`` 0, with its ticket), or along the last dimensions, in
-    rows of ``k``."""
+    every element (``k`` 0), or along the last dimensions, in rows of ``k``."""
 
-    __slots__ = ("op", "step", "acc", "out", "ticket", "k")
+    __slots__ = ("op", "step", "acc", "out", "k")
 
-    def __init__(self, op: str, step: int, acc, out: Tensor, ticket: int, k: int) -> None:
-        self.op, self.step, self.acc, self.out, self.ticket, self.k = op, step, acc, out, ticket, k
+    def __init__(self, op: str, step: int, acc, out: Tensor, k: int) -> None:
+        self.op, self.step, self.acc, self.out, self.k = op, step, acc, out, k
 
 
 class _Group:
@@ -161,30 +172,31 @@ class _Group:
         self.shape, self.n, self.stream = shape, n, s
         self.inputs: list[Tensor] = []  # full-size, read at [i]
         self.ones: list[Tensor] = []  # one element, read at [0]
-        self.strided: list[tuple[Tensor, tuple]] = []  # (tensor, its element strides over the shape)
+        self.strided: list[tuple[Tensor, tuple, tuple]] = []  # (tensor, its strides over the shape, its shifts)
         self.scalars: list = []
         self.steps: list[fused.Step] = []
         self.writes: dict[int, _Write] = {}  # data pointer -> its latest write
-        self.reduction: _Reducing | None = None
+        self.reductions: list[_Reducing] = []
+        self.ticket = 0  # the address of the full reductions' ticket
         self.tail: list[fused.Step] = []  # one-element ops after the full-size ones
         self.tail_writes: dict[int, _Write] = {}  # the tail's: data pointer -> its latest write
 
     def arrays(self) -> int:
         """Array parameters its kernel would have after one more op (which adds at most four)."""
-        extra = len(self.tail_writes) + (3 if self.reduction is not None else 0)
+        extra = len(self.tail_writes) + 2 * len(self.reductions) + 1
         return len(self.inputs) + len(self.ones) + len(self.strided) + len(self.writes) + extra + 4
 
     def reads(self, lo: int, hi: int) -> bool:
         """True when bytes [lo, hi) overlap what the group's full-size ops read."""
         ones = {arg[1] for s in self.steps for arg in s.args if arg[0] == "b"}
-        read = [*self.inputs, *[self.ones[k] for k in ones], *[t for t, _ in self.strided]]
+        read = [*self.inputs, *[self.ones[k] for k in ones], *[t for t, _, _ in self.strided]]
         return any(_spans_overlap(byte_span(t), (lo, hi)) for t in read)
 
     def touches_written(self, lo: int, hi: int) -> bool:
         """True when bytes [lo, hi) overlap a live result of the group or its reduction's."""
         if any(w.overlaps(lo, hi) for w in self.writes.values()):
             return True
-        return self.reduction is not None and _spans_overlap(byte_span(self.reduction.out), (lo, hi))
+        return any(_spans_overlap(byte_span(r.out), (lo, hi)) for r in self.reductions)
 
 
 class Fuser:
@@ -222,7 +234,7 @@ class Fuser:
             return False
         s, space = current_stream(), _space(out)
         g = self.group
-        if g is not None and not (g.reduction and g.reduction.k) and g.stream == s and space == () != g.shape:
+        if g is not None and not _rows(g) and g.stream == s and space == () != g.shape:
             if _take_tail(g, op, out, operands, cast):
                 return True
         if g is not None and (
@@ -247,10 +259,11 @@ class Fuser:
 
     def reduce(self, op: str, x: Tensor, dim, keepdim: bool) -> Tensor | None:
         """A reduction of a result of the open group, over all its dimensions
-        or its last ones, as the kernel's epilogue: the reduction's output
+        (beside the group's other full reductions) or its last ones (the
+        group's only one), as the kernel's epilogue: the reduction's output
         (None: not taken, the eager reduction runs)."""
         g = self.group
-        if g is None or g.reduction is not None or g.tail or op not in REDUCTIONS:
+        if g is None or _rows(g) or len(g.reductions) >= MAX_REDUCTIONS or g.tail or op not in REDUCTIONS:
             return None
         if g.shape == ():  # one element: nothing to reduce in blocks
             return None
@@ -264,17 +277,28 @@ class Fuser:
             return None
         dims = reduce_dims(x, dim)
         kept = x.ndim - len(dims)
-        if sorted(dims) != list(range(kept, x.ndim)) or 0 in x.shape:
+        if sorted(dims) != list(range(kept, x.ndim)) or 0 in x.shape or (kept and g.reductions):
             return None  # not the last dimensions (or nothing to reduce): the eager kernel's layouts
-        ticket = tickets.take() if kept == 0 else 0
-        if ticket is None:
-            return None
+        if kept == 0 and not g.ticket:
+            g.ticket = tickets.take() or 0
+            if not g.ticket:
+                return None
         out_dtype, acc = _reduce_types(op, x.dtype)
         out = Tensor._empty(x.shape[:kept] or (1,), out_dtype)
         k = 0 if kept == 0 else g.n // out.numel()
-        g.reduction = _Reducing(op, w.step, acc, out, ticket, k)
+        g.reductions.append(_Reducing(op, w.step, acc, out, k))
         shape = x.shape[:kept] + (1,) * len(dims) if keepdim else x.shape[:kept]
         return out._view(shape, contiguous_strides(shape))
+
+    def roll(self, x: Tensor, by_axis: dict[int, int]) -> Tensor | None:
+        """``tp.roll(x)`` (shifted by ``by_axis[d]`` along each dimension ``d``)
+        as a copy that reads ``x`` rolled, joined to the open group: a stencil's
+        neighbours on a periodic grid. The copy's output (None: not taken)."""
+        if not self.fuse or x.dtype.name not in FUSABLE or x.numel() <= 1:
+            return None
+        shifts = tuple(-by_axis.get(d, 0) % size for d, size in enumerate(x.shape))
+        out = Tensor._empty(x.shape, x.dtype)
+        return out if self.take("copy", out, [Rolled(x, shifts)], "none") else None
 
     # -- writing a group out -----------------------------------------------------------------
     def flush(self) -> None:
@@ -288,34 +312,35 @@ class Fuser:
         live = [w for w in g.writes.values() if w.alive()]
         stored = [w for w in g.tail_writes.values() if w.alive()]
         tail = fused.Tail(tuple(g.tail), tuple(w.step for w in stored))
-        r = g.reduction
-        reduction = None if r is None else fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, r.k)
-        name = _kernel_name(g.steps, reduction, g.tail)
+        reductions = tuple(fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, r.k) for r in g.reductions)
+        name = _kernel_name(g.steps, reductions, g.tail)
         counts = (len(g.inputs), len(g.ones), len(g.scalars))
-        strided = tuple(strides for _, strides in g.strided)
+        strided, shifts = tuple(strides for _, strides, _ in g.strided), tuple(sh for _, _, sh in g.strided)
         out_strides = tuple(w.strides for w in live)
-        text = fused.source(name, counts, tuple(g.steps), tuple(w.step for w in live), reduction, g.shape, strided,
-                            out_strides, tail)  # fmt: skip
+        text = fused.source(name, counts, tuple(g.steps), tuple(w.step for w in live), reductions, g.shape, strided,
+                            out_strides, tail, shifts)  # fmt: skip
         kernel = fused.kernel(name, text)
         args = [np.int64(g.n), *[_array(t._ptr, t.numel(), t.dtype) for t in (*g.inputs, *g.ones)]]
-        args += [*[_spanned(t, g.shape, strides) for t, strides in g.strided], *g.scalars]
+        args += [*[_spanned(t, g.shape, strides) for t, strides, _ in g.strided], *g.scalars]
         args += [w.array() for w in live]
         tail_outputs = [w.array() for w in stored]
         with stream(g.stream), self._launching_own():
-            if r is None:
+            if not g.reductions:
                 launch(kernel, *grid_1d(g.n), args + tail_outputs, g.stream)
-            elif r.k:  # a block a row
+            elif _rows(g):  # a block a row
+                r = g.reductions[0]
                 lanes = min(fused.BLOCK, max(32, 1 << (r.k - 1).bit_length()))
                 args += [_array(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)]
                 args.append(np.float64(1.0 / r.k))
                 launch(kernel, (min(r.out.numel(), 65535), 1, 1), (lanes, 1, 1), args, g.stream)
             else:
                 blocks = _reduction_blocks(g.n)
-                partials = Tensor._empty((blocks,), dt.from_numpy_dtype(r.acc))  # this kernel's alone
-                args += [_array(partials._ptr, blocks, partials.dtype), _array(r.ticket, 1, dt.int32)]
-                args += [_array(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)]
-                args += [np.float64(1.0 / g.n), *tail_outputs]
-                launch(kernel, (blocks, 1, 1), (fused.BLOCK, 1, 1), args, g.stream)
+                args += [_array(g.ticket, 1, dt.int32), np.float64(1.0 / g.n)]
+                partials = [Tensor._empty((blocks,), dt.from_numpy_dtype(r.acc)) for r in g.reductions]  # its alone
+                for r, p in zip(g.reductions, partials, strict=True):
+                    args += [_array(p._ptr, blocks, p.dtype), _array(r.out._ptr, r.out.numel(), r.out.dtype)]
+                    args.append(rk.identity_value(r.op, r.acc))
+                launch(kernel, (blocks, 1, 1), (fused.BLOCK, 1, 1), args + tail_outputs, g.stream)
         self.kernels.append((name, text))
 
     @contextmanager
@@ -339,6 +364,14 @@ def _plan(g: _Group, out: Tensor, operands):
     through another view, or ``_EAGER`` when an operand cannot be read per element."""
     args = []
     for o in operands:
+        if isinstance(o, Rolled):
+            strides = _broadcast_strides(o.x, g.shape)
+            if g.touches_written(*byte_span(o.x)):
+                return _CONFLICT
+            if strides is None:
+                return _EAGER
+            args.append(("c", (o.x, strides, o.shifts)))
+            continue
         if not isinstance(o, Tensor):
             args.append(("s", o))
             continue
@@ -358,7 +391,7 @@ def _plan(g: _Group, out: Tensor, operands):
             strides = _broadcast_strides(o, g.shape)
             if strides is None:
                 return _EAGER
-            args.append(("c", (o, strides)))
+            args.append(("c", (o, strides, ())))
     lo, hi = byte_span(out)
     layout = None if out._contig else _layout(out._strides, out.shape)
     for t in [*g.inputs, *[v for kind, v in args if kind == "a"]]:  # read at [i]: a write there comes after
@@ -366,8 +399,8 @@ def _plan(g: _Group, out: Tensor, operands):
         if t_lo < hi and lo < t_hi and (layout is not None or t._ptr != out._ptr or t.dtype is not out.dtype):
             return _CONFLICT
     strided = [*g.strided, *[v for kind, v in args if kind == "c"]]
-    for t, strides in strided:  # read at offsets of their own: the same element is read before it is written
-        same = layout is not None and t._ptr == out._ptr and t.dtype is out.dtype
+    for t, strides, shifts in strided:  # read at offsets of their own: the same element is read, then written
+        same = layout is not None and t._ptr == out._ptr and t.dtype is out.dtype and not any(shifts)
         if not (same and _layout(strides, g.shape) == layout) and _spans_overlap(byte_span(t), (lo, hi)):
             return _CONFLICT
     if any(_spans_overlap(byte_span(t), (lo, hi)) for t in [*g.ones, *[v for kind, v in args if kind == "b"]]):
@@ -378,7 +411,7 @@ def _plan(g: _Group, out: Tensor, operands):
                 del g.writes[ptr]  # freed memory, now out's
             elif ptr != out._ptr or w.dtype is not out.dtype or w.strides != layout:
                 return _CONFLICT
-    if g.reduction is not None and _spans_overlap(byte_span(g.reduction.out), (lo, hi)):
+    if any(_spans_overlap(byte_span(r.out), (lo, hi)) for r in g.reductions):
         return _CONFLICT
     return args
 
@@ -387,7 +420,6 @@ def _take_tail(g: _Group, op: str, out: Tensor, operands, cast: str) -> bool:
     """Join ``out[0] = op(*operands)``, over one-element tensors after the
     group's full-size ops, to its tail (True); False leaves it (the group is
     written out)."""
-    r = g.reduction
     if len(g.steps) + len(g.tail) >= MAX_STEPS or g.arrays() >= MAX_ARRAYS or not _tail_writable(g, out):
         return False
     args = []
@@ -398,10 +430,11 @@ def _take_tail(g: _Group, op: str, out: Tensor, operands, cast: str) -> bool:
         if o.numel() != 1:
             return False
         w = g.tail_writes.get(o._ptr)
+        m = _reduction_of(g, o)
         if w is not None and w.dtype is o.dtype and w.alive():
             args.append(("w", w.step))
-        elif r is not None and o._ptr == r.out._ptr and o.dtype is r.out.dtype:
-            args.append(("r", 0))
+        elif m is not None:
+            args.append(("r", m))
         elif _tail_touches(g, *byte_span(o)):
             return False  # memory the group's threads write
         else:
@@ -419,18 +452,30 @@ def _tail_touches(g: _Group, lo: int, hi: int) -> bool:
 def _tail_writable(g: _Group, out: Tensor) -> bool:
     """True when a tail step may write ``out``: memory the group's full-size ops
     do not write (nor read, without a reduction: the tail's thread runs while
-    other threads may still read), and the tail's or the reduction's only as
+    other threads may still read), and the tail's or a reduction's only as
     the same element."""
     lo, hi = byte_span(out)
     if any(w.overlaps(lo, hi) for w in g.writes.values()):
         return False
-    r = g.reduction
-    if r is None and g.reads(lo, hi):
+    if not g.reductions and g.reads(lo, hi):
         return False
-    same = (r is not None and r.out._ptr == out._ptr and r.out.dtype is out.dtype) or (
+    same = _reduction_of(g, out) is not None or (
         out._ptr in g.tail_writes and g.tail_writes[out._ptr].dtype is out.dtype
     )
     return same or not _tail_touches(g, lo, hi)
+
+
+def _reduction_of(g: _Group, t: Tensor) -> int | None:
+    """The index of the group's reduction whose output ``t`` is (its element, its dtype), or None."""
+    for m, r in enumerate(g.reductions):
+        if r.out._ptr == t._ptr and r.out.dtype is t.dtype:
+            return m
+    return None
+
+
+def _rows(g: _Group) -> bool:
+    """True when the group ends in a reduction along its last dimensions (its only one)."""
+    return bool(g.reductions) and g.reductions[0].k > 0
 
 
 def _broadcast_strides(t: Tensor, shape: tuple) -> tuple | None:
@@ -507,12 +552,12 @@ def _index(tensors: list[Tensor], t: Tensor) -> int:
     return len(tensors) - 1
 
 
-def _strided_index(entries: list, t: Tensor, strides: tuple) -> int:
-    """Where ``(t, strides)`` (or the same memory read the same way) is in ``entries``, adding it."""
-    for k, (other, other_strides) in enumerate(entries):
-        if other._ptr == t._ptr and other.dtype is t.dtype and other_strides == strides:
+def _strided_index(entries: list, t: Tensor, strides: tuple, shifts: tuple) -> int:
+    """Where ``(t, strides, shifts)`` (or the same memory read the same way) is in ``entries``, adding it."""
+    for k, (other, other_strides, other_shifts) in enumerate(entries):
+        if other._ptr == t._ptr and other.dtype is t.dtype and (other_strides, other_shifts) == (strides, shifts):
             return k
-    entries.append((t, strides))  # held: its memory is not reused before the kernel reads it
+    entries.append((t, strides, shifts))  # held: its memory is not reused before the kernel reads it
     return len(entries) - 1
 
 
@@ -527,11 +572,10 @@ def _array(ptr: int, n: int, dtype: dt.DType) -> ArrayArg:
     return ArrayArg(ptr, (n,), (isz,), dtype.name, isz, True)
 
 
-def _kernel_name(steps, reduction, tail) -> str:
+def _kernel_name(steps, reductions, tail) -> str:
     """``fused_`` and the ops in order, each once (``fused_sub_abs_max``)."""
     ops = list(dict.fromkeys(s.op for s in steps if s.op != "copy"))
-    if reduction is not None:
-        ops.append(reduction.op)
+    ops += list(dict.fromkeys(r.op for r in reductions))
     ops += [op for op in dict.fromkeys(s.op for s in tail) if op not in ops]
     name = "fused_" + "_".join(ops or ["copy"])
     return name if len(name) <= 60 else f"{name[:52]}_{len(ops)}ops"

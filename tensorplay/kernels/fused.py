@@ -16,16 +16,19 @@ vector store per output (``kernels/_vector.py``).
 
 An output may be a strided view (an in-place update of a slice): each
 element is stored at the offset its index gives, as strided inputs are read.
+A strided input may be read rolled (``tp.roll``): its coordinates along some
+dimensions moved by a shift, modulo the dimension's size.
 
-A chain may end in a full reduction (``sum``, ``mean``, ``max``, ``min``) of
-one of its values, in the same kernel: each block writes a partial and counts
-itself done on a ticket (an int32 that is zero between launches); the last
-block to finish combines the partials, writes the reduction's value, runs the
-chain's *tail* (ops on one-element tensors that follow the reduction, such as
-a loop's counter and convergence test) on one thread, and sets the ticket back
-to zero. A chain without a reduction may have a tail too, of ops that touch
-nothing the chain reads or writes: the first thread runs it. A reduction along
-the last dimensions instead is done a block a row (``_rows``).
+A chain may end in full reductions (``sum``, ``mean``, ``max``, ``min``) of
+its values, in the same kernel, each with an accumulator of its own: each
+block writes a partial of each and counts itself done on a ticket (an int32
+that is zero between launches); the last block to finish combines the
+partials, writes the reductions' values, runs the chain's *tail* (ops on
+one-element tensors that follow the reductions, such as a loop's counter and
+convergence test) on one thread, and sets the ticket back to zero. A chain
+without a reduction may have a tail too, of ops that touch nothing the chain
+reads or writes: the first thread runs it. A reduction along the last
+dimensions instead is done a block a row (``_rows``), the chain's only one.
 
 The source is what runs: it is compiled from the same text that
 ``compiled.kernels()`` prints, and it can be pasted into a file as it stands;
@@ -35,10 +38,12 @@ Parameters of a kernel, in order: ``n``, the full-size inputs ``a0, a1, ...``
 (read at ``[i]``), the one-element inputs ``b0, ...`` (read at ``[0]``), the
 broadcast or strided inputs ``c0, ...`` (read at an offset computed from
 ``i``, the group's shape and the input's strides, which the text holds), the
-scalars ``s0, ...``, the outputs ``o0, ...``, then for a reduction its
-``partials`` array (one element per block), its ``ticket``, its one-element
-output ``red``, the accumulator's starting value ``init`` and the mean's
-``scale`` (1/n), and last the tail's one-element outputs ``q0, ...``.
+scalars ``s0, ...``, the outputs ``o0, ...``, then for full reductions the
+``ticket`` and the means' ``scale`` (1/n), and for each reduction ``m`` its
+``partials{m}`` array (one element per block), its one-element output
+``red{m}`` and its accumulator's starting value ``init{m}`` (a reduction along
+the last dimensions: ``red0``, ``init0`` and ``scale``), and last the tail's
+one-element outputs ``q0, ...``.
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ class Step:
     """One op of a chain: ``op`` (a key of the op table, ``where``, ``clamp`` or
     ``fill``) of ``args``, each ``("a", k)`` full-size input k, ``("b", k)``
     one-element input k, ``("c", k)`` strided input k, ``("s", k)`` scalar k, ``("v", j)`` the value of step
-    j, and in a tail ``("r", 0)`` the reduction's value or ``("w", j)`` the
+    j, and in a tail ``("r", m)`` the value of reduction m or ``("w", j)`` the
     value of tail step j; ``cast`` is the eager kernel's (``"none"`` or ``"int64"``), ``dtype``
     the NumPy name of the result's dtype."""
 
@@ -76,7 +81,8 @@ class Step:
 class Reduction:
     """A full reduction ``op`` of the value of step ``step``, accumulated in
     ``acc``, its result of dtype ``dtype``; ``k`` > 0: along the last
-    dimensions instead, per row of ``k`` elements (then with no tail)."""
+    dimensions instead, per row of ``k`` elements (then the chain's only
+    reduction, with no tail)."""
 
     op: str
     step: int
@@ -88,7 +94,7 @@ class Reduction:
 @dataclass(frozen=True)
 class Tail:
     """Steps on one-element tensors that one thread runs once the chain's
-    elements are done (after its full reduction, if any); ``stores[k]`` is the
+    elements are done (after its full reductions, if any); ``stores[k]`` is the
     tail step whose value output ``q{k}`` takes. Their one-element inputs are
     read when the tail runs."""
 
@@ -112,71 +118,73 @@ _CONVERT = {"bool": "np.bool_", **{d: f"np.{d}" for d in ("int32", "int64", "flo
 
 
 def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], stores: tuple[int, ...],
-           reduction: Reduction | None = None, shape: tuple = (), strided: tuple = (),
-           out_strides: tuple = (), tail: Tail = Tail()) -> str:  # fmt: skip
+           reductions: tuple[Reduction, ...] = (), shape: tuple = (), strided: tuple = (),
+           out_strides: tuple = (), tail: Tail = Tail(), shifts: tuple = ()) -> str:  # fmt: skip
     """The kernel's Python source. ``counts`` is (full-size inputs, one-element
     inputs, scalars); ``stores[k]`` is the step whose value output ``k`` takes;
-    ``strided[k]`` are the element strides of strided input ``k`` over ``shape``,
-    ``out_strides[k]`` those of output ``k`` (None, or left out: contiguous)."""
+    ``strided[k]`` are the element strides of strided input ``k`` over ``shape``
+    and ``shifts[k]`` (left out: none) what it is read rolled by along each
+    dimension (element ``c`` reads the input's ``(c + shift) % size``);
+    ``out_strides[k]`` are those of output ``k`` (None, or left out: contiguous)."""
     na, nb, ns = counts
     out_strides = out_strides or (None,) * len(stores)
     ops = sorted({s.op for s in (*steps, *tail.steps)})
     params = ["n", *[f"a{k}" for k in range(na)], *[f"b{k}" for k in range(nb)]]
     params += [*[f"c{k}" for k in range(len(strided))], *[f"s{k}" for k in range(ns)]]
     params += [f"o{k}" for k in range(len(stores))]
-    if reduction is not None and reduction.k:
-        params += ["red", "init", "scale"]
-    elif reduction is not None:
-        params += ["partials", "ticket", "red", "init", "scale"]
+    rows = bool(reductions) and reductions[0].k
+    if rows:
+        params += ["red0", "init0", "scale"]
+    elif reductions:
+        params += ["ticket", "scale", *[f"{p}{m}" for m in range(len(reductions)) for p in ("partials", "red", "init")]]
     params += [f"q{k}" for k in range(len(tail.stores))]
     body = [f"def {name}({', '.join(params)}):"]
     body += [f"    y{k} = b{k}[0]" for k in sorted({arg[1] for s in steps for arg in s.args if arg[0] == "b"})]
-    layout = (shape, strided, out_strides)
-    if reduction is not None and reduction.k:
-        body += _rows(steps, stores, reduction, layout)
+    layout = (shape, strided, shifts or ((),) * len(strided), out_strides)
+    if rows:
+        body += _rows(steps, stores, reductions[0], layout)
     else:
-        body += _grid_stride(steps, stores, reduction, layout, tail)
+        body += _grid_stride(steps, stores, reductions, layout, tail)
     names = ", ".join(_fn_name(op) for op in ops) + ("," if len(ops) == 1 else "")
     head = ["import numpy as np", "from numba import cuda", ""]
     if any("vector_base(" in line for line in body):
         head += ["from tensorplay.kernels._vector import load4, store4, vector_base"]
     head += ["from tensorplay.kernels.fused import op_functions"]
-    if reduction is not None:
+    if reductions:
         head += ["from tensorplay.kernels.reduce import COMBINE, FINALIZE"]
     head += ["", f"{names} = op_functions({', '.join(repr(op) for op in ops)})"]
-    if reduction is not None:
-        head += [f"combine = COMBINE[{'sum' if reduction.op == 'mean' else reduction.op!r}]"]
-        head += [f"finalize = FINALIZE[{'mean' if reduction.op == 'mean' else 'sum'!r}]"]
+    for m, r in enumerate(reductions):
+        head += [f"combine{m} = COMBINE[{'sum' if r.op == 'mean' else r.op!r}]"]
+        head += [f"finalize{m} = FINALIZE[{'mean' if r.op == 'mean' else 'sum'!r}]"]
     return "\n".join(head) + "\n\n\n" + "\n".join(body) + "\n"
 
 
-def _grid_stride(steps, stores, reduction, layout: tuple, tail: Tail) -> list[str]:
+def _grid_stride(steps, stores, reductions, layout: tuple, tail: Tail) -> list[str]:
     """The body of a kernel over every element: a grid-stride loop, ``UNROLL``
     elements a thread at a time while it has that many left, then one at a
-    time; then a full reduction's finish, or the tail on the first thread."""
+    time; then the full reductions' finish, or the tail on the first thread."""
     body = ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)"]
-    if reduction is not None:
-        body.append("    acc = init")
-    _, strided, out_strides = layout
+    body += [f"    acc{m} = init{m}" for m in range(len(reductions))]
+    _, strided, _, out_strides = layout
     if not strided and not any(out_strides):
-        body += _vector_loop(steps, stores, reduction)
+        body += _vector_loop(steps, stores, reductions)
     body.append(f"    while i + {UNROLL - 1} * step < n:  # {UNROLL} elements at a time, loaded together")
     body += [f"        i{u} = i + {u} * step" for u in range(1, UNROLL)]
     at = [("i", "_0")] + [(f"i{u}", f"_{u}") for u in range(1, UNROLL)]
-    body += _elements(steps, stores, reduction, at, layout)
+    body += _elements(steps, stores, reductions, at, layout)
     body.append(f"        i += {UNROLL} * step")
     body.append("    while i < n:")
-    body += _elements(steps, stores, reduction, [("i", "")], layout)
+    body += _elements(steps, stores, reductions, [("i", "")], layout)
     body.append("        i += step")
-    if reduction is not None:
-        body += _finish(reduction, tail)
+    if reductions:
+        body += _finish(reductions, tail)
     elif tail.steps:
         body.append("    if cuda.grid(1) == 0:  # the tail: it touches nothing the other threads read or write")
         body += [line[4:] for line in _tail_lines(tail)]
     return body
 
 
-def _vector_loop(steps, stores, reduction) -> list[str]:
+def _vector_loop(steps, stores, reductions) -> list[str]:
     """Where every array is C-contiguous and 16-byte aligned, the elements in
     groups of four, one vector load per input and one vector store per output
     (``kernels/_vector.py``); the loops after it take the last ``n % 4``."""
@@ -188,8 +196,7 @@ def _vector_loop(steps, stores, reduction) -> list[str]:
     lines = [f"        {', '.join(f'x{k}{tag}' for tag in tags)} = load4(a{k}, i)" for k in used]
     lines += [f"        {_assign(f'v{j}{tag}', s, tag)}" for tag in tags for j, s in enumerate(steps)]
     lines += [f"        store4(o{k}, i, {', '.join(f'v{j}{tag}' for tag in tags)})" for k, j in enumerate(stores)]
-    if reduction is not None:
-        lines += [_accumulate(reduction, tag) for tag in tags]
+    lines += [_accumulate(m, r, tag) for tag in tags for m, r in enumerate(reductions)]
     return [
         f"    if ({' | '.join(f'vector_base({a})' for a in arrays)}) % 16 == 0:  # four elements a load",
         "        nv = n // 4",
@@ -200,30 +207,29 @@ def _vector_loop(steps, stores, reduction) -> list[str]:
     ]
 
 
-def _elements(steps, stores, reduction, at: list[tuple[str, str]], layout: tuple) -> list[str]:
+def _elements(steps, stores, reductions, at: list[tuple[str, str]], layout: tuple) -> list[str]:
     """The loop body for the elements at each ``(index, name suffix)`` of ``at``:
     every load first, then every op, then every store (a store may alias a load)."""
-    shape, strided, out_strides = layout
+    shape, strided, shifts, out_strides = layout
     used = sorted({arg[1] for s in steps for arg in s.args if arg[0] == "a"})
     offsets = sorted({arg[1] for s in steps for arg in s.args if arg[0] == "c"})
     lines = [f"        x{k}{tag} = a{k}[{i}]" for i, tag in at for k in used]
-    lines += [f"        z{k}{tag} = c{k}[{_offset(i, shape, strided[k])}]" for i, tag in at for k in offsets]
+    lines += [f"        z{k}{tag} = c{k}[{_offset(i, shape, strided[k], shifts[k])}]" for i, tag in at for k in offsets]
     lines += [f"        {_assign(f'v{j}{tag}', s, tag)}" for _, tag in at for j, s in enumerate(steps)]
     for i, tag in at:
         for k, j in enumerate(stores):
             where = i if out_strides[k] is None else _offset(i, shape, out_strides[k])
             lines.append(f"        o{k}[{where}] = v{j}{tag}")
-        if reduction is not None:
-            lines.append(_accumulate(reduction, tag))
+        lines += [_accumulate(m, r, tag) for m, r in enumerate(reductions)]
     return lines
 
 
-def _accumulate(r: Reduction, tag: str) -> str:
-    """The loop line that adds the reduced value of the element ``tag`` to ``acc``."""
-    return f"        acc = combine(acc, np.{r.acc}(v{r.step}{tag}))"
+def _accumulate(m: int, r: Reduction, tag: str) -> str:
+    """The loop line that adds the value reduction ``m`` reduces, of the element ``tag``, to ``acc{m}``."""
+    return f"        acc{m} = combine{m}(acc{m}, np.{r.acc}(v{r.step}{tag}))"
 
 
-_NAMES = {"a": "x", "c": "z", "v": "v", "b": "y", "w": "w", "s": "s"}  # an argument's kind -> its variable's name
+_NAMES = {"a": "x", "c": "z", "v": "v", "b": "y", "w": "w", "s": "s", "r": "r"}  # an argument's kind -> its name
 _PER_ELEMENT = frozenset("acv")  # kinds with a value per element (their names take the element's suffix)
 
 
@@ -242,7 +248,7 @@ def _operand(arg: tuple, cast: str, tag: str = "") -> str:
     if kind == "b" and tag == "tail":
         value = f"b{k}[0]"
     else:
-        value = "r" if kind == "r" else f"{_NAMES[kind]}{k}{tag if kind in _PER_ELEMENT else ''}"
+        value = f"{_NAMES[kind]}{k}{tag if kind in _PER_ELEMENT else ''}"
     return f"np.int64({value})" if cast == "int64" else value
 
 
@@ -252,44 +258,50 @@ def _tail_lines(tail: Tail) -> list[str]:
     return lines + [f"            q{k}[0] = w{j}" for k, j in enumerate(tail.stores)]
 
 
-def _offset(index: str, shape: tuple, strides: tuple) -> str:
+def _offset(index: str, shape: tuple, strides: tuple, shifts: tuple = ()) -> str:
     """The element offset of a strided input at flat ``index`` of ``shape``:
-    each dimension's coordinate times its stride (dimensions of stride 0 left out)."""
+    each dimension's coordinate (plus its shift, modulo its size) times its
+    stride (dimensions of stride 0 left out)."""
     terms, inner = [], 1
     for d in range(len(shape) - 1, -1, -1):
         if strides[d] and shape[d] > 1:
             coord = index if inner == 1 else f"{index} // {inner}"
-            coord = coord if d == 0 else f"({coord}) % {shape[d]}" if inner > 1 else f"{coord} % {shape[d]}"
+            if shifts and shifts[d]:
+                coord = f"({coord} + {shifts[d]}) % {shape[d]}"
+            elif d:
+                coord = f"({coord}) % {shape[d]}" if inner > 1 else f"{coord} % {shape[d]}"
             terms.append(coord if strides[d] == 1 else f"({coord}) * {strides[d]}")
         inner *= shape[d]
     return " + ".join(reversed(terms)) or "0"
 
 
-def _finish(r: Reduction, tail: Tail) -> list[str]:
-    """Lines after the element loop of a reduction: the block's accumulators
-    combined through shared memory into its partial; the last block to take a
-    ticket combines the partials, stores the value and runs the tail."""
+def _finish(reductions, tail: Tail) -> list[str]:
+    """Lines after the element loop of full reductions: each block's
+    accumulators combined through shared memory into its partials; the last
+    block to take a ticket combines the partials, stores the values and runs
+    the tail."""
+    each, values = range(len(reductions)), list(enumerate(reductions))
     return [
         "    t = cuda.threadIdx.x",
-        f"    scratch = cuda.shared.array({BLOCK}, np.{r.acc})",
+        *[f"    scratch{m} = cuda.shared.array({BLOCK}, np.{r.acc})" for m, r in enumerate(reductions)],
         "    last = cuda.shared.array(1, np.int32)",
-        *_tree(),
+        *_tree(each),
         "    if t == 0:",
-        "        partials[cuda.blockIdx.x] = scratch[0]",
-        "        cuda.threadfence()  # the partial is seen before the ticket",
+        *[f"        partials{m}[cuda.blockIdx.x] = scratch{m}[0]" for m in each],
+        "        cuda.threadfence()  # the partials are seen before the ticket",
         "        last[0] = cuda.atomic.add(ticket, 0, 1) == cuda.gridDim.x - 1",
         "    cuda.syncthreads()",
-        "    if last[0]:  # every other block has written its partial",
+        "    if last[0]:  # every other block has written its partials",
         "        cuda.threadfence()",
-        "        acc = init",
+        *[f"        acc{m} = init{m}" for m in each],
         "        j = t",
         "        while j < cuda.gridDim.x:",
-        "            acc = combine(acc, partials[j])",
+        *[f"            acc{m} = combine{m}(acc{m}, partials{m}[j])" for m in each],
         f"            j += {BLOCK}",
-        *["    " + line for line in _tree()],
+        *["    " + line for line in _tree(each)],
         "        if t == 0:",
-        f"            r = {_CONVERT[r.dtype]}(finalize(scratch[0], scale))",
-        "            red[0] = r",
+        *[f"            r{m} = {_CONVERT[r.dtype]}(finalize{m}(scratch{m}[0], scale))" for m, r in values],
+        *[f"            red{m}[0] = r{m}" for m in each],
         *_tail_lines(tail),
         "            ticket[0] = 0  # for the next launch",
     ]
@@ -298,35 +310,35 @@ def _finish(r: Reduction, tail: Tail) -> list[str]:
 def _rows(steps, stores, r: Reduction, layout: tuple) -> list[str]:
     """The body of a kernel whose chain ends in a reduction along its last
     dimensions: rows of ``r.k`` elements, a block a row (its threads along the
-    row, a power of two of them), each row's value stored at ``red[row]``."""
+    row, a power of two of them), each row's value stored at ``red0[row]``."""
     k = r.k
     return [
         "    t = cuda.threadIdx.x",
-        f"    scratch = cuda.shared.array({BLOCK}, np.{r.acc})",
+        f"    scratch0 = cuda.shared.array({BLOCK}, np.{r.acc})",
         "    row = cuda.blockIdx.x",
         f"    while row < n // {k}:",
-        "        acc = init",
+        "        acc0 = init0",
         f"        i = row * {k} + t",
         f"        while i < (row + 1) * {k}:",
-        *["    " + line for line in _elements(steps, stores, r, [("i", "")], layout)],
+        *["    " + line for line in _elements(steps, stores, (r,), [("i", "")], layout)],
         "            i += cuda.blockDim.x",
-        *["    " + line for line in _tree("cuda.blockDim.x // 2")],
+        *["    " + line for line in _tree(range(1), "cuda.blockDim.x // 2")],
         "        if t == 0:",
-        f"            red[row] = {_CONVERT[r.dtype]}(finalize(scratch[0], scale))",
-        "        cuda.syncthreads()  # before the next row uses scratch",
+        f"            red0[row] = {_CONVERT[r.dtype]}(finalize0(scratch0[0], scale))",
+        "        cuda.syncthreads()  # before the next row uses scratch0",
         "        row += cuda.gridDim.x",
     ]
 
 
-def _tree(half: str = str(BLOCK // 2)) -> list[str]:
-    """Lines that combine ``acc`` of the block's threads into ``scratch[0]``."""
+def _tree(each, half: str = str(BLOCK // 2)) -> list[str]:
+    """Lines that combine ``acc{m}`` of the block's threads into ``scratch{m}[0]``, for each ``m``."""
     return [
-        "    scratch[t] = acc",
+        *[f"    scratch{m}[t] = acc{m}" for m in each],
         "    cuda.syncthreads()",
         f"    half = {half}",
         "    while half > 0:",
         "        if t < half:",
-        "            scratch[t] = combine(scratch[t], scratch[t + half])",
+        *[f"            scratch{m}[t] = combine{m}(scratch{m}[t], scratch{m}[t + half])" for m in each],
         "        cuda.syncthreads()",
         "        half //= 2",
     ]

@@ -285,6 +285,33 @@ def test_one_element_ops_after_a_reduction_are_its_tail_in_the_same_kernel():
         assert iters.item() == k and go.item() == (expected > 0.25 and k < 3)
 
 
+def test_several_full_reductions_of_a_chain_and_their_tail_are_one_kernel():
+    # a solver's step: two dot products, a norm and a bound of one update, then scalar algebra on them
+    def step(x, y, ratio, bound, go):
+        d = x - y
+        dd = (d * d).sum()
+        dy = (d * y).sum()
+        worst = d.abs().max()
+        least = (x * 2.0).min()
+        tp.div(dd, dy, out=ratio)
+        tp.maximum(worst, least, out=bound)
+        tp.gt(ratio, 0.5, out=go)
+        return dd, dy, worst, least
+
+    rng = np.random.default_rng(4)
+    x, y = (tp.tensor(rng.standard_normal((30, 70))) for _ in range(2))
+    outs = [tp.empty(1, dtype=tp.float64), tp.empty(1, dtype=tp.float64), tp.empty(1, dtype=tp.bool)]
+    eager_outs = [t.clone() for t in outs]
+    eager = step(x, y, *eager_outs)
+    compiled = tp.compile(step)
+    compiled(x, y, *[t.clone() for t in outs])  # the warm-up
+    got = compiled(x, y, *outs)  # captured and replayed
+    assert [name for name, _ in _names(compiled)] == ["fused_sub_mul_abs_sum_max_min_truediv_maximum_gt"]
+    for a, b in zip((*got, *outs), (*eager, *eager_outs), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)  # sums in another order
+    assert got[2].item() == np.abs(x.numpy() - y.numpy()).max() and got[3].item() == (x.numpy() * 2).min()
+
+
 def _names(compiled) -> list[tuple[str, str]]:
     """(name, source) of a compiled function's fused kernels."""
     return [(re.search(r"def (\w+)\(", text).group(1), text) for text in compiled.kernels()]

@@ -54,8 +54,9 @@ def _inputs(shape: tuple, seed: int) -> list:
 
 @st.composite
 def _programs(draw):
-    """(shape, steps, reduction): steps pick their operands by index (modulo the
-    values made so far), so that any draw is a program."""
+    """(shape, steps, reduction, more): steps pick their operands by index
+    (modulo the values made so far), so that any draw is a program; ``more``
+    are full reductions of the latest values (``(op, k)``: of the k-th latest)."""
     shape = draw(st.sampled_from(SHAPES))
     steps = []
     for _ in range(draw(st.integers(1, 8))):
@@ -66,7 +67,8 @@ def _programs(draw):
         steps.append((kind, op, picks, scalars))
     op = draw(st.sampled_from((None, *REDUCTIONS)))
     reduction = op and (op, draw(st.sampled_from((None, -1, 0, "last two"))), draw(st.booleans()))
-    return shape, steps, reduction
+    more = draw(st.lists(st.tuples(st.sampled_from(REDUCTIONS), st.integers(0, 2)), min_size=1, max_size=3))
+    return shape, steps, reduction, tuple(more)
 
 
 def _as_bool(x):
@@ -89,8 +91,9 @@ def _may_update(x, y) -> bool:
 
 def _run(program, *inputs):
     """The program on ``inputs`` (which it may change in place): its last value
-    and the reduction's result(s)."""
-    _, steps, reduction = program
+    and the reduction's result(s), then those of the full reductions of other
+    values after it (several full reductions of a chain share its kernel)."""
+    _, steps, reduction, more = program
     values = list(inputs)
     for kind, op, (i, j, k), (s, t) in steps:
         x, y, z = (values[p % len(values)] for p in (i, j, k))
@@ -119,17 +122,25 @@ def _run(program, *inputs):
         else:
             values.append(getattr(tp, op)(x, y))
     last = values[-1]
+    others = tuple(_full(values[-1 - k % len(values)], more_op) for more_op, k in more)
     if not reduction:
-        return (last,)
+        return last, *others
     op, dim, keepdim = reduction
     source = last.double() if op == "mean" and last.dtype.kind != "f" else last
     if dim is None:
-        return last, getattr(source, op)()
+        return last, getattr(source, op)(), *others
     dim = _dims(last, dim)
     if isinstance(dim, tuple) and op in ("max", "min"):  # max(dim) takes one dimension; amax/amin any
         op = "amax" if op == "max" else "amin"
     result = getattr(source, op)(dim=dim, keepdim=keepdim)
-    return (last, *result) if isinstance(result, tuple) else (last, result)  # max(dim): values and indices
+    result = result if isinstance(result, tuple) else (result,)  # max(dim): values and indices
+    return last, *result, *others
+
+
+def _full(x, op: str):
+    """``op`` over every element of ``x`` (a mean of integers or bools in float64)."""
+    x = x.double() if op == "mean" and x.dtype.kind != "f" else x
+    return getattr(x, op)()
 
 
 def _dims(x, dim):
@@ -159,7 +170,7 @@ def _assert_equal_values(got, want, exact: bool) -> None:
 @hypothesis_settings(examples=(30, 60), steps=(1, 1))  # on a GPU each example compiles kernels
 @given(program=_programs())
 def test_random_programs_of_mixed_dtypes_equal_eager(program):
-    shape, _, reduction = program
+    shape, _, reduction, more = program
     inputs = _inputs(shape, len(program[1]))
     fn = tp.compile(lambda *xs: _run(program, *xs))
     eager_args = [t.clone() for t in inputs]
@@ -170,7 +181,8 @@ def test_random_programs_of_mixed_dtypes_equal_eager(program):
     assert fn.graph(*args) is not None
     exact_elementwise = SIM  # on a GPU a multiply and an add may contract into one FMA
     _assert_equal_values(got[0].numpy(), eager[0].numpy(), exact_elementwise)
-    exact_reduction = reduction is not None and reduction[0] != "sum" and reduction[0] != "mean"
+    ops = {op for op, _ in more} | ({reduction[0]} if reduction else set())
+    exact_reduction = not {"sum", "mean"} & ops
     for a, b in zip(got[1:], eager[1:], strict=True):
         _assert_equal_values(a.numpy(), b.numpy(), exact_reduction and exact_elementwise)
     for a, b in zip(args, eager_args, strict=True):  # in-place and out= writes reached the caller's tensors

@@ -1,6 +1,7 @@
 """tp.compile's fusion of what a stencil code writes: shifted slices of one
-tensor read in one kernel, in-place updates of slices stored from the fused
-kernel, and one-element ops (a copy of a scalar, a counter, a convergence test)
+tensor read in one kernel, rolled reads (``tp.roll``, a periodic grid's
+neighbours) in the same kernel, in-place updates of slices stored from the
+fused kernel, and one-element ops (a copy of a scalar, a counter, a convergence test)
 after full-size ones run by the kernel's first thread.
 
 Each function runs eagerly and compiled (the second call captures and
@@ -141,11 +142,40 @@ def test_a_one_element_op_writing_what_the_full_size_ops_read_waits_for_them():
     assert [n.kernel for n in step.graph(u, scale).nodes()] == ["fused_mul", "fused_mul"]  # one text, two launches
 
 
+def test_rolled_neighbours_on_a_periodic_grid_are_read_in_the_chains_kernel():
+    def energy(spins, field):
+        near = tp.roll(spins, 1, 1) + tp.roll(spins, -1, 1) + tp.roll(spins, 1, 2) + tp.roll(spins, -1, 2)
+        return (spins * (near + field)).sum(dim=(1, 2)), tp.roll(spins, (2, -3), (0, 2))
+
+    s0 = np.where(np.random.default_rng(5).random((3, 6, 8)) < 0.5, -1.0, 1.0)
+    spins, field = tp.tensor(s0), tp.tensor([0.5])
+    step = tp.compile(energy)
+    step(spins, field)
+    got, moved = step(spins, field)
+    assert _names(step) == ["fused_add_mul_sum"]
+    near = np.roll(s0, 1, 1) + np.roll(s0, -1, 1) + np.roll(s0, 1, 2) + np.roll(s0, -1, 2)
+    np.testing.assert_allclose(got.numpy(), (s0 * (near + 0.5)).sum(axis=(1, 2)), rtol=1e-12)
+    np.testing.assert_array_equal(moved.numpy(), np.roll(s0, (2, -3), (0, 2)))
+
+
+def test_a_roll_of_what_the_chain_wrote_ends_the_chain_first():
+    def smooth(u):
+        v = u * 2.0
+        return (tp.roll(v, 1, 0) + v) * 0.5
+
+    u0 = np.arange(12.0).reshape(4, 3)
+    step = tp.compile(smooth)
+    step(tp.tensor(u0))
+    got = step(tp.tensor(u0))
+    np.testing.assert_array_equal(got.numpy(), (np.roll(u0 * 2, 1, 0) + u0 * 2) * 0.5)
+    assert len(_names(step)) == 2  # another thread's element of v is read: v is stored first
+
+
 # -- random programs over a padded field ---------------------------------------------------------
 
 H, W = 5, 9  # the interior; 45 elements, more than three per thread of the simulator's blocks
 VIEWS = tuple((dy, dx) for dy in range(3) for dx in range(3))  # p[dy:dy + H, dx:dx + W]
-KINDS = ("read", "update", "combine", "reduce", "count", "flag", "note")
+KINDS = ("read", "update", "combine", "roll", "reduce", "count", "flag", "note")
 
 
 @st.composite
@@ -174,6 +204,9 @@ def _run(steps, p, q, total, count, flag):
             view.add_(value) if pick % 2 == 0 else view.mul_(s)
         elif kind == "combine":
             values.append(tp.maximum(values[k % len(values)], value) - total)
+        elif kind == "roll":  # of a value, or of the field's interior (a view)
+            source = view if pick % 2 else value
+            values.append(tp.roll(source, k - 4, k % 2) * s)
         elif kind == "reduce":
             total.copy_(value.sum() * s)
         elif kind == "count":

@@ -150,22 +150,23 @@ def _launch_a_bit_of_everything() -> None:
 def _launch_every_fused_kind() -> set[str]:
     """Compiled functions whose captures generate each kind of fused kernel:
     elementwise with a broadcast operand, a reduction along the last dimension,
-    a full reduction with a tail of one-element ops, a chain of mixed dtypes,
+    two full reductions with a tail of one-element ops, a chain of mixed dtypes,
     and an in-place update of a slice with a tail and no reduction. Returns
     their sources."""
 
     def f(x, row, w, it, go):
         rows = (x * row).exp().sum(-1)
         change = (w - 1).abs().max()
+        spread = (w * w).sum()  # a second full reduction of the chain, in the same kernel
         it.add_(1)
-        tp.logical_and(tp.gt(change, 0.5), tp.lt(it, 5), out=go)
+        tp.logical_and(tp.gt(change, spread), tp.lt(it, 5), out=go)
         return rows, w * 3 + 1
 
     def mixed(i, h, b):  # three dtypes promoted in one chain, bfloat16's bits decoded and encoded
         return ((i * h).exp() + b).relu(), (b * 2).sum()
 
     def stencil(p, q, it, go):  # stored through the slice's strides; the tail on the first thread
-        p[1:-1, 1:-1].mul_(0.5).add_(q + p[:-2, 1:-1])
+        p[1:-1, 1:-1].mul_(0.5).add_(q + p[:-2, 1:-1] + tp.roll(q, 1, 1))  # a rolled read too
         it.add_(1)
         tp.lt(it, 5, out=go)
 
