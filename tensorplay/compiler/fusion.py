@@ -67,6 +67,9 @@ __all__ = ["Fuser", "Rolled", "fusing", "tickets"]
 
 FUSABLE = frozenset(("bool", "int32", "int64", "float32", "float64"))
 REDUCTIONS = frozenset(("sum", "mean", "max", "min"))
+_FLOATS = ("float32", "float64")  # what a fused mean takes
+_ORDERED = ("int32", "int64", *_FLOATS)  # max and min
+_SUMMED = ("bool", *_ORDERED)  # sum: bools and integers in int64, as eagerly (a count of True)
 MAX_STEPS = 64  # ops per fused kernel: a longer chain is split
 MAX_ARRAYS = 40  # array parameters of a fused kernel (56+ bytes each; the driver takes 4 KiB): more split the chain
 MAX_BLOCKS = 1024  # blocks of a fused reduction at most (its last block combines this many partials)
@@ -83,7 +86,7 @@ class _Write:
 
     def __init__(self, step: int, out: Tensor) -> None:
         self.step, self.ptr, self.dtype = step, out._ptr, out.dtype
-        self.strides = None if out._contig else _layout(out._strides, out.shape)
+        self.strides = None if out._contig else _squeezed(out._strides, out.shape)
         self.lo, self.hi = byte_span(out)
         self.storage = weakref.ref(out._storage)
 
@@ -94,16 +97,13 @@ class _Write:
         """True when it is alive and bytes [lo, hi) overlap where it would be stored."""
         return self.lo < hi and lo < self.hi and self.alive()
 
-    def read_by(self, o: Tensor, full: bool, shape: tuple) -> bool:
-        """True when ``o`` (of its dtype), read over the group's ``shape``, reads
-        at each element the value this result stores there (``full``: ``o`` is
-        read at ``[i]``)."""
+    def read_by(self, o: Tensor, full: bool, strides: tuple | None) -> bool:
+        """True when ``o`` (of its dtype) reads at each element of the group the
+        value this result stores there: read at ``[i]`` (``full``) or with
+        ``strides`` over the group's shape."""
         if o.dtype is not self.dtype or not self.alive():
             return False
-        if self.strides is None:
-            return full
-        strides = _broadcast_strides(o, shape)
-        return strides is not None and _layout(strides, shape) == self.strides
+        return full if self.strides is None else strides == self.strides
 
     def array(self) -> ArrayArg:
         """The kernel argument its value is stored through (every element it spans)."""
@@ -263,21 +263,20 @@ class Fuser:
         group's only one), as the kernel's epilogue: the reduction's output
         (None: not taken, the eager reduction runs)."""
         g = self.group
-        if g is None or _rows(g) or len(g.reductions) >= MAX_REDUCTIONS or g.tail or op not in REDUCTIONS:
+        if g is None or _rows(g) or len(g.reductions) >= MAX_REDUCTIONS or op not in REDUCTIONS:
             return None
         if g.shape == ():  # one element: nothing to reduce in blocks
             return None
         w = g.writes.get(x._ptr)
         if (
-            w is None or not w.read_by(x, x._contig and _space(x) == g.shape, g.shape) or w.strides is not None
+            w is None or not w.read_by(x, x._contig and _space(x) == g.shape, None) or w.strides is not None
             or g.stream != current_stream()
-            or x.dtype.name not in ("float32", "float64", "int32", "int64")
-            or (op in ("sum", "mean") and x.dtype.kind != "f")
+            or x.dtype.name not in (_SUMMED if op == "sum" else _ORDERED if op in ("max", "min") else _FLOATS)
         ):  # fmt: skip
             return None
         dims = reduce_dims(x, dim)
         kept = x.ndim - len(dims)
-        if sorted(dims) != list(range(kept, x.ndim)) or 0 in x.shape or (kept and g.reductions):
+        if sorted(dims) != list(range(kept, x.ndim)) or 0 in x.shape or (kept and (g.reductions or g.tail)):
             return None  # not the last dimensions (or nothing to reduce): the eager kernel's layouts
         if kept == 0 and not g.ticket:
             g.ticket = tickets.take() or 0
@@ -365,19 +364,19 @@ def _plan(g: _Group, out: Tensor, operands):
     args = []
     for o in operands:
         if isinstance(o, Rolled):
-            strides = _broadcast_strides(o.x, g.shape)
+            strides = _read_strides(o.x, out)
             if g.touches_written(*byte_span(o.x)):
                 return _CONFLICT
             if strides is None:
                 return _EAGER
-            args.append(("c", (o.x, strides, o.shifts)))
+            args.append(("c", (o.x, strides, _squeezed(o.shifts, out.shape))))
             continue
         if not isinstance(o, Tensor):
             args.append(("s", o))
             continue
         full = (o._contig and _space(o) == g.shape) or (g.n == 1 and o.numel() == 1)
         w = g.writes.get(o._ptr)
-        if w is not None and w.read_by(o, full, g.shape):
+        if w is not None and w.read_by(o, full, None if full else _read_strides(o, out)):
             args.append(("v", w.step))
             continue
         lo, hi = byte_span(o)
@@ -388,12 +387,12 @@ def _plan(g: _Group, out: Tensor, operands):
         elif o.numel() == 1:
             args.append(("b", o))
         else:
-            strides = _broadcast_strides(o, g.shape)
+            strides = _read_strides(o, out)
             if strides is None:
                 return _EAGER
             args.append(("c", (o, strides, ())))
     lo, hi = byte_span(out)
-    layout = None if out._contig else _layout(out._strides, out.shape)
+    layout = None if out._contig else _squeezed(out._strides, out.shape)
     for t in [*g.inputs, *[v for kind, v in args if kind == "a"]]:  # read at [i]: a write there comes after
         t_lo, t_hi = byte_span(t)
         if t_lo < hi and lo < t_hi and (layout is not None or t._ptr != out._ptr or t.dtype is not out.dtype):
@@ -401,7 +400,9 @@ def _plan(g: _Group, out: Tensor, operands):
     strided = [*g.strided, *[v for kind, v in args if kind == "c"]]
     for t, strides, shifts in strided:  # read at offsets of their own: the same element is read, then written
         same = layout is not None and t._ptr == out._ptr and t.dtype is out.dtype and not any(shifts)
-        if not (same and _layout(strides, g.shape) == layout) and _spans_overlap(byte_span(t), (lo, hi)):
+        if same and strides == layout or not any(shifts) and _interleaved(_at(t, strides), _at(out, layout)):
+            continue
+        if _spans_overlap(byte_span(t), (lo, hi)):
             return _CONFLICT
     if any(_spans_overlap(byte_span(t), (lo, hi)) for t in [*g.ones, *[v for kind, v in args if kind == "b"]]):
         return _CONFLICT  # read at [0] by every thread
@@ -409,8 +410,10 @@ def _plan(g: _Group, out: Tensor, operands):
         if w.lo < hi and lo < w.hi:
             if not w.alive():
                 del g.writes[ptr]  # freed memory, now out's
-            elif ptr != out._ptr or w.dtype is not out.dtype or w.strides != layout:
-                return _CONFLICT
+            elif (ptr != out._ptr or w.dtype is not out.dtype or w.strides != layout) and not _interleaved(
+                (w.ptr, w.strides, w.dtype.itemsize), _at(out, layout)
+            ):
+                return _CONFLICT  # another view of it: another thread's elements
     if any(_spans_overlap(byte_span(r.out), (lo, hi)) for r in g.reductions):
         return _CONFLICT
     return args
@@ -503,16 +506,44 @@ def _reduction_blocks(n: int) -> int:
     return max(1, min(-(-n // fused.BLOCK), half_wave, MAX_BLOCKS))
 
 
-def _layout(strides: tuple, shape: tuple) -> tuple:
-    """Element strides as they place elements over ``shape`` (0 where a dimension
-    has one element, whatever its stride): equal layouts, equal elements."""
-    return tuple(st if size > 1 else 0 for st, size in zip(strides, shape, strict=True))
+def _interleaved(a: tuple, b: tuple) -> bool:
+    """True when views ``a`` and ``b``, each ``(address, element strides over
+    the group's shape, itemsize)``, never share an element: the same strides,
+    every one a multiple of the smallest, and starts that do not differ by a
+    multiple of it (the columns of a ``stack``, an interleaved layout's channels)."""
+    (a_ptr, strides, size), (b_ptr, b_strides, b_size) = a, b
+    if not strides or strides != b_strides or size != b_size:
+        return False
+    delta, part = divmod(b_ptr - a_ptr, size)
+    smallest = min(strides)
+    return not part and smallest > 1 and all(st % smallest == 0 for st in strides) and delta % smallest != 0
+
+
+def _at(t: Tensor, strides: tuple | None) -> tuple:
+    """``t`` as ``_interleaved`` takes a view: its address, ``strides``, its itemsize."""
+    return t._ptr, strides, t.dtype.itemsize
+
+
+def _read_strides(o: Tensor, out: Tensor) -> tuple | None:
+    """``o``'s element strides as an op writing ``out`` reads it, over the
+    group's shape (``out``'s without its dimensions of one element), or None
+    (see ``_broadcast_strides``)."""
+    strides = _broadcast_strides(o, out.shape)
+    return None if strides is None else _squeezed(strides, out.shape)
+
+
+def _squeezed(values: tuple, shape: tuple) -> tuple:
+    """Per-dimension ``values`` (strides, shifts) without the dimensions of one
+    element, which place nothing: equal strides, equal elements."""
+    return tuple(v for v, size in zip(values, shape, strict=True) if size != 1)
 
 
 def _space(t: Tensor) -> tuple:
-    """The iteration space of a group ``t`` can join: its shape, or ``()`` for
-    any one-element tensor (every one reads and writes element 0)."""
-    return t.shape if t.numel() != 1 else ()
+    """The iteration space of a group ``t`` can join: its shape without its
+    dimensions of one element (a column ``(n, 1)`` and a vector ``(n,)`` are
+    one space, element by element), so ``()`` for any one-element tensor
+    (every one reads and writes element 0)."""
+    return tuple(size for size in t.shape if size != 1)
 
 
 def _spans_overlap(a: tuple, b: tuple) -> bool:

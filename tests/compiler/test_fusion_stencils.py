@@ -1,8 +1,9 @@
 """tp.compile's fusion of what a stencil code writes: shifted slices of one
 tensor read in one kernel, rolled reads (``tp.roll``, a periodic grid's
-neighbours) in the same kernel, in-place updates of slices stored from the
-fused kernel, and one-element ops (a copy of a scalar, a counter, a convergence test)
-after full-size ones run by the kernel's first thread.
+neighbours) in the same kernel, in-place updates of slices (and the
+interleaved columns of a ``stack``) stored from the fused kernel, and
+one-element ops (a copy of a scalar, a counter, a convergence test) after
+full-size ones run by the kernel's first thread.
 
 Each function runs eagerly and compiled (the second call captures and
 replays); results are the eager ones bit for bit on the simulator and within
@@ -171,11 +172,27 @@ def test_a_roll_of_what_the_chain_wrote_ends_the_chain_first():
     assert len(_names(step)) == 2  # another thread's element of v is read: v is stored first
 
 
+def test_the_columns_of_a_stack_are_stored_by_the_chain_that_computes_them():
+    # Van der Pol's right-hand side for many trajectories at once: two interleaved columns, one kernel
+    def rhs(y, p):
+        x, v = y[:, 0], y[:, 1]
+        return tp.stack([v, p[:, 0] * (1.0 - x * x) * v - x], dim=1)
+
+    rng = np.random.default_rng(6)
+    y0, p0 = rng.standard_normal((50, 2)), rng.random((50, 1)) + 0.5
+    step = tp.compile(rhs)
+    step(tp.tensor(y0), tp.tensor(p0))
+    got = step(tp.tensor(y0), tp.tensor(p0))
+    assert _names(step) == ["fused_mul_sub"]  # (1 - x * x) first; the copies are stores
+    x, v = y0[:, 0], y0[:, 1]
+    _assert_as_eager(got.numpy(), np.stack([v, p0[:, 0] * (1.0 - x * x) * v - x], axis=1))
+
+
 # -- random programs over a padded field ---------------------------------------------------------
 
 H, W = 5, 9  # the interior; 45 elements, more than three per thread of the simulator's blocks
 VIEWS = tuple((dy, dx) for dy in range(3) for dx in range(3))  # p[dy:dy + H, dx:dx + W]
-KINDS = ("read", "update", "combine", "roll", "reduce", "count", "flag", "note")
+KINDS = ("read", "update", "combine", "roll", "pair", "reduce", "count", "flag", "note")
 
 
 @st.composite
@@ -207,6 +224,9 @@ def _run(steps, p, q, total, count, flag):
         elif kind == "roll":  # of a value, or of the field's interior (a view)
             source = view if pick % 2 else value
             values.append(tp.roll(source, k - 4, k % 2) * s)
+        elif kind == "pair":  # two values side by side (interleaved), read back through the same views
+            pair = tp.stack([value, view * s], dim=-1)
+            values.append(pair[..., 1] - pair[..., 0] if pick % 2 else pair[..., k % 2] * pair[..., 1 - k % 2])
         elif kind == "reduce":
             total.copy_(value.sum() * s)
         elif kind == "count":
