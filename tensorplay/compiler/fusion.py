@@ -105,6 +105,10 @@ class _Write:
             return False
         return full if self.strides is None else strides == self.strides
 
+    def at(self) -> tuple:
+        """Where it is stored, as ``_interleaved`` takes a view."""
+        return self.ptr, self.strides, self.dtype.itemsize
+
     def array(self) -> ArrayArg:
         """The kernel argument its value is stored through (every element it spans)."""
         return _array(self.ptr, (self.hi - self.lo) // self.dtype.itemsize, self.dtype)
@@ -192,9 +196,11 @@ class _Group:
         read = [*self.inputs, *[self.ones[k] for k in ones], *[t for t, _, _ in self.strided]]
         return any(_spans_overlap(byte_span(t), (lo, hi)) for t in read)
 
-    def touches_written(self, lo: int, hi: int) -> bool:
-        """True when bytes [lo, hi) overlap a live result of the group or its reduction's."""
-        if any(w.overlaps(lo, hi) for w in self.writes.values()):
+    def touches_written(self, lo: int, hi: int, view: tuple | None = None) -> bool:
+        """True when bytes [lo, hi) overlap a live result of the group or its
+        reduction's (a result interleaved with ``view``, an ``_at`` of what is
+        read there, does not count: they share no element)."""
+        if any(w.overlaps(lo, hi) and not (view and _interleaved(w.at(), view)) for w in self.writes.values()):
             return True
         return any(_spans_overlap(byte_span(r.out), (lo, hi)) for r in self.reductions)
 
@@ -379,17 +385,16 @@ def _plan(g: _Group, out: Tensor, operands):
         if w is not None and w.read_by(o, full, None if full else _read_strides(o, out)):
             args.append(("v", w.step))
             continue
-        lo, hi = byte_span(o)
-        if g.touches_written(lo, hi):
+        strides = None if full or o.numel() == 1 else _read_strides(o, out)
+        if g.touches_written(*byte_span(o), _at(o, strides)):
             return _CONFLICT
         if full:
             args.append(("a", o))
         elif o.numel() == 1:
             args.append(("b", o))
+        elif strides is None:
+            return _EAGER
         else:
-            strides = _read_strides(o, out)
-            if strides is None:
-                return _EAGER
             args.append(("c", (o, strides, ())))
     lo, hi = byte_span(out)
     layout = None if out._contig else _squeezed(out._strides, out.shape)
@@ -411,7 +416,7 @@ def _plan(g: _Group, out: Tensor, operands):
             if not w.alive():
                 del g.writes[ptr]  # freed memory, now out's
             elif (ptr != out._ptr or w.dtype is not out.dtype or w.strides != layout) and not _interleaved(
-                (w.ptr, w.strides, w.dtype.itemsize), _at(out, layout)
+                w.at(), _at(out, layout)
             ):
                 return _CONFLICT  # another view of it: another thread's elements
     if any(_spans_overlap(byte_span(r.out), (lo, hi)) for r in g.reductions):

@@ -110,6 +110,22 @@ def test_capture_time_grows_linearly_with_the_kernels_captured():
     assert large < 2.5 * 4 * small, f"25 op pairs: {small * 1e3:.2f} ms, 100: {large * 1e3:.2f} ms"
 
 
+def test_nodes_name_the_users_with_and_call_where_a_context_manager_launched():
+    # the while node's first kernel is launched as its ``with`` opens, a compiled
+    # function's fused kernel as its tracing ends: both inside contextlib's frames
+    x, flag = tp.zeros(8), tp.ones(1, dtype=tp.bool)
+    step = tp.compile(lambda x, flag: tp.lt(x.add_(1.0).sum(), 3.0, out=flag))
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(flag):  # the loop
+            step(x, flag)  # the body
+    here = {line: n for n, line in enumerate(open(__file__).read().splitlines(), 1)}
+    wheres = [node.where for node in g.nodes()]
+    assert wheres and all(w.startswith(__file__) for w in wheres), wheres
+    lines = {int(w.rsplit(":", 1)[1]) for w in wheres}
+    assert lines <= {n for line, n in here.items() if line.endswith(("# the loop", "# the body"))}
+
+
 def test_nodes_name_the_line_that_launched_each_kernel():
     y, a, b = _operands()
     g = tp.cuda.CUDAGraph()

@@ -3,6 +3,7 @@ line that issued it) and the error it raises."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass
@@ -34,17 +35,21 @@ def stream_name(key: int) -> str:
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 _OURS: set[str] = set()  # the package's files seen in the frames walked
+# The standard library's context managers run ours (``with g.while_():``, a compiled function's fused
+# kernels written out as its tracing ends): the line to name is the user's ``with`` or call beyond them.
+_THROUGH = frozenset({contextlib.__file__})
 
 
 def user_line(depth: int = 1) -> tuple[str, int] | None:
-    """(file, line) of the first caller outside tensorplay, from ``depth``
-    frames above the caller of this function; None when there is none. A frame
-    of the package's files is known by a set lookup once seen."""
+    """(file, line) of the first caller outside tensorplay (and the standard
+    library's ``contextlib``), from ``depth`` frames above the caller of this
+    function; None when there is none. A frame of the package's files is known
+    by a set lookup once seen."""
     frame, ours = sys._getframe(depth + 1), _OURS
     while frame is not None:
         filename = frame.f_code.co_filename
         if filename not in ours:
-            if not filename.startswith(_PACKAGE):
+            if not filename.startswith(_PACKAGE) and filename not in _THROUGH:
                 return filename, frame.f_lineno
             ours.add(filename)
         frame = frame.f_back
