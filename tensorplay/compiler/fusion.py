@@ -8,13 +8,16 @@ reduction (``_reduce.reduce``). Launches over one iteration space join the open
 *group* instead of launching; the group is written out as one fused kernel
 (``kernels/fused.py``) when something else needs the device: another kernel
 (matmul, a user's ``@tp.jit`` kernel, an op the fuser does not take), an op over
-another shape, an event, or the end of the function. A full reduction of a
-value of the group becomes the kernel's epilogue, and later elementwise ops of
-the same shape still join it, and so do more full reductions (up to
+another shape, an event, or the end of the function. A group's shape is its
+outputs' without their dimensions of one element (a column ``(n, 1)`` and a
+vector ``(n,)`` are one iteration space). A full reduction of a value of the
+group becomes the kernel's epilogue, and later elementwise ops of the same
+shape still join it, and so do more full reductions (up to
 ``MAX_REDUCTIONS``, each with an accumulator of its own); ops on one-element
-tensors after them join as the kernel's *tail*, which the last block runs once
-the reductions are done. So the heat demo's ``residual = (v - u).abs().max(); u.copy_(v); iters.add_(1);
-go = (residual > tol) & (iters < cap)`` is one kernel.
+tensors after them join as the kernel's *tail*, which the last block runs
+once the reductions are done. So the heat demo's ``residual = (v -
+u).abs().max(); u.copy_(v); iters.add_(1); go = (residual > tol) & (iters <
+cap)`` is one kernel.
 
 What joins a group, so that each element's value is the eager one:
 
@@ -25,7 +28,9 @@ What joins a group, so that each element's value is the eager one:
 - operands that are numbers, contiguous tensors of the group's shape,
   one-element tensors, or tensors that broadcast to the group's shape or view
   it with other strides (read at an offset computed from the element's index,
-  with the group's shape and the operand's strides written into the kernel);
+  with the group's shape and the operand's strides written into the kernel),
+  and ``tp.roll``'s input, read rolled (each coordinate plus a shift, modulo
+  its dimension's size): a periodic grid's neighbours;
 - a tail op: one-element operands and output, none of them memory that the
   group's full-size ops write. After a full reduction the tail runs once
   every block is done; in a group without one, one thread runs it while the
@@ -36,7 +41,9 @@ What joins a group, so that each element's value is the eager one:
   when it is read through the view it was written through; a read or write
   of memory the group wrote or read through another view (a shifted slice, a
   one-element view of a full-size result) ends the group first, so the fused
-  kernel never reads what another thread writes.
+  kernel never reads what another thread writes; views that step by the same
+  strides from starts that no multiple of the smallest stride separates (the
+  columns of a ``stack``) share no element, and do not.
 
 Results that nothing can read any more (their memory freed before the group
 is written out) are not stored.
