@@ -26,7 +26,7 @@ from ._grad_mode import is_grad_enabled
 from ._tape import needs_grad, record
 from ._tensor import Tensor
 from .kernels import random as rnd
-from .runtime.capture import CaptureError, capture_state, prepare_before_captures
+from .runtime.capture import CaptureError, capture_state, current_fuser, prepare_before_captures
 from .runtime.launch import grid_1d, launch
 from .runtime.streams import current_stream
 
@@ -127,6 +127,9 @@ def _draw(kernel, shape, dtype) -> Tensor:
         return drawn.clamp(max=float(dtype.np.type(1) - dtype.np.type(2**-8))) if kernel is rnd.uniform else drawn
     out = empty(*shape, dtype=dtype)
     n = out.numel()
+    fuser = current_fuser() if capture_state.fusers else None
+    if n and kernel is rnd.uniform and fuser is not None and fuser.uniform(out, generator.state()):
+        return out  # tp.compile: drawn by the fused kernel of its chain, the same numbers
     if n:
         args = [out._flat(), generator.state()]
         if kernel is rnd.uniform:

@@ -30,7 +30,9 @@ What joins a group, so that each element's value is the eager one:
   it with other strides (read at an offset computed from the element's index,
   with the group's shape and the operand's strides written into the kernel),
   and ``tp.roll``'s input, read rolled (each coordinate plus a shift, modulo
-  its dimension's size): a periodic grid's neighbours;
+  its dimension's size): a periodic grid's neighbours; ``tp.rand``'s uniform
+  draws of float32 or float64, the numbers it would draw (one generator's
+  state a kernel);
 - a tail op: one-element operands and output, none of them memory that the
   group's full-size ops write. After a full reduction the tail runs once
   every block is done; in a group without one, one thread runs it while the
@@ -70,7 +72,7 @@ from ..runtime.capture import capture_state
 from ..runtime.launch import ArrayArg, grid_1d, launch
 from ..runtime.streams import current_stream, stream
 
-__all__ = ["Fuser", "Rolled", "fusing", "tickets"]
+__all__ = ["Draw", "Fuser", "Rolled", "fusing", "tickets"]
 
 FUSABLE = frozenset(("bool", "int32", "int64", "float32", "float64"))
 REDUCTIONS = frozenset(("sum", "mean", "max", "min"))
@@ -129,6 +131,16 @@ class Rolled:
 
     def __init__(self, x: Tensor, shifts: tuple) -> None:
         self.x, self.shifts = x, shifts
+
+
+class Draw:
+    """An operand of uniform random numbers from the generator whose device
+    state is ``state``, one per element, as ``tp.rand`` draws them."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: Tensor) -> None:
+        self.state = state
 
 
 class Tickets:
@@ -191,10 +203,12 @@ class _Group:
         self.ticket = 0  # the address of the full reductions' ticket
         self.tail: list[fused.Step] = []  # one-element ops after the full-size ones
         self.tail_writes: dict[int, _Write] = {}  # the tail's: data pointer -> its latest write
+        self.state: Tensor | None = None  # the generator's, where the group draws
+        self.draws = 0
 
     def arrays(self) -> int:
         """Array parameters its kernel would have after one more op (which adds at most four)."""
-        extra = len(self.tail_writes) + 2 * len(self.reductions) + 1
+        extra = len(self.tail_writes) + 2 * len(self.reductions) + 2
         return len(self.inputs) + len(self.ones) + len(self.strided) + len(self.writes) + extra + 4
 
     def reads(self, lo: int, hi: int) -> bool:
@@ -312,6 +326,14 @@ class Fuser:
         out = Tensor._empty(x.shape, x.dtype)
         return out if self.take("copy", out, [Rolled(x, shifts)], "none") else None
 
+    def uniform(self, out: Tensor, state: Tensor) -> bool:
+        """``tp.rand`` into ``out`` (new, contiguous; float32 or float64) from the
+        generator whose device state is ``state``, joined to the open group:
+        True, or False where not taken (the eager kernel draws)."""
+        if not self.fuse or out.dtype.name not in _FLOATS or out.numel() <= 1:
+            return False
+        return self.take("copy", out, [Draw(state)], "none")
+
     # -- writing a group out -----------------------------------------------------------------
     def flush(self) -> None:
         """Launch the open group as one fused kernel (on the stream its ops were issued on)."""
@@ -330,11 +352,13 @@ class Fuser:
         strided, shifts = tuple(strides for _, strides, _ in g.strided), tuple(sh for _, _, sh in g.strided)
         out_strides = tuple(w.strides for w in live)
         text = fused.source(name, counts, tuple(g.steps), tuple(w.step for w in live), reductions, g.shape, strided,
-                            out_strides, tail, shifts)  # fmt: skip
+                            out_strides, tail, shifts, g.draws)  # fmt: skip
         kernel = fused.kernel(name, text)
         args = [np.int64(g.n), *[_array(t._ptr, t.numel(), t.dtype) for t in (*g.inputs, *g.ones)]]
         args += [*[_spanned(t, g.shape, strides) for t, strides, _ in g.strided], *g.scalars]
         args += [w.array() for w in live]
+        if g.draws:
+            args.append(_array(g.state._ptr, g.state.numel(), g.state.dtype))
         tail_outputs = [w.array() for w in stored]
         with stream(g.stream), self._launching_own():
             if not g.reductions:
@@ -376,6 +400,11 @@ def _plan(g: _Group, out: Tensor, operands):
     through another view, or ``_EAGER`` when an operand cannot be read per element."""
     args = []
     for o in operands:
+        if isinstance(o, Draw):
+            if g.state is not None and g.state._ptr != o.state._ptr:
+                return _CONFLICT  # one generator's state a kernel
+            args.append(("u", o.state))
+            continue
         if isinstance(o, Rolled):
             strides = _read_strides(o.x, out)
             if g.touches_written(*byte_span(o.x)):
@@ -579,6 +608,8 @@ def _refs(g: _Group, args: list) -> tuple:
             value = _index(g.ones, value)
         elif kind == "c":
             value = _strided_index(g.strided, *value)
+        elif kind == "u":  # a new draw, numbered in the order drawn
+            g.state, g.draws, value = value, g.draws + 1, g.draws
         elif kind == "s":
             g.scalars.append(value)
             value = len(g.scalars) - 1

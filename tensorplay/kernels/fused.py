@@ -17,7 +17,11 @@ vector store per output (``kernels/_vector.py``).
 An output may be a strided view (an in-place update of a slice): each
 element is stored at the offset its index gives, as strided inputs are read.
 A strided input may be read rolled (``tp.roll``): its coordinates along some
-dimensions moved by a shift, modulo the dimension's size.
+dimensions moved by a shift, modulo the dimension's size. A chain may draw
+uniform random numbers (``tp.rand``) as ``kernels/random.py``'s ``uniform``
+draws them: draw ``d`` of element ``i`` is the hash of the generator's seed
+and ``offset + d * n + i``, the offset read from its state (``rng``) when the
+kernel starts and moved past the kernel's draws by its last block.
 
 A chain may end in full reductions (``sum``, ``mean``, ``max``, ``min``) of
 its values, in the same kernel, each with an accumulator of its own: each
@@ -38,7 +42,8 @@ Parameters of a kernel, in order: ``n``, the full-size inputs ``a0, a1, ...``
 (read at ``[i]``), the one-element inputs ``b0, ...`` (read at ``[0]``), the
 broadcast or strided inputs ``c0, ...`` (read at an offset computed from
 ``i``, the group's shape and the input's strides, which the text holds), the
-scalars ``s0, ...``, the outputs ``o0, ...``, then for full reductions the
+scalars ``s0, ...``, the outputs ``o0, ...``, the generator's state ``rng``
+where the chain draws, then for full reductions the
 ``ticket`` and the means' ``scale`` (1/n), and for each reduction ``m`` its
 ``partials{m}`` array (one element per block), its one-element output
 ``red{m}`` and its accumulator's starting value ``init{m}`` (a reduction along
@@ -66,7 +71,8 @@ BLOCK = 32 if SMALL_BLOCKS else 256  # threads per block of a fused reduction (i
 class Step:
     """One op of a chain: ``op`` (a key of the op table, ``where``, ``clamp`` or
     ``fill``) of ``args``, each ``("a", k)`` full-size input k, ``("b", k)``
-    one-element input k, ``("c", k)`` strided input k, ``("s", k)`` scalar k, ``("v", j)`` the value of step
+    one-element input k, ``("c", k)`` strided input k, ``("s", k)`` scalar k, ``("u", d)`` the
+    uniform draw d, ``("v", j)`` the value of step
     j, and in a tail ``("r", m)`` the value of reduction m or ``("w", j)`` the
     value of tail step j; ``cast`` is the eager kernel's (``"none"`` or ``"int64"``), ``dtype``
     the NumPy name of the result's dtype."""
@@ -119,19 +125,20 @@ _CONVERT = {"bool": "np.bool_", **{d: f"np.{d}" for d in ("int32", "int64", "flo
 
 def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], stores: tuple[int, ...],
            reductions: tuple[Reduction, ...] = (), shape: tuple = (), strided: tuple = (),
-           out_strides: tuple = (), tail: Tail = Tail(), shifts: tuple = ()) -> str:  # fmt: skip
+           out_strides: tuple = (), tail: Tail = Tail(), shifts: tuple = (), draws: int = 0) -> str:  # fmt: skip
     """The kernel's Python source. ``counts`` is (full-size inputs, one-element
     inputs, scalars); ``stores[k]`` is the step whose value output ``k`` takes;
     ``strided[k]`` are the element strides of strided input ``k`` over ``shape``
     and ``shifts[k]`` (left out: none) what it is read rolled by along each
     dimension (element ``c`` reads the input's ``(c + shift) % size``);
-    ``out_strides[k]`` are those of output ``k`` (None, or left out: contiguous)."""
+    ``out_strides[k]`` are those of output ``k`` (None, or left out:
+    contiguous); ``draws`` is how many uniform draws of ``n`` numbers it makes."""
     na, nb, ns = counts
     out_strides = out_strides or (None,) * len(stores)
     ops = sorted({s.op for s in (*steps, *tail.steps)})
     params = ["n", *[f"a{k}" for k in range(na)], *[f"b{k}" for k in range(nb)]]
     params += [*[f"c{k}" for k in range(len(strided))], *[f"s{k}" for k in range(ns)]]
-    params += [f"o{k}" for k in range(len(stores))]
+    params += [f"o{k}" for k in range(len(stores))] + (["rng"] if draws else [])
     rows = bool(reductions) and reductions[0].k
     if rows:
         params += ["red0", "init0", "scale"]
@@ -140,7 +147,9 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     params += [f"q{k}" for k in range(len(tail.stores))]
     body = [f"def {name}({', '.join(params)}):"]
     body += [f"    y{k} = b{k}[0]" for k in sorted({arg[1] for s in steps for arg in s.args if arg[0] == "b"})]
-    layout = (shape, strided, shifts or ((),) * len(strided), out_strides)
+    if draws:
+        body += ["    seed, base = np.uint64(rng[0]), rng[1]"]
+    layout = (shape, strided, shifts or ((),) * len(strided), out_strides, draws)
     if rows:
         body += _rows(steps, stores, reductions[0], layout)
     else:
@@ -150,6 +159,8 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     if any("vector_base(" in line for line in body):
         head += ["from tensorplay.kernels._vector import load4, store4, vector_base"]
     head += ["from tensorplay.kernels.fused import op_functions"]
+    if draws:
+        head += ["from tensorplay.kernels.random import _advance, _unit"]
     if reductions:
         head += ["from tensorplay.kernels.reduce import COMBINE, FINALIZE"]
     head += ["", f"{names} = op_functions({', '.join(repr(op) for op in ops)})"]
@@ -165,9 +176,9 @@ def _grid_stride(steps, stores, reductions, layout: tuple, tail: Tail) -> list[s
     time; then the full reductions' finish, or the tail on the first thread."""
     body = ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)"]
     body += [f"    acc{m} = init{m}" for m in range(len(reductions))]
-    _, strided, _, out_strides = layout
+    _, strided, _, out_strides, draws = layout
     if not strided and not any(out_strides):
-        body += _vector_loop(steps, stores, reductions)
+        body += _vector_loop(steps, stores, reductions, draws)
     body.append(f"    while i + {UNROLL - 1} * step < n:  # {UNROLL} elements at a time, loaded together")
     body += [f"        i{u} = i + {u} * step" for u in range(1, UNROLL)]
     at = [("i", "_0")] + [(f"i{u}", f"_{u}") for u in range(1, UNROLL)]
@@ -176,6 +187,7 @@ def _grid_stride(steps, stores, reductions, layout: tuple, tail: Tail) -> list[s
     body.append("    while i < n:")
     body += _elements(steps, stores, reductions, [("i", "")], layout)
     body.append("        i += step")
+    body += _advance_lines(draws)
     if reductions:
         body += _finish(reductions, tail)
     elif tail.steps:
@@ -184,7 +196,7 @@ def _grid_stride(steps, stores, reductions, layout: tuple, tail: Tail) -> list[s
     return body
 
 
-def _vector_loop(steps, stores, reductions) -> list[str]:
+def _vector_loop(steps, stores, reductions, draws: int) -> list[str]:
     """Where every array is C-contiguous and 16-byte aligned, the elements in
     groups of four, one vector load per input and one vector store per output
     (``kernels/_vector.py``); the loops after it take the last ``n % 4``."""
@@ -194,6 +206,7 @@ def _vector_loop(steps, stores, reductions) -> list[str]:
         return []
     tags = [f"_{u}" for u in range(4)]
     lines = [f"        {', '.join(f'x{k}{tag}' for tag in tags)} = load4(a{k}, i)" for k in used]
+    lines += [f"        {_draw(d, f'4 * i + {u}', tag)}" for u, tag in enumerate(tags) for d in range(draws)]
     lines += [f"        {_assign(f'v{j}{tag}', s, tag)}" for tag in tags for j, s in enumerate(steps)]
     lines += [f"        store4(o{k}, i, {', '.join(f'v{j}{tag}' for tag in tags)})" for k, j in enumerate(stores)]
     lines += [_accumulate(m, r, tag) for tag in tags for m, r in enumerate(reductions)]
@@ -210,11 +223,12 @@ def _vector_loop(steps, stores, reductions) -> list[str]:
 def _elements(steps, stores, reductions, at: list[tuple[str, str]], layout: tuple) -> list[str]:
     """The loop body for the elements at each ``(index, name suffix)`` of ``at``:
     every load first, then every op, then every store (a store may alias a load)."""
-    shape, strided, shifts, out_strides = layout
+    shape, strided, shifts, out_strides, draws = layout
     used = sorted({arg[1] for s in steps for arg in s.args if arg[0] == "a"})
     offsets = sorted({arg[1] for s in steps for arg in s.args if arg[0] == "c"})
     lines = [f"        x{k}{tag} = a{k}[{i}]" for i, tag in at for k in used]
     lines += [f"        z{k}{tag} = c{k}[{_offset(i, shape, strided[k], shifts[k])}]" for i, tag in at for k in offsets]
+    lines += [f"        {_draw(d, i, tag)}" for i, tag in at for d in range(draws)]
     lines += [f"        {_assign(f'v{j}{tag}', s, tag)}" for _, tag in at for j, s in enumerate(steps)]
     for i, tag in at:
         for k, j in enumerate(stores):
@@ -224,13 +238,25 @@ def _elements(steps, stores, reductions, at: list[tuple[str, str]], layout: tupl
     return lines
 
 
+def _draw(d: int, index: str, tag: str) -> str:
+    """The loop line that takes uniform draw ``d`` of the element at ``index``
+    (the number ``uniform`` would give it: 24 random bits, below 1)."""
+    return f"u{d}{tag} = _unit(seed, np.uint64(base + {d} * n + {index}))"
+
+
+def _advance_lines(draws: int) -> list[str]:
+    """Lines that move the generator's offset past the kernel's draws, once
+    every block has read it (every thread calls ``_advance``)."""
+    return [f"    _advance(rng, base, {draws} * n)"] if draws else []
+
+
 def _accumulate(m: int, r: Reduction, tag: str) -> str:
     """The loop line that adds the value reduction ``m`` reduces, of the element ``tag``, to ``acc{m}``."""
     return f"        acc{m} = combine{m}(acc{m}, np.{r.acc}(v{r.step}{tag}))"
 
 
-_NAMES = {"a": "x", "c": "z", "v": "v", "b": "y", "w": "w", "s": "s", "r": "r"}  # an argument's kind -> its name
-_PER_ELEMENT = frozenset("acv")  # kinds with a value per element (their names take the element's suffix)
+_NAMES = {"a": "x", "c": "z", "u": "u", "v": "v", "b": "y", "w": "w", "s": "s", "r": "r"}  # a kind -> its name
+_PER_ELEMENT = frozenset("acuv")  # kinds with a value per element (their names take the element's suffix)
 
 
 def _assign(value: str, s: Step, tag: str = "") -> str:
@@ -327,6 +353,7 @@ def _rows(steps, stores, r: Reduction, layout: tuple) -> list[str]:
         f"            red0[row] = {_CONVERT[r.dtype]}(finalize0(scratch0[0], scale))",
         "        cuda.syncthreads()  # before the next row uses scratch0",
         "        row += cuda.gridDim.x",
+        *_advance_lines(layout[4]),
     ]
 
 

@@ -188,11 +188,41 @@ def test_the_columns_of_a_stack_are_stored_by_the_chain_that_computes_them():
     _assert_as_eager(got.numpy(), np.stack([v, p0[:, 0] * (1.0 - x * x) * v - x], axis=1))
 
 
+def test_uniform_draws_join_the_chain_and_draw_the_eager_numbers_at_every_pass():
+    # a Metropolis-like step: draws, a test, a masked update and a count, one kernel a pass of a while loop
+    def sweep(x, accepted, passes, go):
+        flip = tp.rand(*x.shape, dtype=tp.float64) < 0.3
+        x.copy_(tp.where(flip, -x, x))
+        accepted.add_(flip.sum())
+        passes.add_(1)
+        tp.lt(passes, 3, out=go)
+
+    def state():
+        return [tp.ones(6, 9, dtype=tp.float64), tp.zeros(1, dtype=tp.int64), tp.zeros(1, dtype=tp.int64),
+                tp.ones(1, dtype=tp.bool)]  # fmt: skip
+
+    eager = state()
+    tp.manual_seed(11)
+    for _ in range(3):
+        sweep(*eager)
+    step, fused = tp.compile(sweep), state()
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(fused[3]):
+            step(*fused)
+    assert _names(step) == ["fused_lt_neg_where_sum_add"]
+    tp.manual_seed(11)
+    g.replay()
+    for got, want in zip(fused, eager, strict=True):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert 0 < fused[1].item() < 3 * 54
+
+
 # -- random programs over a padded field ---------------------------------------------------------
 
 H, W = 5, 9  # the interior; 45 elements, more than three per thread of the simulator's blocks
 VIEWS = tuple((dy, dx) for dy in range(3) for dx in range(3))  # p[dy:dy + H, dx:dx + W]
-KINDS = ("read", "update", "combine", "roll", "pair", "reduce", "count", "flag", "note")
+KINDS = ("read", "update", "combine", "roll", "pair", "draw", "reduce", "count", "flag", "note")
 
 
 @st.composite
@@ -224,6 +254,8 @@ def _run(steps, p, q, total, count, flag):
         elif kind == "roll":  # of a value, or of the field's interior (a view)
             source = view if pick % 2 else value
             values.append(tp.roll(source, k - 4, k % 2) * s)
+        elif kind == "draw":  # uniform numbers, as a Monte Carlo step draws them
+            values.append(tp.where(tp.rand(H, W, dtype=tp.float64) < 0.5, value, view * s))
         elif kind == "pair":  # two values side by side (interleaved), read back through the same views
             pair = tp.stack([value, view * s], dim=-1)
             values.append(pair[..., 1] - pair[..., 0] if pick % 2 else pair[..., k % 2] * pair[..., 1 - k % 2])
@@ -249,10 +281,12 @@ def test_random_stencil_programs_equal_eager(steps):
         return [tp.tensor(p0), tp.tensor(q0), *one]
 
     eager = state()
+    tp.manual_seed(7)
     want = _run(steps, *eager)
     fn = tp.compile(lambda *xs: _run(steps, *xs))
     fn(*state())  # the warm-up
     fused = state()
+    tp.manual_seed(7)  # the replay draws what the eager run drew
     got = fn(*fused)  # captured and replayed
     _assert_as_eager(got.numpy(), want.numpy())
     for a, b in zip(fused[:4], eager[:4], strict=True):  # p, q, total, count: every write reached them

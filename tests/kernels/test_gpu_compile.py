@@ -151,11 +151,11 @@ def _launch_every_fused_kind() -> set[str]:
     """Compiled functions whose captures generate each kind of fused kernel:
     elementwise with a broadcast operand, a reduction along the last dimension,
     two full reductions with a tail of one-element ops, a chain of mixed dtypes,
-    and an in-place update of a slice with a tail and no reduction. Returns
-    their sources."""
+    and an in-place update of a slice with a tail and no reduction, with
+    rolled reads and uniform draws. Returns their sources."""
 
     def f(x, row, w, it, go):
-        rows = (x * row).exp().sum(-1)
+        rows = (x * row * tp.rand(4, 40)).exp().sum(-1)  # uniform draws in a kernel of rows
         change = (w - 1).abs().max()
         spread = (w * w).sum()  # a second full reduction of the chain, in the same kernel
         it.add_(1)
@@ -166,7 +166,7 @@ def _launch_every_fused_kind() -> set[str]:
         return ((i * h).exp() + b).relu(), (b * 2).sum()
 
     def stencil(p, q, it, go):  # stored through the slice's strides; the tail on the first thread
-        p[1:-1, 1:-1].mul_(0.5).add_(q + p[:-2, 1:-1] + tp.roll(q, 1, 1))  # a rolled read too
+        p[1:-1, 1:-1].mul_(0.5).add_(q + p[:-2, 1:-1] + tp.roll(q, 1, 1) * tp.rand(4, 7))  # rolled, drawn
         it.add_(1)
         tp.lt(it, 5, out=go)
 
