@@ -139,7 +139,8 @@ def _draw(kernel, shape, dtype) -> Tensor:
 
 
 def rand(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Uniform draws in [0, 1).
+    """Uniform draws in [0, 1). Under ``tp.compile`` a float32 or float64 draw
+    joins the fused kernel of its chain, which draws the same numbers.
 
     Examples
     --------
