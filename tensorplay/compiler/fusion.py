@@ -53,6 +53,7 @@ is written out) are not stored.
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from contextlib import contextmanager
@@ -180,12 +181,13 @@ tickets = Tickets()
 
 class _Reducing:
     """A group's reduction: ``op`` of step ``step``'s value into ``out``; over
-    every element (``k`` 0), or along the last dimensions, in rows of ``k``."""
+    every element (``k`` 0), or along a block of dimensions, ``k`` elements
+    into each of ``out``'s, ``trail`` the elements of the dimensions after it."""
 
-    __slots__ = ("op", "step", "acc", "out", "k")
+    __slots__ = ("op", "step", "acc", "out", "k", "trail")
 
-    def __init__(self, op: str, step: int, acc, out: Tensor, k: int) -> None:
-        self.op, self.step, self.acc, self.out, self.k = op, step, acc, out, k
+    def __init__(self, op: str, step: int, acc, out: Tensor, k: int, trail: int) -> None:
+        self.op, self.step, self.acc, self.out, self.k, self.trail = op, step, acc, out, k, trail
 
 
 class _Group:
@@ -286,9 +288,10 @@ class Fuser:
 
     def reduce(self, op: str, x: Tensor, dim, keepdim: bool) -> Tensor | None:
         """A reduction of a result of the open group, over all its dimensions
-        (beside the group's other full reductions) or its last ones (the
-        group's only one), as the kernel's epilogue: the reduction's output
-        (None: not taken, the eager reduction runs)."""
+        (beside the group's other full reductions) or a block of them (the
+        last ones, or middle ones such as an N-body step's sum over partners:
+        the group's only one), as the kernel's epilogue: the reduction's
+        output (None: not taken, the eager reduction runs)."""
         g = self.group
         if g is None or _rows(g) or len(g.reductions) >= MAX_REDUCTIONS or op not in REDUCTIONS:
             return None
@@ -301,19 +304,21 @@ class Fuser:
             or x.dtype.name not in (_SUMMED if op == "sum" else _ORDERED if op in ("max", "min") else _FLOATS)
         ):  # fmt: skip
             return None
-        dims = reduce_dims(x, dim)
+        dims = sorted(reduce_dims(x, dim))
         kept = x.ndim - len(dims)
-        if sorted(dims) != list(range(kept, x.ndim)) or 0 in x.shape or (kept and (g.reductions or g.tail)):
-            return None  # not the last dimensions (or nothing to reduce): the eager kernel's layouts
+        block = bool(dims) and dims == list(range(dims[0], dims[-1] + 1))
+        if not block or 0 in x.shape or (kept and (g.reductions or g.tail)):
+            return None  # not a block of dimensions (or nothing to reduce): the eager kernel's layouts
         if kept == 0 and not g.ticket:
             g.ticket = tickets.take() or 0
             if not g.ticket:
                 return None
         out_dtype, acc = _reduce_types(op, x.dtype)
-        out = Tensor._empty(x.shape[:kept] or (1,), out_dtype)
+        kept_shape = tuple(size for d, size in enumerate(x.shape) if d not in dims)
+        out = Tensor._empty(kept_shape or (1,), out_dtype)
         k = 0 if kept == 0 else g.n // out.numel()
-        g.reductions.append(_Reducing(op, w.step, acc, out, k))
-        shape = x.shape[:kept] + (1,) * len(dims) if keepdim else x.shape[:kept]
+        g.reductions.append(_Reducing(op, w.step, acc, out, k, math.prod(x.shape[dims[-1] + 1 :])))
+        shape = tuple(1 if d in dims else size for d, size in enumerate(x.shape)) if keepdim else kept_shape
         return out._view(shape, contiguous_strides(shape))
 
     def roll(self, x: Tensor, by_axis: dict[int, int]) -> Tensor | None:
@@ -346,7 +351,9 @@ class Fuser:
         live = [w for w in g.writes.values() if w.alive()]
         stored = [w for w in g.tail_writes.values() if w.alive()]
         tail = fused.Tail(tuple(g.tail), tuple(w.step for w in stored))
-        reductions = tuple(fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, r.k) for r in g.reductions)
+        reductions = tuple(
+            fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, r.k, r.trail) for r in g.reductions
+        )
         name = _kernel_name(g.steps, reductions, g.tail)
         counts = (len(g.inputs), len(g.ones), len(g.scalars))
         strided, shifts = tuple(strides for _, strides, _ in g.strided), tuple(sh for _, _, sh in g.strided)

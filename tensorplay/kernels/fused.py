@@ -86,15 +86,17 @@ class Step:
 @dataclass(frozen=True)
 class Reduction:
     """A full reduction ``op`` of the value of step ``step``, accumulated in
-    ``acc``, its result of dtype ``dtype``; ``k`` > 0: along the last
-    dimensions instead, per row of ``k`` elements (then the chain's only
-    reduction, with no tail)."""
+    ``acc``, its result of dtype ``dtype``; ``k`` > 0: along a block of
+    dimensions instead, ``k`` elements into each value, the dimensions after
+    the block ``trail`` elements (1: the last dimensions), the chain's only
+    reduction, with no tail."""
 
     op: str
     step: int
     acc: str
     dtype: str
-    k: int = 0  # 0: over all elements; else along the last dimensions, rows of k elements
+    k: int = 0  # 0: over all elements; else along a block of dimensions, k elements a value
+    trail: int = 1  # elements of the dimensions after the block
 
 
 @dataclass(frozen=True)
@@ -334,20 +336,23 @@ def _finish(reductions, tail: Tail) -> list[str]:
 
 
 def _rows(steps, stores, r: Reduction, layout: tuple) -> list[str]:
-    """The body of a kernel whose chain ends in a reduction along its last
-    dimensions: rows of ``r.k`` elements, a block a row (its threads along the
-    row, a power of two of them), each row's value stored at ``red0[row]``."""
-    k = r.k
+    """The body of a kernel whose chain ends in a reduction along a block of
+    its dimensions: ``r.k`` elements into each value, a block a value (its
+    threads along the reduced elements, a power of two of them, ``r.trail``
+    elements apart), each value stored at ``red0[row]``."""
+    k, trail = r.k, r.trail
+    index = f"row * {k} + j" if trail == 1 else f"(row // {trail}) * {k * trail} + j * {trail} + row % {trail}"
     return [
         "    t = cuda.threadIdx.x",
         f"    scratch0 = cuda.shared.array({BLOCK}, np.{r.acc})",
         "    row = cuda.blockIdx.x",
         f"    while row < n // {k}:",
         "        acc0 = init0",
-        f"        i = row * {k} + t",
-        f"        while i < (row + 1) * {k}:",
+        "        j = t",
+        f"        while j < {k}:",
+        f"            i = {index}",
         *["    " + line for line in _elements(steps, stores, (r,), [("i", "")], layout)],
-        "            i += cuda.blockDim.x",
+        "            j += cuda.blockDim.x",
         *["    " + line for line in _tree(range(1), "cuda.blockDim.x // 2")],
         "        if t == 0:",
         f"            red0[row] = {_CONVERT[r.dtype]}(finalize0(scratch0[0], scale))",

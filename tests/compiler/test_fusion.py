@@ -312,6 +312,23 @@ def test_several_full_reductions_of_a_chain_and_their_tail_are_one_kernel():
     assert got[2].item() == np.abs(x.numpy() - y.numpy()).max() and got[3].item() == (x.numpy() * 2).min()
 
 
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_a_reduction_over_a_middle_dimension_is_the_chains_epilogue(keepdim):
+    # an N-body step's pulls: the pair terms summed over partners, never stored
+    def pulls(x, w):
+        d = x[None, :, :] - x[:, None, :]
+        return (d * w[:, :, None]).sum(dim=1, keepdim=keepdim)
+
+    rng = np.random.default_rng(8)
+    x, w = rng.standard_normal((12, 3)), rng.random((12, 12))
+    compiled = tp.compile(pulls)
+    compiled(tp.tensor(x), tp.tensor(w))
+    got = compiled(tp.tensor(x), tp.tensor(w))
+    assert [name for name, _ in _names(compiled)] == ["fused_sub_mul_sum"]
+    d = x[None, :, :] - x[:, None, :]
+    np.testing.assert_allclose(got.numpy(), (d * w[:, :, None]).sum(axis=1, keepdims=keepdim), rtol=1e-12)
+
+
 def _names(compiled) -> list[tuple[str, str]]:
     """(name, source) of a compiled function's fused kernels."""
     return [(re.search(r"def (\w+)\(", text).group(1), text) for text in compiled.kernels()]

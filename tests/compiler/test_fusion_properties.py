@@ -66,7 +66,7 @@ def _programs(draw):
         scalars = (draw(st.sampled_from(SCALARS)), draw(st.sampled_from((*SCALARS, None))))
         steps.append((kind, op, picks, scalars))
     op = draw(st.sampled_from((None, *REDUCTIONS)))
-    reduction = op and (op, draw(st.sampled_from((None, -1, 0, "last two"))), draw(st.booleans()))
+    reduction = op and (op, draw(st.sampled_from((None, -1, 0, 1, "last two"))), draw(st.booleans()))
     more = draw(st.lists(st.tuples(st.sampled_from(REDUCTIONS), st.integers(0, 2)), min_size=1, max_size=3))
     return shape, steps, reduction, tuple(more)
 
