@@ -84,6 +84,9 @@ MAX_STEPS = 64  # ops per fused kernel: a longer chain is split
 MAX_ARRAYS = 40  # array parameters of a fused kernel (56+ bytes each; the driver takes 4 KiB): more split the chain
 MAX_BLOCKS = 1024  # blocks of a fused reduction at most (its last block combines this many partials)
 MAX_REDUCTIONS = 4  # full reductions of one kernel (a shared array of a block's size each)
+# A reduction over leading or middle dimensions has a block's threads read elements this many apart at most
+# (an N-body step's xyz: 3); wider, its loads would not coalesce, and the eager kernel's columns do.
+MAX_TRAIL = 8
 _CONFLICT, _EAGER = "conflict", "eager"
 
 
@@ -307,7 +310,8 @@ class Fuser:
         dims = sorted(reduce_dims(x, dim))
         kept = x.ndim - len(dims)
         block = bool(dims) and dims == list(range(dims[0], dims[-1] + 1))
-        if not block or 0 in x.shape or (kept and (g.reductions or g.tail)):
+        trail = math.prod(x.shape[dims[-1] + 1 :]) if block else 0
+        if not block or trail > MAX_TRAIL or 0 in x.shape or (kept and (g.reductions or g.tail)):
             return None  # not a block of dimensions (or nothing to reduce): the eager kernel's layouts
         if kept == 0 and not g.ticket:
             g.ticket = tickets.take() or 0
@@ -317,7 +321,7 @@ class Fuser:
         kept_shape = tuple(size for d, size in enumerate(x.shape) if d not in dims)
         out = Tensor._empty(kept_shape or (1,), out_dtype)
         k = 0 if kept == 0 else g.n // out.numel()
-        g.reductions.append(_Reducing(op, w.step, acc, out, k, math.prod(x.shape[dims[-1] + 1 :])))
+        g.reductions.append(_Reducing(op, w.step, acc, out, k, trail))
         shape = tuple(1 if d in dims else size for d, size in enumerate(x.shape)) if keepdim else kept_shape
         return out._view(shape, contiguous_strides(shape))
 

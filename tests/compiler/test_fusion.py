@@ -329,6 +329,16 @@ def test_a_reduction_over_a_middle_dimension_is_the_chains_epilogue(keepdim):
     np.testing.assert_allclose(got.numpy(), (d * w[:, :, None]).sum(axis=1, keepdims=keepdim), rtol=1e-12)
 
 
+def test_a_reduction_over_leading_dimensions_of_wide_rows_stays_with_the_eager_kernel():
+    # a block's threads would read elements a row apart: the eager kernel reads the columns side by side
+    compiled = tp.compile(lambda x: (x * 2.0).sum(dim=0))
+    x = np.random.default_rng(9).standard_normal((6, 40))
+    compiled(tp.tensor(x))
+    got = compiled(tp.tensor(x))
+    assert [name for name, _ in _names(compiled)] == ["fused_mul"]
+    np.testing.assert_allclose(got.numpy(), (x * 2.0).sum(axis=0), rtol=1e-12)
+
+
 def _names(compiled) -> list[tuple[str, str]]:
     """(name, source) of a compiled function's fused kernels."""
     return [(re.search(r"def (\w+)\(", text).group(1), text) for text in compiled.kernels()]
