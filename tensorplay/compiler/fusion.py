@@ -293,8 +293,10 @@ class Fuser:
         """A reduction of a result of the open group, over all its dimensions
         (beside the group's other full reductions) or a block of them (the
         last ones, or middle ones such as an N-body step's sum over partners:
-        the group's only one), as the kernel's epilogue: the reduction's
-        output (None: not taken, the eager reduction runs)."""
+        the group's only one, after a tail only where that tail came without
+        a reduction, so that it touches nothing the other threads do), as the
+        kernel's epilogue: the reduction's output (None: not taken, the eager
+        reduction runs)."""
         g = self.group
         if g is None or _rows(g) or len(g.reductions) >= MAX_REDUCTIONS or op not in REDUCTIONS:
             return None
@@ -311,7 +313,7 @@ class Fuser:
         kept = x.ndim - len(dims)
         block = bool(dims) and dims == list(range(dims[0], dims[-1] + 1))
         trail = math.prod(x.shape[dims[-1] + 1 :]) if block else 0
-        if not block or trail > MAX_TRAIL or 0 in x.shape or (kept and (g.reductions or g.tail)):
+        if not block or trail > MAX_TRAIL or 0 in x.shape or (kept and g.reductions):
             return None  # not a block of dimensions (or nothing to reduce): the eager kernel's layouts
         if kept == 0 and not g.ticket:
             g.ticket = tickets.take() or 0
@@ -379,7 +381,7 @@ class Fuser:
                 lanes = min(fused.BLOCK, max(32, 1 << (r.k - 1).bit_length()))
                 args += [_array(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)]
                 args.append(np.float64(1.0 / r.k))
-                launch(kernel, (min(r.out.numel(), 65535), 1, 1), (lanes, 1, 1), args, g.stream)
+                launch(kernel, (min(r.out.numel(), 65535), 1, 1), (lanes, 1, 1), args + tail_outputs, g.stream)
             else:
                 blocks = _reduction_blocks(g.n)
                 args += [_array(g.ticket, 1, dt.int32), np.float64(1.0 / g.n)]

@@ -89,7 +89,7 @@ class Reduction:
     ``acc``, its result of dtype ``dtype``; ``k`` > 0: along a block of
     dimensions instead, ``k`` elements into each value, the dimensions after
     the block ``trail`` elements (1: the last dimensions), the chain's only
-    reduction, with no tail."""
+    reduction (its tail, if any, run by the first thread, as without one)."""
 
     op: str
     step: int
@@ -153,7 +153,7 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
         body += ["    seed, base = np.uint64(rng[0]), rng[1]"]
     layout = (shape, strided, shifts or ((),) * len(strided), out_strides, draws)
     if rows:
-        body += _rows(steps, stores, reductions[0], layout)
+        body += _rows(steps, stores, reductions[0], layout) + _first_thread(tail)
     else:
         body += _grid_stride(steps, stores, reductions, layout, tail)
     names = ", ".join(_fn_name(op) for op in ops) + ("," if len(ops) == 1 else "")
@@ -192,10 +192,17 @@ def _grid_stride(steps, stores, reductions, layout: tuple, tail: Tail) -> list[s
     body += _advance_lines(draws)
     if reductions:
         body += _finish(reductions, tail)
-    elif tail.steps:
-        body.append("    if cuda.grid(1) == 0:  # the tail: it touches nothing the other threads read or write")
-        body += [line[4:] for line in _tail_lines(tail)]
+    else:
+        body += _first_thread(tail)
     return body
+
+
+def _first_thread(tail: Tail) -> list[str]:
+    """Lines that run a tail of ops that touch nothing the other threads read
+    or write (a chain without full reductions) on the kernel's first thread."""
+    if not tail.steps:
+        return []
+    return ["    if cuda.grid(1) == 0:  # the tail", *[line[4:] for line in _tail_lines(tail)]]
 
 
 def _vector_loop(steps, stores, reductions, draws: int) -> list[str]:

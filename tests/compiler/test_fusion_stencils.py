@@ -218,11 +218,29 @@ def test_uniform_draws_join_the_chain_and_draw_the_eager_numbers_at_every_pass()
     assert 0 < fused[1].item() < 3 * 54
 
 
+def test_a_reduction_along_rows_after_a_counter_runs_the_counter_on_the_first_thread():
+    # an Ising sweep's end: the flip, the sweep count and the test, then each replica's magnetisation
+    def finish(spins, sweep, go):
+        spins.mul_(-1.0)
+        sweep.add_(1)
+        tp.lt(sweep, 3, out=go)
+        return spins.sum(dim=(1, 2))
+
+    s0 = np.where(np.random.default_rng(10).random((3, 4, 6)) < 0.7, 1.0, -1.0)
+    spins, sweep, go = tp.tensor(s0), tp.zeros(1, dtype=tp.int64), tp.ones(1, dtype=tp.bool)
+    step = tp.compile(finish)
+    for k in range(1, 4):
+        got = step(spins, sweep, go)
+        assert sweep.item() == k and go.item() == (k < 3)
+        np.testing.assert_array_equal(got.numpy(), (s0 * (-1.0) ** k).sum(axis=(1, 2)))
+    assert _names(step) == ["fused_mul_sum_add_lt"]
+
+
 # -- random programs over a padded field ---------------------------------------------------------
 
 H, W = 5, 9  # the interior; 45 elements, more than three per thread of the simulator's blocks
 VIEWS = tuple((dy, dx) for dy in range(3) for dx in range(3))  # p[dy:dy + H, dx:dx + W]
-KINDS = ("read", "update", "combine", "roll", "pair", "draw", "reduce", "count", "flag", "note")
+KINDS = ("read", "update", "combine", "roll", "pair", "draw", "rows", "reduce", "count", "flag", "note")
 
 
 @st.composite
@@ -259,6 +277,8 @@ def _run(steps, p, q, total, count, flag):
         elif kind == "pair":  # two values side by side (interleaved), read back through the same views
             pair = tp.stack([value, view * s], dim=-1)
             values.append(pair[..., 1] - pair[..., 0] if pick % 2 else pair[..., k % 2] * pair[..., 1 - k % 2])
+        elif kind == "rows":  # a reduction along each row (after a counter and a flag, it may share their kernel)
+            values.append(value - value.sum(dim=1, keepdim=True) * s)
         elif kind == "reduce":
             total.copy_(value.sum() * s)
         elif kind == "count":
@@ -288,7 +308,10 @@ def test_random_stencil_programs_equal_eager(steps):
     fused = state()
     tp.manual_seed(7)  # the replay draws what the eager run drew
     got = fn(*fused)  # captured and replayed
-    _assert_as_eager(got.numpy(), want.numpy())
+    if any(step[0] == "rows" for step in steps):  # a sum along each row, added in another order
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+    else:
+        _assert_as_eager(got.numpy(), want.numpy())
     for a, b in zip(fused[:4], eager[:4], strict=True):  # p, q, total, count: every write reached them
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)  # sums in another order
     if any(step[0] == "flag" for step in steps):
