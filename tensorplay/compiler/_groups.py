@@ -1,0 +1,312 @@
+"""A group of the fusion pass: the ops over one iteration space waiting to be
+written out as one kernel, what they read and write, and the rules that say
+whether one more op may join (``plan``, ``take_tail``) so that every element's
+value is the eager one. ``compiler/fusion.py`` feeds groups and writes them out."""
+
+from __future__ import annotations
+
+import weakref
+
+from .._overlap import byte_span
+from .._tensor import Tensor
+from ..kernels import fused
+from ..runtime.launch import ArrayArg
+from ._views import array_arg, interleaved, read_strides, space_of, spans_overlap, squeezed, view_at
+
+__all__ = [
+    "CONFLICT",
+    "EAGER",
+    "MAX_ARRAYS",
+    "MAX_STEPS",
+    "Draw",
+    "Group",
+    "Reducing",
+    "Rolled",
+    "Write",
+    "apply_step",
+    "ends_in_rows",
+    "plan",
+    "reduction_of",
+    "take_tail",
+]
+
+MAX_STEPS = 64  # ops per fused kernel: a longer chain is split
+MAX_ARRAYS = 40  # array parameters of a fused kernel (56+ bytes each; the driver takes 4 KiB): more split the chain
+CONFLICT, EAGER = "conflict", "eager"
+
+
+class Write:
+    """A result of the group: which step made it, where it would be stored (its
+    element strides over the group's shape, None when contiguous), and whether
+    its memory is still alive (a weak reference to the storage)."""
+
+    __slots__ = ("step", "ptr", "dtype", "strides", "lo", "hi", "storage")
+
+    def __init__(self, step: int, out: Tensor) -> None:
+        self.step, self.ptr, self.dtype = step, out._ptr, out.dtype
+        self.strides = None if out._contig else squeezed(out._strides, out.shape)
+        self.lo, self.hi = byte_span(out)
+        self.storage = weakref.ref(out._storage)
+
+    def alive(self) -> bool:
+        return self.storage() is not None
+
+    def overlaps(self, lo: int, hi: int) -> bool:
+        """True when it is alive and bytes [lo, hi) overlap where it would be stored."""
+        return self.lo < hi and lo < self.hi and self.alive()
+
+    def read_by(self, o: Tensor, full: bool, strides: tuple | None) -> bool:
+        """True when ``o`` (of its dtype) reads at each element of the group the
+        value this result stores there: read at ``[i]`` (``full``) or with
+        ``strides`` over the group's shape."""
+        if o.dtype is not self.dtype or not self.alive():
+            return False
+        return full if self.strides is None else strides == self.strides
+
+    def at(self) -> tuple:
+        """Where it is stored, as ``interleaved`` takes a view."""
+        return self.ptr, self.strides, self.dtype.itemsize
+
+    def array(self) -> ArrayArg:
+        """The kernel argument its value is stored through (every element it spans)."""
+        return array_arg(self.ptr, (self.hi - self.lo) // self.dtype.itemsize, self.dtype)
+
+
+class Rolled:
+    """An operand read rolled, as ``tp.roll`` reads it: element ``c`` of the
+    group's shape reads ``x`` at ``(c + shifts) % shape``, dimension by dimension."""
+
+    __slots__ = ("x", "shifts")
+
+    def __init__(self, x: Tensor, shifts: tuple) -> None:
+        self.x, self.shifts = x, shifts
+
+
+class Draw:
+    """An operand of uniform random numbers from the generator whose device
+    state is ``state``, one per element, as ``tp.rand`` draws them."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: Tensor) -> None:
+        self.state = state
+
+
+class Reducing:
+    """A group's reduction: ``op`` of step ``step``'s value into ``out``; over
+    every element (``k`` 0), or along a block of dimensions, ``k`` elements
+    into each of ``out``'s, ``trail`` the elements of the dimensions after it."""
+
+    __slots__ = ("op", "step", "acc", "out", "k", "trail")
+
+    def __init__(self, op: str, step: int, acc, out: Tensor, k: int, trail: int) -> None:
+        self.op, self.step, self.acc, self.out, self.k, self.trail = op, step, acc, out, k, trail
+
+
+class Group:
+    """The ops over one iteration space waiting to be written out as one kernel."""
+
+    def __init__(self, shape: tuple, n: int, s) -> None:
+        self.shape, self.n, self.stream = shape, n, s
+        self.inputs: list[Tensor] = []  # full-size, read at [i]
+        self.ones: list[Tensor] = []  # one element, read at [0]
+        self.strided: list[tuple[Tensor, tuple, tuple]] = []  # (tensor, its strides over the shape, its shifts)
+        self.scalars: list = []
+        self.steps: list[fused.Step] = []
+        self.writes: dict[int, Write] = {}  # data pointer -> its latest write
+        self.reductions: list[Reducing] = []
+        self.ticket = 0  # the address of the full reductions' ticket
+        self.tail: list[fused.Step] = []  # one-element ops after the full-size ones
+        self.tail_writes: dict[int, Write] = {}  # the tail's: data pointer -> its latest write
+        self.state: Tensor | None = None  # the generator's, where the group draws
+        self.draws = 0
+
+    def arrays(self) -> int:
+        """Array parameters its kernel would have after one more op (which adds at most four)."""
+        extra = len(self.tail_writes) + 2 * len(self.reductions) + 2
+        return len(self.inputs) + len(self.ones) + len(self.strided) + len(self.writes) + extra + 4
+
+    def reads(self, lo: int, hi: int) -> bool:
+        """True when bytes [lo, hi) overlap what the group's full-size ops read."""
+        ones = {arg[1] for s in self.steps for arg in s.args if arg[0] == "b"}
+        read = [*self.inputs, *[self.ones[k] for k in ones], *[t for t, _, _ in self.strided]]
+        return any(spans_overlap(byte_span(t), (lo, hi)) for t in read)
+
+    def touches_written(self, lo: int, hi: int, view: tuple | None = None) -> bool:
+        """True when bytes [lo, hi) overlap a live result of the group or its
+        reduction's (a result interleaved with ``view``, an ``view_at`` of what is
+        read there, does not count: they share no element)."""
+        if any(w.overlaps(lo, hi) and not (view and interleaved(w.at(), view)) for w in self.writes.values()):
+            return True
+        return any(spans_overlap(byte_span(r.out), (lo, hi)) for r in self.reductions)
+
+
+def plan(g: Group, out: Tensor, operands):
+    """The step's arguments, ``CONFLICT`` when the op touches the group's memory
+    through another view, or ``EAGER`` when an operand cannot be read per element."""
+    args = []
+    for o in operands:
+        if isinstance(o, Draw):
+            if g.state is not None and g.state._ptr != o.state._ptr:
+                return CONFLICT  # one generator's state a kernel
+            args.append(("u", o.state))
+            continue
+        if isinstance(o, Rolled):
+            strides = read_strides(o.x, out)
+            if g.touches_written(*byte_span(o.x)):
+                return CONFLICT
+            if strides is None:
+                return EAGER
+            args.append(("c", (o.x, strides, squeezed(o.shifts, out.shape))))
+            continue
+        if not isinstance(o, Tensor):
+            args.append(("s", o))
+            continue
+        full = (o._contig and space_of(o) == g.shape) or (g.n == 1 and o.numel() == 1)
+        strides = None if full or o.numel() == 1 else read_strides(o, out)
+        w = g.writes.get(o._ptr)
+        if w is not None and w.read_by(o, full, strides):
+            args.append(("v", w.step))
+            continue
+        if g.touches_written(*byte_span(o), view_at(o, strides)):
+            return CONFLICT
+        if full:
+            args.append(("a", o))
+        elif o.numel() == 1:
+            args.append(("b", o))
+        elif strides is None:
+            return EAGER
+        else:
+            args.append(("c", (o, strides, ())))
+    lo, hi = byte_span(out)
+    layout = None if out._contig else squeezed(out._strides, out.shape)
+    for t in [*g.inputs, *[v for kind, v in args if kind == "a"]]:  # read at [i]: a write there comes after
+        t_lo, t_hi = byte_span(t)
+        if t_lo < hi and lo < t_hi and (layout is not None or t._ptr != out._ptr or t.dtype is not out.dtype):
+            return CONFLICT
+    strided = [*g.strided, *[v for kind, v in args if kind == "c"]]
+    for t, strides, shifts in strided:  # read at offsets of their own: the same element is read, then written
+        same = layout is not None and t._ptr == out._ptr and t.dtype is out.dtype and not any(shifts)
+        if same and strides == layout or not any(shifts) and interleaved(view_at(t, strides), view_at(out, layout)):
+            continue
+        if spans_overlap(byte_span(t), (lo, hi)):
+            return CONFLICT
+    if any(spans_overlap(byte_span(t), (lo, hi)) for t in [*g.ones, *[v for kind, v in args if kind == "b"]]):
+        return CONFLICT  # read at [0] by every thread
+    for ptr, w in list(g.writes.items()):
+        if w.lo < hi and lo < w.hi:
+            if not w.alive():
+                del g.writes[ptr]  # freed memory, now out's
+            elif (ptr != out._ptr or w.dtype is not out.dtype or w.strides != layout) and not interleaved(
+                w.at(), view_at(out, layout)
+            ):
+                return CONFLICT  # another view of it: another thread's elements
+    if any(spans_overlap(byte_span(r.out), (lo, hi)) for r in g.reductions):
+        return CONFLICT
+    return args
+
+
+def take_tail(g: Group, op: str, out: Tensor, operands, cast: str) -> bool:
+    """Join ``out[0] = op(*operands)``, over one-element tensors after the
+    group's full-size ops, to its tail (True); False leaves it (the group is
+    written out)."""
+    if len(g.steps) + len(g.tail) >= MAX_STEPS or g.arrays() >= MAX_ARRAYS or not _tail_writable(g, out):
+        return False
+    args = []
+    for o in operands:
+        if not isinstance(o, Tensor):
+            args.append(("s", o))
+            continue
+        if o.numel() != 1:
+            return False
+        w = g.tail_writes.get(o._ptr)
+        m = reduction_of(g, o)
+        if w is not None and w.dtype is o.dtype and w.alive():
+            args.append(("w", w.step))
+        elif m is not None:
+            args.append(("r", m))
+        elif _tail_touches(g, *byte_span(o)):
+            return False  # memory the group's threads write
+        else:
+            args.append(("b", o))
+    g.tail.append(fused.Step(op, _refs(g, args), cast, out.dtype.name))
+    g.tail_writes[out._ptr] = Write(len(g.tail) - 1, out)
+    return True
+
+
+def _tail_touches(g: Group, lo: int, hi: int) -> bool:
+    """True when bytes [lo, hi) overlap what the group or its tail writes."""
+    return g.touches_written(lo, hi) or any(w.overlaps(lo, hi) for w in g.tail_writes.values())
+
+
+def _tail_writable(g: Group, out: Tensor) -> bool:
+    """True when a tail step may write ``out``: memory the group's full-size ops
+    do not write (nor read, without a reduction: the tail's thread runs while
+    other threads may still read), and the tail's or a reduction's only as
+    the same element."""
+    lo, hi = byte_span(out)
+    if any(w.overlaps(lo, hi) for w in g.writes.values()):
+        return False
+    if not g.reductions and g.reads(lo, hi):
+        return False
+    same = reduction_of(g, out) is not None or (
+        out._ptr in g.tail_writes and g.tail_writes[out._ptr].dtype is out.dtype
+    )
+    return same or not _tail_touches(g, lo, hi)
+
+
+def reduction_of(g: Group, t: Tensor) -> int | None:
+    """The index of the group's reduction whose output ``t`` is (its element, its dtype), or None."""
+    for m, r in enumerate(g.reductions):
+        if r.out._ptr == t._ptr and r.out.dtype is t.dtype:
+            return m
+    return None
+
+
+def ends_in_rows(g: Group) -> bool:
+    """True when the group ends in a reduction along its last dimensions (its only one)."""
+    return bool(g.reductions) and g.reductions[0].k > 0
+
+
+def apply_step(g: Group, op: str, out: Tensor, cast: str, args: list) -> None:
+    """Add the step (and its new inputs) to the group; ``out`` becomes a result."""
+    g.steps.append(fused.Step(op, _refs(g, args), cast, out.dtype.name))
+    g.writes[out._ptr] = Write(len(g.steps) - 1, out)
+
+
+def _refs(g: Group, args: list) -> tuple:
+    """A step's arguments as ``fused.Step`` refers to them: inputs and scalars
+    by their index among the group's (added where new), values as they are."""
+    refs = []
+    for kind, value in args:
+        if kind == "a":
+            value = _index(g.inputs, value)
+        elif kind == "b":
+            value = _index(g.ones, value)
+        elif kind == "c":
+            value = _strided_index(g.strided, *value)
+        elif kind == "u":  # a new draw, numbered in the order drawn
+            g.state, g.draws, value = value, g.draws + 1, g.draws
+        elif kind == "s":
+            g.scalars.append(value)
+            value = len(g.scalars) - 1
+        refs.append((kind, value))
+    return tuple(refs)
+
+
+def _index(tensors: list[Tensor], t: Tensor) -> int:
+    """Where ``t`` (or a tensor over the same memory with its dtype) is in ``tensors``, adding it."""
+    for k, other in enumerate(tensors):
+        if other._ptr == t._ptr and other.dtype is t.dtype:
+            return k
+    tensors.append(t)  # held: its memory is not reused before the kernel reads it
+    return len(tensors) - 1
+
+
+def _strided_index(entries: list, t: Tensor, strides: tuple, shifts: tuple) -> int:
+    """Where ``(t, strides, shifts)`` (or the same memory read the same way) is in ``entries``, adding it."""
+    for k, (other, other_strides, other_shifts) in enumerate(entries):
+        if other._ptr == t._ptr and other.dtype is t.dtype and (other_strides, other_shifts) == (strides, shifts):
+            return k
+    entries.append((t, strides, shifts))  # held: its memory is not reused before the kernel reads it
+    return len(entries) - 1
