@@ -2,13 +2,15 @@
 rank relaxes a band of rows, swapping its edge rows with its neighbours
 (``send``/``recv``) and taking the largest change over all ranks
 (``all_reduce(MAX)``) at every iteration, until no point changes more than the
-tolerance. On the simulator the whole solve is one while node per rank, its
-halo swaps and reduction inside the body; on a GPU the host drives the same
-iteration (this engine's collectives go through the host, which a graph
-cannot: see docs/distributed.md). At the end the bands are gathered and
-compared with the one-process solve: same iterations, same field::
+tolerance. On the simulator, and on GPUs with NCCL's engine, the whole solve
+is one while node per rank, its halo swaps and reduction inside the body; with
+tensorplay's own engine on a GPU the host drives the same iteration (that
+engine's collectives go through the host, which a graph cannot: see
+docs/distributed.md). At the end the bands are gathered and compared with the
+one-process solve: same iterations, same field::
 
     python -m tensorplay.distributed.run --nproc-per-node 4 examples/heat_distributed.py [--n 32] [--tol 1e-3]
+    TENSORPLAY_DIST_BACKEND=nccl python -m tensorplay.distributed.run --nproc-per-node 2 examples/heat_distributed.py
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     band.reset()
     band.step(args.tol, args.max_iters)  # compiles every kernel eagerly first
     band.reset()
-    if tp.cuda.backend() == "sim":
+    if tp.cuda.backend() == "sim" or dist.get_backend() == "nccl":
         g = tp.cuda.CUDAGraph()
         with tp.cuda.graph(g):
             with g.while_(band.go):

@@ -8,14 +8,17 @@
 Run a script on N ranks with ``python -m tensorplay.distributed.run
 --nproc-per-node N script.py ARGS``, which sets those variables.
 
-**The engine.** Each call is queued on the current stream as one operation
-over the tensors' memory. On the simulator it is a library call (a graph node
-when the stream captures: collectives run inside graphs and inside while and
-if bodies, at every replay and every pass), whose data goes from rank to rank
-through the group's rendezvous in rank 0's process (``_hub.py``): ranks are
-processes, the reductions NumPy's. On a GPU the same engine serves eagerly,
-through host copies, and a capture refuses it: collectives inside graphs on a
-GPU are NCCL's work, which this engine is not.
+**The engines.** Each call is queued on the current stream. With
+``backend=None`` (or ``"hub"``) it is one operation over the tensors' memory.
+On the simulator that is a library call (a graph node when the stream
+captures: collectives run inside graphs and inside while and if bodies, at
+every replay and every pass), whose data goes from rank to rank through the
+group's rendezvous in rank 0's process (``_hub.py``): ranks are processes, the
+reductions NumPy's. On a GPU the same engine serves eagerly, through host
+copies, and a capture refuses it. With ``backend="nccl"`` (a GPU for each
+rank) NCCL moves the data on the GPUs and its kernels are captured into graphs
+and while and if bodies (``_nccl.py``); the rendezvous then only checks each
+call against the peers'.
 
 **Rules.** Every rank makes the same collective calls in the same order, on
 tensors of one dtype and shape; a ``recv`` takes what its peer's ``send``
@@ -30,6 +33,7 @@ can be made after ``destroy_process_group()``.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime
 import enum
 import os
@@ -38,15 +42,16 @@ import numpy as np
 
 from .._tensor import Tensor
 from ..runtime.backend import CaptureError
-from ..runtime.backend import get as get_backend
+from ..runtime.backend import get as _device
 from ..runtime.capture import capture_state
 from ..runtime.libraries.simulated import Operand, call
 from ..runtime.streams import current_stream
-from ._hub import DistributedError, Hub, Link, LocalLink
+from . import _nccl
+from ._hub import DistributedError, Hub, Link, LocalLink, Watch
 
 __all__ = [
     "DistributedError", "P2POp", "ReduceOp", "Work", "all_gather_into_tensor", "all_reduce", "barrier",
-    "batch_isend_irecv", "broadcast", "destroy_process_group", "get_rank", "get_world_size",
+    "batch_isend_irecv", "broadcast", "destroy_process_group", "get_backend", "get_rank", "get_world_size",
     "init_process_group", "irecv", "is_initialized", "isend", "recv", "reduce_scatter_tensor", "send",
 ]  # fmt: skip
 
@@ -66,8 +71,9 @@ class ReduceOp(enum.Enum):
 class _Group:
     """The process's group: its rank, its size and its link to the rendezvous."""
 
-    def __init__(self, rank: int, world: int, link, hub) -> None:
+    def __init__(self, rank: int, world: int, link, hub, engine=None) -> None:
         self.rank, self.world, self.link, self.hub = rank, world, link, hub
+        self.engine = engine  # the NCCL engine (None: the hub's)
 
 
 _group: _Group | None = None
@@ -99,14 +105,17 @@ def init_process_group(
     ``WORLD_SIZE`` (``python -m tensorplay.distributed.run`` sets them; under
     ``mpirun``, Open MPI's or PMI's ranks), and, for more than one rank,
     ``MASTER_ADDR`` and ``MASTER_PORT``, where rank 0 holds the rendezvous.
-    ``backend``: None (the engine of the module docstring). ``timeout``:
-    seconds or a ``datetime.timedelta``, how long a call waits for its peers.
+    ``backend``: None or ``"hub"`` (tensorplay's engine), or ``"nccl"`` (on a
+    GPU for each rank); None reads ``TENSORPLAY_DIST_BACKEND`` first. See the
+    module docstring. ``timeout``: seconds or a ``datetime.timedelta``, how
+    long a call waits for its peers.
     """
     global _group
     if _group is not None:
         raise RuntimeError("init_process_group() was already called: call destroy_process_group() first")
-    if backend not in (None, "hub"):
-        raise ValueError(f"backend must be None (tensorplay's engine), got {backend!r}")
+    backend = backend if backend is not None else _environment("TENSORPLAY_DIST_BACKEND", "hub")
+    if backend not in ("hub", "nccl"):
+        raise ValueError(f'backend must be None, "hub" (tensorplay\'s engine) or "nccl", got {backend!r}')
     world = _environment("WORLD_SIZE", None, "OMPI_COMM_WORLD_SIZE", "PMI_SIZE") if world_size is None else world_size
     me = _environment("RANK", None, "OMPI_COMM_WORLD_RANK", "PMI_RANK") if rank is None else rank
     if world is None or me is None:
@@ -122,7 +131,9 @@ def init_process_group(
         timeout = timeout.total_seconds()
     timeout = float(timeout if timeout is not None else _environment("TENSORPLAY_DIST_TIMEOUT", DEFAULT_TIMEOUT))
     if world == 1:
-        _group = _Group(0, 1, LocalLink(), None)
+        link = LocalLink()
+        engine = _nccl.NcclEngine(0, _nccl.start(link, 0, 1), None) if backend == "nccl" else None
+        _group = _Group(0, 1, link, None, engine)
         return
     address, port = _environment("MASTER_ADDR"), _environment("MASTER_PORT")
     if address is None or port is None:
@@ -133,13 +144,18 @@ def init_process_group(
     port = _number("MASTER_PORT", port, 1)
     key = f"tensorplay {address}:{port} {world}".encode()
     hub = Hub(address, port, world, timeout, key) if me == 0 else None
+    link = engine = None
     try:
         link = Link(address, port, me, world, timeout, key)
+        if backend == "nccl":
+            engine = _nccl.NcclEngine(me, _nccl.start(link, me, world), Watch(address, port, me, key))
     except BaseException:
+        if link is not None:
+            link.close()
         if hub is not None:
             hub.join(0)
         raise
-    _group = _Group(me, world, link, hub)
+    _group = _Group(me, world, link, hub, engine)
     atexit.register(_leave_at_exit)  # rank 0's hub then serves the others until they leave
 
 
@@ -166,12 +182,19 @@ def get_world_size() -> int:
     return _the_group("get_world_size").world
 
 
+def get_backend(group=None) -> str:
+    """The group's engine: ``"nccl"`` or ``"hub"`` (see the module docstring)."""
+    return "hub" if _the_group("get_backend").engine is None else "nccl"
+
+
 def destroy_process_group() -> None:
     """Leave the group (rank 0 waits for the others to leave, up to the timeout).
     A process that ends in the group leaves it so."""
     global _group
     group = _the_group("destroy_process_group")
     _group = None
+    if group.engine is not None:
+        group.engine.close()
     group.link.close()
     if group.hub is not None:
         group.hub.join(group.hub.timeout)
@@ -214,7 +237,7 @@ def _run(fn: str, inputs: list, outputs: list, exchange, async_op: bool):
     (see the module docstring): a library call on the simulator, host copies
     around it on a GPU."""
     s = current_stream()
-    if get_backend().name == "sim":
+    if _device().name == "sim":
         operands = [Operand.dense(t._ptr, tuple(t.shape), t.dtype.np) for t in (*inputs, *outputs)]
 
         def compute(*views):
@@ -235,9 +258,16 @@ def _run(fn: str, inputs: list, outputs: list, exchange, async_op: bool):
     return Work(s) if async_op else None
 
 
-def _collective(fn: str, g: _Group, desc: tuple, source: Tensor, result: Tensor, async_op: bool):
-    """The collective ``desc``: this rank's ``source`` to the group, its part of the answer into ``result``."""
-    return _run(fn, [source], [result], lambda a: [g.link.collective(desc, a)], async_op)
+def _collective(fn: str, g: _Group, desc: tuple, source: Tensor, result: Tensor, async_op: bool, queue):
+    """The collective ``desc``: this rank's ``source`` to the group, its part of
+    the answer into ``result``; on NCCL, ``queue(engine, stream)`` queues it,
+    once the call is checked with the peers'."""
+    if g.engine is None:
+        return _run(fn, [source], [result], lambda a: [g.link.collective(desc, a)], async_op)
+    g.link.collective(desc, None)
+    s = current_stream()
+    queue(g.engine, s)
+    return Work(s) if async_op else None
 
 
 def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
@@ -246,7 +276,7 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op
     _checked("all_reduce", tensor)
     op = _op("all_reduce", op, tensor)
     desc = _desc("all_reduce", tensor, op)
-    return _collective("all_reduce", g, desc, tensor, tensor, async_op)
+    return _collective("all_reduce", g, desc, tensor, tensor, async_op, lambda e, s: e.all_reduce(tensor, op, s))
 
 
 def broadcast(tensor: Tensor, src: int, group=None, async_op: bool = False):
@@ -255,7 +285,7 @@ def broadcast(tensor: Tensor, src: int, group=None, async_op: bool = False):
     _checked("broadcast", tensor)
     _peer("broadcast", "src", src, g)
     desc = _desc("broadcast", tensor, f"src={src}")
-    return _collective("broadcast", g, desc, tensor, tensor, async_op)
+    return _collective("broadcast", g, desc, tensor, tensor, async_op, lambda e, s: e.broadcast(tensor, src, s))
 
 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=None, async_op: bool = False):
@@ -265,7 +295,11 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=No
     _checked("all_gather_into_tensor", output_tensor, input_tensor)
     _sizes("all_gather_into_tensor", output_tensor, input_tensor, g.world)
     desc = _desc("all_gather", input_tensor)
-    return _collective("all_gather_into_tensor", g, desc, input_tensor, output_tensor, async_op)
+
+    def queue(e, s):
+        e.all_gather(output_tensor, input_tensor, s)
+
+    return _collective("all_gather_into_tensor", g, desc, input_tensor, output_tensor, async_op, queue)
 
 
 def reduce_scatter_tensor(
@@ -280,8 +314,13 @@ def reduce_scatter_tensor(
     g = _the_group("reduce_scatter_tensor")
     _checked("reduce_scatter_tensor", output, input)
     _sizes("reduce_scatter_tensor", input, output, g.world)
-    desc = _desc("reduce_scatter", input, _op("reduce_scatter_tensor", op, input))
-    return _collective("reduce_scatter_tensor", g, desc, input, output, async_op)
+    name = _op("reduce_scatter_tensor", op, input)
+    desc = _desc("reduce_scatter", input, name)
+
+    def queue(e, s):
+        e.reduce_scatter(output, input, name, s)
+
+    return _collective("reduce_scatter_tensor", g, desc, input, output, async_op, queue)
 
 
 def barrier(group=None, async_op: bool = False):
@@ -311,7 +350,12 @@ def isend(tensor: Tensor, dst: int, group=None) -> Work:
     _checked("send", tensor)
     _peer("send", "dst", dst, g)
     desc = _desc("send", tensor)
-    return _run("send", [tensor], [], lambda a: g.link.send(dst, desc, a) or [], True)
+    if g.engine is None:
+        return _run("send", [tensor], [], lambda a: g.link.send(dst, desc, a) or [], True)
+    g.link.send(dst, desc, None)
+    s = current_stream()
+    g.engine.send(tensor, dst, s)
+    return Work(s)
 
 
 def irecv(tensor: Tensor, src: int, group=None) -> Work:
@@ -319,7 +363,12 @@ def irecv(tensor: Tensor, src: int, group=None) -> Work:
     _checked("recv", tensor)
     _peer("recv", "src", src, g)
     desc = _desc("recv", tensor)
-    return _run("recv", [], [tensor], lambda: [g.link.recv(src, desc)], True)
+    if g.engine is None:
+        return _run("recv", [], [tensor], lambda: [g.link.recv(src, desc)], True)
+    g.link.recv(src, desc)
+    s = current_stream()
+    g.engine.recv(tensor, src, s)
+    return Work(s)
 
 
 class P2POp:
@@ -339,9 +388,11 @@ def batch_isend_irecv(p2p_op_list: list) -> list:
         raise ValueError("batch_isend_irecv() takes a non-empty list of P2POp")
     order = sorted(range(len(p2p_op_list)), key=lambda i: p2p_op_list[i].op is not isend)
     works = [None] * len(p2p_op_list)
-    for i in order:
-        p = p2p_op_list[i]
-        works[i] = p.op(p.tensor, p.peer)
+    engine = _the_group("batch_isend_irecv").engine
+    with engine.group() if engine is not None else contextlib.nullcontext():  # NCCL runs them together
+        for i in order:
+            p = p2p_op_list[i]
+            works[i] = p.op(p.tensor, p.peer)
     return works
 
 

@@ -11,6 +11,11 @@ combines their arrays in NumPy (``combine``) and answers each its part.
 ``send`` leaves its array in a mailbox for (source, destination) and returns;
 ``recv`` takes the oldest one there, waiting for it.
 
+A call may carry no array (``None``): the hub then only checks it against
+the peers' calls and answers ``None`` (the NCCL engine's calls, whose data
+goes through NCCL). A *watch* connection (``Watch``) hears the group's
+failure the moment the hub sees it, for a rank whose thread is busy elsewhere.
+
 **Nothing hangs.** A call whose peers do not all arrive within the group's
 timeout, calls that differ between ranks, a receive no send matches, a rank
 whose process ended before ``destroy_process_group``: each is an error with
@@ -32,7 +37,7 @@ from multiprocessing.connection import Client, Listener
 
 import numpy as np
 
-__all__ = ["OPS", "DistributedError", "Hub", "Link", "LocalLink", "combine", "describe"]
+__all__ = ["OPS", "DistributedError", "Hub", "Link", "LocalLink", "Watch", "combine", "describe"]
 
 OPS = ("SUM", "PROD", "MIN", "MAX", "AVG")
 _REDUCE = {"SUM": np.add, "PROD": np.multiply, "MIN": np.minimum, "MAX": np.maximum, "AVG": np.add}
@@ -94,6 +99,7 @@ class Hub:
         self._listener = Listener((address, port), backlog=max(world, 8), authkey=key)
         self._inbox: queue.Queue = queue.Queue()
         self._conns: dict[int, object] = {}
+        self._watchers: list = []  # Watch connections: told of a failure at once
         self._pending: dict[int, dict] = {}  # collective number -> rank -> (desc, array, since)
         self._mail: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)  # (src, dst)
         self._recvs: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)  # (src, dst)
@@ -126,6 +132,8 @@ class Hub:
                 if msg[0] == "hello":
                     rank = msg[1]
                 self._inbox.put((rank, conn, msg))
+                if msg[0] == "watch":
+                    return  # a watch only listens
         except (EOFError, OSError):
             self._inbox.put((rank, conn, ("gone",)))
 
@@ -159,6 +167,11 @@ class Hub:
         kind = msg[0]
         if kind == "hello":
             self._conns[rank] = conn
+            if self._failure is not None:
+                self._answer(conn, ("error", self._failure))
+            return
+        if kind == "watch":
+            self._watchers.append(conn)
             if self._failure is not None:
                 self._answer(conn, ("error", self._failure))
             return
@@ -202,7 +215,8 @@ class Hub:
             )
             return
         del self._pending[number]
-        results = combine(descs[0], [calls[r][1] for r in range(self.world)])
+        arrays = [calls[r][1] for r in range(self.world)]
+        results = [None] * self.world if arrays[0] is None else combine(descs[0], arrays)
         for r in range(self.world):
             self._answer(self._conns[r], ("result", results[r]))
 
@@ -250,6 +264,8 @@ class Hub:
         for r in waiting:  # the others hear it at their next call
             if r in self._conns:
                 self._answer(self._conns[r], ("error", self._failure))
+        for conn in self._watchers:
+            self._answer(conn, ("error", self._failure))
 
     @staticmethod
     def _answer(conn, msg) -> None:
@@ -328,12 +344,13 @@ class LocalLink:
         self.collectives = 0
         self._mail: collections.deque = collections.deque()
 
-    def collective(self, desc: tuple, array: np.ndarray) -> np.ndarray:
+    def collective(self, desc: tuple, array: np.ndarray | None) -> np.ndarray | None:
         self.collectives += 1
-        return combine(desc, [array])[0]
+        return None if array is None else combine(desc, [array])[0]
 
-    def send(self, dst: int, desc: tuple, array: np.ndarray) -> None:
-        self._mail.append(array.copy())  # the caller's memory may change before the recv (a Link's message is a copy)
+    def send(self, dst: int, desc: tuple, array: np.ndarray | None) -> None:
+        # the caller's memory may change before the recv (a Link's message is a copy)
+        self._mail.append(None if array is None else array.copy())
 
     def recv(self, src: int, desc: tuple) -> np.ndarray:
         if not self._mail:
@@ -342,3 +359,24 @@ class LocalLink:
 
     def close(self) -> None:
         pass
+
+
+class Watch:
+    """A second connection of a rank to the hub, on which the group's failure
+    is heard as soon as the hub sees it (the hub sends a watch nothing else)."""
+
+    def __init__(self, address: str, port: int, rank: int, key: bytes) -> None:
+        self._conn = Client((address, port), authkey=key)
+        self._conn.send(("watch", rank))
+
+    def heard(self, timeout: float) -> str | None:
+        """The group's failure, if the hub said it within ``timeout`` seconds."""
+        try:
+            if not self._conn.poll(timeout):
+                return None
+            return self._conn.recv()[1]
+        except (EOFError, OSError):
+            return "the group's rendezvous (rank 0's process) is gone"
+
+    def close(self) -> None:
+        self._conn.close()

@@ -273,6 +273,7 @@ def one_rank():
 
 def test_a_group_of_one_rank(one_rank):
     assert dist.is_initialized() and dist.get_rank() == 0 and dist.get_world_size() == 1
+    assert dist.get_backend() == "hub"
     t = tp.tensor([1.0, -2.0, 3.0])
     dist.all_reduce(t, op=dist.ReduceOp.AVG)
     dist.broadcast(t, src=0)

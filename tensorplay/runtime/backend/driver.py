@@ -135,6 +135,10 @@ class DriverBackend:
         raw = check("cuDeviceGetName", drv.cuDeviceGetName(256, self.device))
         return raw.split(b"\0", 1)[0].decode()
 
+    def device_uuid(self) -> bytes:
+        """The device's 16-byte identity (the same seen from any process)."""
+        return bytes(check("cuDeviceGetUuid", drv.cuDeviceGetUuid(self.device)).bytes)
+
     def synchronize(self) -> None:
         # Wait for the streams this backend made first, interruptibly (a graph
         # whose loop never ends must not leave the process deaf to Ctrl-C).

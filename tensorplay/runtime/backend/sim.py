@@ -138,6 +138,9 @@ class SimBackend(SimMemory):
     def device_name(self) -> str:
         return "tensorplay CPU simulator"
 
+    def device_uuid(self) -> bytes:
+        return b"tensorplay-sim\0\0"  # every process's simulator is the same emulated device
+
     def synchronize(self) -> None:
         # A context-wide wait breaks captures of every mode, from any thread.
         active = [c for c in self._captures if c.state == "active"]
