@@ -27,6 +27,7 @@ from benchmarks import (
     capture_cost,
     conditional,
     conditional_kinds,
+    distributed,
     eager,
     fft,
     fusion,
@@ -64,6 +65,7 @@ MODULES = {
     "array_ops": array_ops,
     "spectral": spectral,
     "gallery": gallery,
+    "distributed": distributed,
 }
 LONG = ("gallery",)  # every entry at full size beside JAX (three configurations, each its own process) and CuPy
 COLUMNS = ["name", "tensorplay", "torch", "cupy", "jax", "driver", "ratio", "target", "met"]

@@ -35,20 +35,22 @@ def band_sweep(u, v, first, last):
 
 
 class Band:
-    """This rank's rows of the n x n plate (held at 1 on its top edge), with a
-    halo row above and below: local row k is global row ``start + k - 1``."""
+    """This rank's rows of the n x ``cols`` plate (n x n by default; held at 1
+    on its top edge), with a halo row above and below: local row k is global
+    row ``start + k - 1``."""
 
-    def __init__(self, n: int, rank: int, world: int) -> None:
+    def __init__(self, n: int, rank: int, world: int, cols: int | None = None) -> None:
         if n % world or n // world < 2:
             raise SystemExit(f"--n ({n}) must be a multiple of the ranks ({world}), with at least 2 rows each")
         self.n, self.rank, self.world, self.rows = n, rank, world, n // world
+        self.cols = n if cols is None else cols
         self.start = rank * self.rows
-        self.u, self.v = tp.zeros(self.rows + 2, n), tp.zeros(self.rows + 2, n)
+        self.u, self.v = tp.zeros(self.rows + 2, self.cols), tp.zeros(self.rows + 2, self.cols)
         # the rows to relax: not the plate's own top and bottom edges, which stay as they are
         self.first = 2 if rank == 0 else 1
         self.last = self.rows - 1 if rank == world - 1 else self.rows
         self.change, self.iters, self.go = tp.zeros(1), tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
-        self.grid = ((self.rows + 2 + 7) // 8, (n + 7) // 8)
+        self.grid = ((self.rows + 2 + 7) // 8, (self.cols + 7) // 8)
 
     def reset(self) -> None:
         for t in (self.u, self.v):
@@ -84,7 +86,7 @@ class Band:
 
     def field(self) -> np.ndarray:
         """The whole plate, gathered from every rank's band."""
-        whole = tp.empty(self.n, self.n)
+        whole = tp.empty(self.n, self.cols)
         dist.all_gather_into_tensor(whole, self.u[1 : self.rows + 1].contiguous())
         return whole.numpy()
 

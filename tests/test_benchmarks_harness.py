@@ -199,18 +199,20 @@ def test_a_json_from_before_the_verdicts_gets_none():
     assert "The run at `90c02c8`" in text and "| x | 1 | - | - | - | - | <= 2 us | not recorded |" in text
 
 
-def test_a_section_runs_on_the_simulator_and_judges_nothing(tmp_path):
+@pytest.mark.parametrize("section", ["temporaries", "distributed"])  # distributed: ranks by the launcher
+def test_a_section_runs_on_the_simulator_and_judges_nothing(tmp_path, section):
     """``python -m benchmarks.run --only SECTION`` here: the section runs at its
     simulator sizes and exits 0; nothing is judged."""
     out = tmp_path / "bench.json"
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run", "--only", "temporaries", "--json", str(out)],
+        [sys.executable, "-m", "benchmarks.run", "--only", section, "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600, env={**_env(), "TENSORPLAY_BACKEND": "sim"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     data = json.loads(out.read_text())
     assert data["meta"]["backend"] == "sim" and data["summary"]["failed"] == []
     assert data["rows"] and all(r["met"] is None for r in data["rows"])
+    assert all(r["tensorplay"] > 0 for r in data["rows"])
 
 
 def _env() -> dict:
