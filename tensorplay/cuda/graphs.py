@@ -159,6 +159,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
         self._cancel = None  # the cancel request its while loops read: one int64, outside its pool
         self._cancel_pending = False  # the next replay withdraws the cancel request first
         self._withdrawn = None  # the event after the last withdrawal, which a cancel's fill waits for
+        self._on_replay: list = []  # called with the stream after each launch (capture_state.on_replay)
 
     # -- capture ---------------------------------------------------------------
     def capture_begin(
@@ -253,6 +254,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
             )
         self._stream = None
         capture_state.recorders.pop(s.handle, None)
+        hooks = capture_state.replay_hooks.pop(s.handle, [])
         self._end_side_stream()
         try:
             try:
@@ -277,6 +279,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
             self._origin, self._origin_launches = graph, self._recording
         self._forget_nodes()
         self._launches = self._recording
+        self._on_replay = hooks  # an update's capture holds the whole graph again
         _last_capture[0] = weakref.ref(self)
         if self._loops:  # their counters' cancel requests start cleared, at the first replay
             self._cancel_pending = True
@@ -310,6 +313,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
                 pass  # the capture is being discarded anyway
         self._stream = None
         capture_state.recorders.pop(s.handle, None)
+        capture_state.replay_hooks.pop(s.handle, None)
         self._end_side_stream()
         try:
             graph = get_backend().end_capture(s._h)
@@ -332,6 +336,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
         self._stream = None
         capture_state.end(s)
         capture_state.recorders.pop(s.handle, None)
+        capture_state.replay_hooks.pop(s.handle, None)
         self._end_side_stream()
         retire_capture_stream(s)
         _ABANDONED.append(s)  # destroying a stream the driver still captures on can crash it later
@@ -365,6 +370,12 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
     # -- replay ------------------------------------------------------------------
     def replay(self, stream: Stream | None = None) -> None:
         """Launch the graph on ``stream`` (the current stream if None)."""
+        s = self._launch(stream)
+        for hook in self._on_replay:
+            hook(s)
+
+    def _launch(self, stream: Stream | None):
+        """``replay`` but for the hooks; the stream launched on."""
         if self._exec is None:
             raise RuntimeError("replay() needs a captured graph; capture one first")
         s = current_stream() if stream is None else stream
@@ -379,6 +390,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
         err = _launch_raw(self._exec, h)[0]
         if err:
             raise get_backend().error("cuGraphLaunch", err)
+        return s
 
     def stage_and_launch(self, static_inputs, inputs, stream: Stream | None = None) -> None:
         """Copy each of ``inputs`` into its static input and replay, as one launch.
@@ -421,7 +433,11 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
         if self._stager is None:
             self._sync_template()  # the arguments set_args gave its nodes
             self._stager = Stager()
-        self._stager.launch(static_inputs, inputs, stream, self._graph, self._exec, self.replay)
+        self._stager.launch(static_inputs, inputs, stream, self._graph, self._exec, self._launch)
+        if self._on_replay:
+            s = current_stream() if stream is None else stream
+            for hook in self._on_replay:
+                hook(s)
 
     # -- lifetime ----------------------------------------------------------------
     def reset(self) -> None:
@@ -454,6 +470,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
         self._loops = []
         self._cancel, self._cancel_pending = None, False  # a new capture's loops get a request of their own
         self._withdrawn = None
+        self._on_replay = []
 
     def __del__(self) -> None:
         try:

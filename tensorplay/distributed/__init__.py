@@ -132,7 +132,7 @@ def init_process_group(
     timeout = float(timeout if timeout is not None else _environment("TENSORPLAY_DIST_TIMEOUT", DEFAULT_TIMEOUT))
     if world == 1:
         link = LocalLink()
-        engine = _nccl.NcclEngine(0, _nccl.start(link, 0, 1), None) if backend == "nccl" else None
+        engine = _nccl.NcclEngine(0, _nccl.start(link, 0, 1), link, None) if backend == "nccl" else None
         _group = _Group(0, 1, link, None, engine)
         return
     address, port = _environment("MASTER_ADDR"), _environment("MASTER_PORT")
@@ -148,7 +148,7 @@ def init_process_group(
     try:
         link = Link(address, port, me, world, timeout, key)
         if backend == "nccl":
-            engine = _nccl.NcclEngine(me, _nccl.start(link, me, world), Watch(address, port, me, key))
+            engine = _nccl.NcclEngine(me, _nccl.start(link, me, world), link, Watch(address, port, me, key))
     except BaseException:
         if link is not None:
             link.close()

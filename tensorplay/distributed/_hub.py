@@ -15,6 +15,8 @@ A call may carry no array (``None``): the hub then only checks it against
 the peers' calls and answers ``None`` (the NCCL engine's calls, whose data
 goes through NCCL). A *watch* connection (``Watch``) hears the group's
 failure the moment the hub sees it, for a rank whose thread is busy elsewhere.
+A rank says when it replays a graph holding collectives (``replayed``, no
+answer): every rank must replay its k-th such graph as often as the others.
 
 **Nothing hangs.** A call whose peers do not all arrive within the group's
 timeout, calls that differ between ranks, a receive no send matches, a rank
@@ -103,6 +105,8 @@ class Hub:
         self._pending: dict[int, dict] = {}  # collective number -> rank -> (desc, array, since)
         self._mail: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)  # (src, dst)
         self._recvs: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)  # (src, dst)
+        self._replays: dict[int, dict[int, int]] = {}  # graph number -> rank -> its replays
+        self._ahead: dict[int, float] = {}  # graph number -> when a rank last went ahead of the others
         self._left: set[int] = set()  # ranks that said goodbye
         self._gone: set[int] = set()  # ranks whose link broke first
         self._failure: str | None = None  # once set, every call of the group fails with it
@@ -192,6 +196,11 @@ class Hub:
             _, number, desc, array = msg
             self._pending.setdefault(number, {})[rank] = (desc, array, time.monotonic())
             self._complete(number)
+        elif kind == "replayed":
+            counts = self._replays.setdefault(msg[1], {})
+            counts[rank] = counts.get(rank, 0) + 1
+            if counts[rank] == max(counts.values()):
+                self._ahead[msg[1]] = time.monotonic()
         elif kind == "send":
             _, dst, desc, array = msg
             self._mail[(rank, dst)].append((desc, array))
@@ -245,6 +254,18 @@ class Hub:
                     f"which {_ranks(calls)} made as {describe(desc)}"
                 )
                 return
+        for number, counts in self._replays.items():
+            most = max(counts.values())
+            behind = [r for r in range(self.world) if counts.get(r, 0) < most and r not in self._left]
+            if behind and now - self._ahead[number] > self.timeout:
+                ahead = [r for r in range(self.world) if counts.get(r, 0) == most]
+                said = ", ".join(f"rank {r} {counts.get(r, 0)}" for r in behind)
+                self._fail(
+                    f"{_ranks(behind)} did not replay graph #{number} holding collectives within {self.timeout:g} s "
+                    f"as often as {_ranks(ahead)} ({most} times; {said}): every rank must replay its graphs that "
+                    "hold collectives as often as its peers"
+                )
+                return
         for (src, dst), recvs in self._recvs.items():
             if recvs and now - recvs[0][1] > self.timeout:
                 self._fail(
@@ -294,26 +315,35 @@ class Link:
                         "and MASTER_PORT?"
                     ) from None
                 time.sleep(0.05)
-        self._conn.send(("hello", rank, world))
+        self._sending = threading.Lock()  # replayed() may come from any thread that replays
+        self._send(("hello", rank, world))
         self._wait("joining the group")
         self.collectives = 0
 
+    def _send(self, msg) -> None:
+        with self._sending:
+            self._conn.send(msg)
+
     def collective(self, desc: tuple, array: np.ndarray) -> np.ndarray:
         self.collectives += 1
-        self._conn.send(("collective", self.collectives, desc, array))
+        self._send(("collective", self.collectives, desc, array))
         return self._wait(f"{describe(desc)} (collective call #{self.collectives})")
 
     def send(self, dst: int, desc: tuple, array: np.ndarray) -> None:
-        self._conn.send(("send", dst, desc, array))
+        self._send(("send", dst, desc, array))
         self._wait(f"send to rank {dst}")
 
     def recv(self, src: int, desc: tuple) -> np.ndarray:
-        self._conn.send(("recv", src, desc))
+        self._send(("recv", src, desc))
         return self._wait(f"recv from rank {src}")
+
+    def replayed(self, number: int) -> None:
+        """Tell the hub this rank launched its graph ``number`` holding collectives."""
+        self._send(("replayed", number))
 
     def close(self) -> None:
         try:
-            self._conn.send(("bye",))
+            self._send(("bye",))
             self._wait("leaving the group")
         except DistributedError:
             pass
@@ -351,6 +381,9 @@ class LocalLink:
     def send(self, dst: int, desc: tuple, array: np.ndarray | None) -> None:
         # the caller's memory may change before the recv (a Link's message is a copy)
         self._mail.append(None if array is None else array.copy())
+
+    def replayed(self, number: int) -> None:
+        pass  # no peer to keep up with
 
     def recv(self, src: int, desc: tuple) -> np.ndarray:
         if not self._mail:

@@ -12,12 +12,19 @@ other's answers (a gather at the hub), so that a rank without NCCL, or two
 ranks on one GPU (which NCCL refuses), are one sentence in every rank. Rank 0
 then makes the group's NCCL id and the hub hands it to the others.
 
+**Replays.** A graph that holds collectives tells the hub at each launch
+(``Link.replayed``, no answer awaited): a rank that replays its k-th such
+graph less often than its peers, within the group's timeout, breaks the group
+with a sentence naming the ranks and their counts, where NCCL's kernels would
+wait for it forever. (How long a replay runs does not matter: a while loop may
+run for hours.)
+
 **The watchdog.** A thread per rank listens on a second connection to the hub
 (``Watch``) and asks NCCL for errors its work met. When the group breaks (a
-rank died, a call timed out or differed) it aborts the communicator, so that
-kernels waiting for a peer return. If this rank's NCCL work may have been cut
-short by that (an eager call not yet done, or graphs that hold calls), the
-rank writes the sentence and ends with exit code 1, as PyTorch's watchdog
+rank died, a call timed out or differed, replays differ) it aborts the
+communicator, so that kernels waiting for a peer return. If this rank's NCCL
+work may have been cut short by that (an eager call or a replay not yet done),
+the rank writes the sentence and ends with exit code 1, as PyTorch's watchdog
 does: no rank goes on with what a broken collective left in its tensors.
 Otherwise the next call raises ``DistributedError``.
 """
@@ -83,13 +90,15 @@ def start(link, rank: int, world: int) -> nccl.Communicator:
 
 
 class NcclEngine:
-    """This rank's calls through ``comm`` (a ``Communicator``), and its
-    watchdog listening on ``watch`` (None in a group of one rank)."""
+    """This rank's calls through ``comm`` (a ``Communicator``), checked
+    through ``link``, and its watchdog listening on ``watch`` (None in a group
+    of one rank)."""
 
-    def __init__(self, rank: int, comm, watch: Watch | None) -> None:
-        self.rank, self.comm = rank, comm
+    def __init__(self, rank: int, comm, link, watch: Watch | None) -> None:
+        self.rank, self.comm, self.link = rank, comm, link
         self.failure: str | None = None
-        self._done: dict[int, object] = {}  # stream handle -> an event after its last eager call
+        self.graphs = 0  # graphs captured holding collectives, numbered alike on every rank
+        self._done: dict[int, object] = {}  # stream handle -> an event after its last call or replay
         self._own_mail: collections.deque = collections.deque()  # a one-rank group's sends to itself
         self._stopped = threading.Event()
         self._watch = watch
@@ -99,20 +108,21 @@ class NcclEngine:
     # -- the calls (tensors checked and the call checked with the peers by the caller)
     def all_reduce(self, t, op: str, s) -> None:
         kind, per = nccl.data_type(t.dtype.name, t.dtype.itemsize, op)
-        self._queue(s, self.comm.all_reduce, t._ptr, t._ptr, t.numel() * per, kind, nccl.reduction(t.dtype.name, op))
+        red = nccl.reduction(t.dtype.name, op)
+        self._queue(s, self.comm.all_reduce, t._ptr, t._ptr, t.numel() * per, kind, red, collective=True)
 
     def broadcast(self, t, src: int, s) -> None:
         kind, per = nccl.data_type(t.dtype.name, t.dtype.itemsize, None)
-        self._queue(s, self.comm.broadcast, t._ptr, t._ptr, t.numel() * per, kind, src)
+        self._queue(s, self.comm.broadcast, t._ptr, t._ptr, t.numel() * per, kind, src, collective=True)
 
     def all_gather(self, out, t, s) -> None:
         kind, per = nccl.data_type(t.dtype.name, t.dtype.itemsize, None)
-        self._queue(s, self.comm.all_gather, t._ptr, out._ptr, t.numel() * per, kind)
+        self._queue(s, self.comm.all_gather, t._ptr, out._ptr, t.numel() * per, kind, collective=True)
 
     def reduce_scatter(self, out, t, op: str, s) -> None:
         kind, per = nccl.data_type(t.dtype.name, t.dtype.itemsize, op)
         red = nccl.reduction(t.dtype.name, op)
-        self._queue(s, self.comm.reduce_scatter, t._ptr, out._ptr, out.numel() * per, kind, red)
+        self._queue(s, self.comm.reduce_scatter, t._ptr, out._ptr, out.numel() * per, kind, red, collective=True)
 
     def send(self, t, dst: int, s) -> None:
         if dst == self.rank:  # NCCL's send to itself waits for a receive queued after it: a copy instead
@@ -134,16 +144,33 @@ class NcclEngine:
         """Sends and receives that pair across ranks, run together."""
         return self.comm.group()
 
-    def _queue(self, s, call, *args) -> None:
+    def _queue(self, s, call, *args, collective: bool = False) -> None:
         if self.failure is not None:
             raise DistributedError(self.failure)
         call(*args, s)
         if not capture_state.active:
-            dev = get_backend()
-            done = self._done.get(s.handle)
-            if done is None:
-                done = self._done[s.handle] = dev.event_create(False)
-            dev.event_record(done, s._h)
+            self._mark(s)
+        elif collective and s.is_capturing():
+            self._watch_replays()
+
+    def _mark(self, s) -> None:
+        """Record that this rank's NCCL work on ``s`` ends where ``s`` is now."""
+        dev = get_backend()
+        done = self._done.get(s.handle)
+        if done is None:
+            done = self._done[s.handle] = dev.event_create(False)
+        dev.event_record(done, s._h)
+
+    def _watch_replays(self) -> None:
+        """Have every launch of the graph being captured (once per graph) told
+        to the hub and marked (see "Replays" in the module docstring)."""
+        me = threading.get_ident()
+        keys = [key for key, (_, thread) in capture_state.modes.items() if thread == me]
+        hooks = [h for key in keys for h in capture_state.replay_hooks.get(key, ())]
+        if any(isinstance(h, _Replays) and h.engine is self for h in hooks):
+            return
+        self.graphs += 1
+        capture_state.on_replay(_Replays(self, self.graphs))
 
     # -- the watchdog
     def _look(self) -> None:
@@ -167,7 +194,7 @@ class NcclEngine:
 
     def _break(self, sentence: str, dev) -> None:
         self.failure = sentence
-        cut_short = self.comm.graphs_hold_calls or not all(dev.event_query(e) for e in list(self._done.values()))
+        cut_short = self._in_flight(dev)
         self.comm.abort()
         if cut_short:
             sys.stderr.write(
@@ -176,6 +203,10 @@ class NcclEngine:
             )
             sys.stderr.flush()
             os._exit(1)
+
+    def _in_flight(self, dev) -> bool:
+        """Whether NCCL work this rank queued (a call or a replay) may still run."""
+        return not all(dev.event_query(e) for e in list(self._done.values()))
 
     def close(self) -> None:
         """Stop the watchdog and free the communicator (its work done first)."""
@@ -187,3 +218,14 @@ class NcclEngine:
         dev = get_backend()
         for e in self._done.values():
             dev.event_destroy(e)
+
+
+class _Replays:
+    """The hook of a graph holding collectives: each launch is told to the hub and marked."""
+
+    def __init__(self, engine: NcclEngine, number: int) -> None:
+        self.engine, self.number = engine, number
+
+    def __call__(self, s) -> None:
+        self.engine._mark(s)
+        self.engine.link.replayed(self.number)

@@ -83,6 +83,9 @@ class _CaptureState:
         # The kernel launches of each capture, by capture stream handle (its own
         # stream only, not its forks or conditional bodies): CUDAGraph.nodes().
         self.recorders: dict[int, list] = {}
+        # What must hear of every launch of the graph a capture makes, by capture
+        # stream handle (on_replay): the CUDAGraph takes them at capture_end.
+        self.replay_hooks: dict[int, list[Callable]] = {}
 
     def begin(self, s: StreamLike, mode: str) -> None:
         self.modes[s.handle] = (mode, threading.get_ident())
@@ -102,6 +105,16 @@ class _CaptureState:
             if mode == "global" or (mode == "thread_local" and thread == me):
                 return key, mode, thread
         return None
+
+    def on_replay(self, hook: Callable) -> None:
+        """Have ``hook(stream)`` called after every launch of the graphs this
+        thread is capturing (their conditional bodies' work included), on the
+        stream it was launched on: a library whose captured work the host must
+        watch (NCCL's, in ``tensorplay.distributed``)."""
+        me = threading.get_ident()
+        for key, (_, thread) in list(self.modes.items()):
+            if thread == me:
+                self.replay_hooks.setdefault(key, []).append(hook)
 
     def owned_strict(self) -> int | None:
         """The stream handle of a non-relaxed capture this thread has open, or None:

@@ -247,6 +247,44 @@ def test_a_rank_that_dies_is_an_error_in_the_others_not_a_hang(tmp_path):
     assert "error: rank 1 ended before the group was destroyed" in zero.stdout, zero.stdout + zero.stderr
 
 
+def test_ranks_that_replay_a_graph_holding_collectives_unequally_hear_a_sentence(tmp_path):
+    """NCCL's engine, its communicator a stand-in (the simulator has no NCCL):
+    a rank that replays its graph holding collectives less often than its
+    peers is a sentence naming both, where NCCL's kernels would wait forever."""
+    script = _script(tmp_path, """
+        from tensorplay.distributed import _hub, _nccl
+
+        class Comm:  # NCCL's part: nothing to do here
+            def all_reduce(self, *args): pass
+            def async_error(self): return None
+            def abort(self): pass
+            def close(self): pass
+
+        dist.init_process_group()
+        g = dist._group
+        key = f"tensorplay {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']} 2".encode()
+        watch = _hub.Watch(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), g.rank, key)
+        g.engine = _nccl.NcclEngine(g.rank, Comm(), g.link, watch)
+        x = tp.ones(2)
+        graph = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(graph):
+            dist.all_reduce(x)
+        for _ in range(3 if g.rank == 0 else 2):
+            graph.replay()
+        time.sleep(3)  # longer than the timeout
+        try:
+            dist.all_reduce(x)
+        except dist.DistributedError as e:
+            print("error:", e)
+    """)  # fmt: skip
+    for done in _ranks(script, 2, TENSORPLAY_DIST_TIMEOUT="1.5"):
+        assert done.returncode == 0, done.stderr
+        assert (
+            "error: rank 1 did not replay graph #1 holding collectives within 1.5 s as often as rank 0 (3 times; "
+            "rank 1 2): every rank must replay its graphs that hold collectives as often as its peers"
+        ) in done.stdout, done.stdout
+
+
 def test_the_launcher_exits_with_the_failing_rank_code_and_its_traceback(tmp_path):
     script = _script(tmp_path, """
         assert os.environ["LOCAL_RANK"] == os.environ["RANK"] and os.environ["WORLD_SIZE"] == "2"

@@ -138,7 +138,7 @@ class _Recording:
     """A stand-in for NCCL's communicator: what the engine asked of it."""
 
     def __init__(self) -> None:
-        self.calls, self.error, self.graphs_hold_calls = [], None, False
+        self.calls, self.error = [], None
 
     def _record(name):
         def call(self, *args):
@@ -171,7 +171,7 @@ def recorded(monkeypatch):
     """A one-rank group whose NCCL engine drives a ``_Recording``."""
     comm = _Recording()
     link = _hub.LocalLink()
-    monkeypatch.setattr(dist, "_group", dist._Group(0, 1, link, None, _nccl.NcclEngine(0, comm, None)))
+    monkeypatch.setattr(dist, "_group", dist._Group(0, 1, link, None, _nccl.NcclEngine(0, comm, link, None)))
     yield comm, link
     if dist.is_initialized():
         dist.destroy_process_group()
@@ -212,6 +212,26 @@ def test_the_engine_gives_nccl_pointers_counts_types_and_reductions(recorded):
 
 
 @pytest.mark.skipif(not ON_SIM, reason="a stand-in for NCCL on the simulator")
+def test_each_graph_holding_collectives_tells_each_launch_once(recorded, monkeypatch):
+    comm, link = recorded
+    told = []
+    monkeypatch.setattr(link, "replayed", told.append, raising=False)
+    x, y = tp.ones(3), tp.zeros(2)
+    g, h = tp.cuda.CUDAGraph(), tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        dist.all_reduce(x)
+        dist.broadcast(y, src=0)  # the same graph: one number
+    with tp.cuda.graph(h):
+        dist.send(x, dst=0)  # sends alone: not watched
+        dist.recv(x, src=0)
+    assert [c[0] for c in comm.calls] == ["all_reduce", "broadcast"]  # captured once, replayed by the graph
+    g.replay()
+    g.stage_and_launch([x], [tp.ones(3) * 2])
+    h.replay()
+    assert told == [1, 1] and dist._group.engine.graphs == 1
+
+
+@pytest.mark.skipif(not ON_SIM, reason="a stand-in for NCCL on the simulator")
 def test_sends_to_itself_are_copies_and_pairs_run_in_one_nccl_group(recorded):
     comm, _ = recorded
     got, sent = tp.empty(3), tp.arange(3, dtype=tp.float32)
@@ -235,9 +255,10 @@ def test_an_error_nccl_reports_breaks_the_group_and_cut_short_work_ends_the_rank
         dist.all_reduce(tp.ones(2))  # the eager call was done: the rank goes on, and hears it
     ended = []
     monkeypatch.setattr(_nccl.os, "_exit", ended.append)
+    monkeypatch.setattr(_nccl.NcclEngine, "_in_flight", lambda self, dev: True)  # a call or replay not yet done
     held = _Recording()
-    held.graphs_hold_calls, held.error = True, "remote process exited or there was a network error"
-    _nccl.NcclEngine(0, held, None)._watchdog.join(5)  # graphs hold calls: their work may be cut short
+    held.error = "remote process exited or there was a network error"
+    _nccl.NcclEngine(0, held, _hub.LocalLink(), None)._watchdog.join(5)
     assert ended == [1] and held.calls == [("abort",)]
     assert "remote process exited or there was a network error; this rank's NCCL work was cut short" in (
         capsys.readouterr().err
