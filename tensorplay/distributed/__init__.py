@@ -104,7 +104,9 @@ def init_process_group(
     Without arguments both come from the environment: ``RANK`` and
     ``WORLD_SIZE`` (``python -m tensorplay.distributed.run`` sets them; under
     ``mpirun``, Open MPI's or PMI's ranks), and, for more than one rank,
-    ``MASTER_ADDR`` and ``MASTER_PORT``, where rank 0 holds the rendezvous.
+    ``MASTER_ADDR`` and ``MASTER_PORT``, where rank 0 holds the rendezvous
+    (under ``mpirun`` with mpi4py installed, rank 0 picks them and MPI tells
+    the others).
     ``backend``: None or ``"hub"`` (tensorplay's engine), or ``"nccl"`` (on a
     GPU for each rank); None reads ``TENSORPLAY_DIST_BACKEND`` first. See the
     module docstring. ``timeout``: seconds or a ``datetime.timedelta``, how
@@ -136,10 +138,12 @@ def init_process_group(
         _group = _Group(0, 1, link, None, engine)
         return
     address, port = _environment("MASTER_ADDR"), _environment("MASTER_PORT")
+    if (address is None or port is None) and rank is None and _environment("RANK") is None:
+        address, port = _mpi_rendezvous() or (address, port)
     if address is None or port is None:
         raise ValueError(
             f"a group of {world} ranks needs MASTER_ADDR and MASTER_PORT (where rank 0 holds its rendezvous): "
-            "python -m tensorplay.distributed.run sets them"
+            "python -m tensorplay.distributed.run sets them (under mpirun, installing mpi4py does)"
         )
     port = _number("MASTER_PORT", port, 1)
     key = f"tensorplay {address}:{port} {world}".encode()
@@ -157,6 +161,27 @@ def init_process_group(
         raise
     _group = _Group(me, world, link, hub, engine)
     atexit.register(_leave_at_exit)  # rank 0's hub then serves the others until they leave
+
+
+def _mpi_rendezvous() -> tuple[str, int] | None:
+    """(address, port) of the rendezvous, chosen by rank 0 and told to every
+    rank by MPI (mpi4py), for ranks that ``mpirun`` started; None without
+    mpi4py. On one machine the address is the loopback one, else rank 0's."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        return None
+    import socket
+
+    from .run import _free_port
+
+    comm = MPI.COMM_WORLD
+    hosts = comm.allgather(socket.gethostname())
+    where = None
+    if comm.Get_rank() == 0:
+        one_machine = len(set(hosts)) == 1
+        where = ("127.0.0.1" if one_machine else socket.gethostbyname(hosts[0]), _free_port())
+    return comm.bcast(where, root=0)
 
 
 def _leave_at_exit() -> None:

@@ -10,8 +10,10 @@ body; on a GPU a capture refuses them (the engine moves data through the host)."
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -283,6 +285,28 @@ def test_ranks_that_replay_a_graph_holding_collectives_unequally_hear_a_sentence
             "error: rank 1 did not replay graph #1 holding collectives within 1.5 s as often as rank 0 (3 times; "
             "rank 1 2): every rank must replay its graphs that hold collectives as often as its peers"
         ) in done.stdout, done.stdout
+
+
+MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+
+
+@pytest.mark.skipif(MPIEXEC is None or importlib.util.find_spec("mpi4py") is None, reason="no MPI (mpi4py, mpich)")
+def test_ranks_that_mpirun_started_find_each_other_through_mpi(tmp_path):
+    script = _script(tmp_path, """
+        assert not {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"} & set(os.environ)
+        dist.init_process_group()  # MPI's ranks; rank 0's rendezvous, told by MPI
+        r, w = dist.get_rank(), dist.get_world_size()
+        t = tp.full((3,), float(r + 1))
+        dist.all_reduce(t)
+        print(f"rank {r} of {w}: {t.tolist()}")
+        dist.destroy_process_group()
+    """)  # fmt: skip
+    env = {k: v for k, v in _env().items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    done = subprocess.run([MPIEXEC, "-n", "2", sys.executable, script], capture_output=True, text=True, env=env,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    for r in range(2):
+        assert f"rank {r} of 2: [3.0, 3.0, 3.0]" in done.stdout, done.stdout
 
 
 def test_the_launcher_exits_with_the_failing_rank_code_and_its_traceback(tmp_path):
