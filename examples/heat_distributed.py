@@ -2,8 +2,10 @@
 rank relaxes a band of rows, swapping its edge rows with its neighbours
 (``send``/``recv``) and taking the largest change over all ranks
 (``all_reduce(MAX)``) at every iteration, until no point changes more than the
-tolerance. On the simulator, and on GPUs with NCCL's engine, the whole solve
-is one while node per rank, its halo swaps and reduction inside the body; with
+tolerance. The halos travel on a second stream while the band's interior rows
+are swept, and its two edge rows wait for them. On the simulator, and on GPUs
+with NCCL's engine, the whole solve is one while node per rank, its halo swaps
+and reduction inside the body; with
 tensorplay's own engine on a GPU the host drives the same iteration (that
 engine's collectives go through the host, which a graph cannot: see
 docs/distributed.md). At the end the bands are gathered and compared with the
@@ -34,6 +36,15 @@ def band_sweep(u, v, first, last):
         v[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
 
 
+@tp.jit
+def edge_sweep(u, v, top, bottom):
+    """``band_sweep`` on the two rows ``top`` and ``bottom`` alone (the ones next to the halos)."""
+    k, j = tp.cuda.grid(2)
+    if k < 2 and j > 0 and j < u.shape[1] - 1:
+        i = top if k == 0 else bottom
+        v[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+
+
 class Band:
     """This rank's rows of the n x ``cols`` plate (n x n by default; held at 1
     on its top edge), with a halo row above and below: local row k is global
@@ -51,6 +62,8 @@ class Band:
         self.last = self.rows - 1 if rank == world - 1 else self.rows
         self.change, self.iters, self.go = tp.zeros(1), tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
         self.grid = ((self.rows + 2 + 7) // 8, (self.cols + 7) // 8)
+        self.edge_grid = (2, (self.cols + 127) // 128)
+        self.side = tp.cuda.Stream()  # where the halos travel while the interior is swept
 
     def reset(self) -> None:
         for t in (self.u, self.v):
@@ -73,10 +86,20 @@ class Band:
         if ops:
             dist.batch_isend_irecv(ops)
 
-    def step(self, tol: float, max_iters: int) -> None:
-        """One iteration: halos, sweep, the largest change over every rank, ``u = v``, ``go``."""
-        self.swap_halos()
-        band_sweep[self.grid, (8, 8)](self.u, self.v, self.first, self.last)
+    def step(self, tol: float, max_iters: int, overlap: bool = True) -> None:
+        """One iteration: halos, sweep, the largest change over every rank, ``u = v``, ``go``.
+        ``overlap``: the halos travel on ``side`` while the rows that need none are swept."""
+        if overlap:
+            here = tp.cuda.current_stream()
+            self.side.wait_stream(here)
+            with tp.cuda.stream(self.side):
+                self.swap_halos()
+            band_sweep[self.grid, (8, 8)](self.u, self.v, self.first + 1, self.last - 1)
+            here.wait_stream(self.side)
+            edge_sweep[self.edge_grid, (1, 128)](self.u, self.v, self.first, self.last)
+        else:
+            self.swap_halos()
+            band_sweep[self.grid, (8, 8)](self.u, self.v, self.first, self.last)
         own = slice(1, self.rows + 1)
         self.change.copy_((self.v[own] - self.u[own]).abs().max().reshape(1))
         dist.all_reduce(self.change, op=dist.ReduceOp.MAX)
