@@ -44,6 +44,7 @@ __all__ = ["OPS", "DistributedError", "Hub", "Link", "LocalLink", "Watch", "comb
 OPS = ("SUM", "PROD", "MIN", "MAX", "AVG")
 _REDUCE = {"SUM": np.add, "PROD": np.multiply, "MIN": np.minimum, "MAX": np.maximum, "AVG": np.add}
 _TICK = 0.05  # seconds between the hub's looks at its clock
+JOINING = 30.0  # seconds the ranks have to join, at least: starting Python and tensorplay on a busy machine
 
 
 class DistributedError(RuntimeError):
@@ -157,9 +158,10 @@ class Hub:
                 ready = True
                 for c in self._conns.values():
                     self._answer(c, ("ready",))
-            if not ready and time.monotonic() - started > self.timeout:
+            if not ready and time.monotonic() - started > max(self.timeout, JOINING):
                 missing = set(range(self.world)) - set(self._conns)
-                sentence = f"{_ranks(missing)} of {self.world} did not join the group within {self.timeout:g} s"
+                within = max(self.timeout, JOINING)
+                sentence = f"{_ranks(missing)} of {self.world} did not join the group within {within:g} s"
                 for c in self._conns.values():  # each waits to hear that all joined
                     self._answer(c, ("error", sentence))
                 break
@@ -302,7 +304,8 @@ class Link:
 
     def __init__(self, address: str, port: int, rank: int, world: int, timeout: float, key: bytes) -> None:
         self.rank, self.world, self.timeout = rank, world, timeout
-        deadline = time.monotonic() + timeout
+        joining = max(timeout, JOINING)
+        deadline = time.monotonic() + joining
         while True:
             try:
                 self._conn = Client((address, port), authkey=key)
@@ -311,13 +314,13 @@ class Link:
                 if time.monotonic() > deadline:
                     raise DistributedError(
                         f"rank {rank} could not reach the group's rendezvous at {address}:{port} within "
-                        f"{timeout:g} s ({type(e).__name__}): is rank 0 running, with the same MASTER_ADDR "
+                        f"{joining:g} s ({type(e).__name__}): is rank 0 running, with the same MASTER_ADDR "
                         "and MASTER_PORT?"
                     ) from None
                 time.sleep(0.05)
         self._sending = threading.Lock()  # replayed() may come from any thread that replays
         self._send(("hello", rank, world))
-        self._wait("joining the group")
+        self._wait("joining the group", joining)
         self.collectives = 0
 
     def _send(self, msg) -> None:
@@ -350,10 +353,10 @@ class Link:
         finally:
             self._conn.close()
 
-    def _wait(self, what: str):
+    def _wait(self, what: str, within: float | None = None):
         # the hub answers every call within its timeout (an error at the latest): twice that, and it is gone
         try:
-            if not self._conn.poll(2 * self.timeout + 5):
+            if not self._conn.poll(2 * (within or self.timeout) + 5):
                 raise DistributedError(f"rank {self.rank} heard nothing from the group's rendezvous while {what}")
             answer = self._conn.recv()
         except (EOFError, OSError):
