@@ -11,7 +11,7 @@ from .._overlap import byte_span
 from .._tensor import Tensor
 from ..kernels import fused
 from ..runtime.launch import ArrayArg
-from ._views import array_arg, interleaved, read_strides, space_of, spans_overlap, squeezed, view_at
+from ._views import array_arg, read_strides, sharing, space_of, spans_overlap, squeezed, view_at
 
 __all__ = [
     "CONFLICT",
@@ -37,13 +37,15 @@ CONFLICT, EAGER = "conflict", "eager"
 
 class Write:
     """A result of the group: which step made it, where it would be stored (its
-    element strides over the group's shape, None when contiguous), and whether
-    its memory is still alive (a weak reference to the storage)."""
+    element strides over the group's shape, None when contiguous), whether its
+    memory is still alive (a weak reference to the storage), and whether a
+    later write through another view stored over some of its elements
+    (``shadowed``: its value is then not what memory holds there)."""
 
-    __slots__ = ("step", "ptr", "dtype", "strides", "lo", "hi", "storage")
+    __slots__ = ("step", "ptr", "dtype", "strides", "lo", "hi", "storage", "shadowed")
 
     def __init__(self, step: int, out: Tensor) -> None:
-        self.step, self.ptr, self.dtype = step, out._ptr, out.dtype
+        self.step, self.ptr, self.dtype, self.shadowed = step, out._ptr, out.dtype, False
         self.strides = None if out._contig else squeezed(out._strides, out.shape)
         self.lo, self.hi = byte_span(out)
         self.storage = weakref.ref(out._storage)
@@ -59,13 +61,18 @@ class Write:
         """True when ``o`` (of its dtype) reads at each element of the group the
         value this result stores there: read at ``[i]`` (``full``) or with
         ``strides`` over the group's shape."""
-        if o.dtype is not self.dtype or not self.alive():
+        if o.dtype is not self.dtype or self.shadowed or not self.alive():
             return False
         return full if self.strides is None else strides == self.strides
 
     def at(self) -> tuple:
-        """Where it is stored, as ``interleaved`` takes a view."""
+        """Where it is stored, as ``sharing`` takes a view."""
         return self.ptr, self.strides, self.dtype.itemsize
+
+    @property
+    def key(self) -> tuple:
+        """(data pointer, strides): one view, as ``Group.writes`` knows it."""
+        return self.ptr, self.strides
 
     def array(self) -> ArrayArg:
         """The kernel argument its value is stored through (every element it spans)."""
@@ -113,7 +120,8 @@ class Group:
         self.strided: list[tuple[Tensor, tuple, tuple]] = []  # (tensor, its strides over the shape, its shifts)
         self.scalars: list = []
         self.steps: list[fused.Step] = []
-        self.writes: dict[int, Write] = {}  # data pointer -> its latest write
+        # (data pointer, strides) -> the latest write of that view, in the order they are stored
+        self.writes: dict[tuple, Write] = {}
         self.reductions: list[Reducing] = []
         self.ticket = 0  # the address of the full reductions' ticket
         self.tail: list[fused.Step] = []  # one-element ops after the full-size ones
@@ -134,9 +142,11 @@ class Group:
 
     def touches_written(self, lo: int, hi: int, view: tuple | None = None) -> bool:
         """True when bytes [lo, hi) overlap a live result of the group or its
-        reduction's (a result interleaved with ``view``, an ``view_at`` of what is
-        read there, does not count: they share no element)."""
-        if any(w.overlaps(lo, hi) and not (view and interleaved(w.at(), view)) for w in self.writes.values()):
+        reduction's (a result that shares no element with ``view``, a
+        ``view_at`` of what is read there, does not count: every load of an
+        element comes before the stores)."""
+        if any(w.overlaps(lo, hi) and not (view and sharing(w.at(), view, self.shape) == "none")
+               for w in self.writes.values()):  # fmt: skip
             return True
         return any(spans_overlap(byte_span(r.out), (lo, hi)) for r in self.reductions)
 
@@ -164,7 +174,7 @@ def plan(g: Group, out: Tensor, operands):
             continue
         full = (o._contig and space_of(o) == g.shape) or (g.n == 1 and o.numel() == 1)
         strides = None if full or o.numel() == 1 else read_strides(o, out)
-        w = g.writes.get(o._ptr)
+        w = g.writes.get((o._ptr, strides))
         if w is not None and w.read_by(o, full, strides):
             args.append(("v", w.step))
             continue
@@ -185,24 +195,31 @@ def plan(g: Group, out: Tensor, operands):
         if t_lo < hi and lo < t_hi and (layout is not None or t._ptr != out._ptr or t.dtype is not out.dtype):
             return CONFLICT
     strided = [*g.strided, *[v for kind, v in args if kind == "c"]]
-    for t, strides, shifts in strided:  # read at offsets of their own: the same element is read, then written
-        same = layout is not None and t._ptr == out._ptr and t.dtype is out.dtype and not any(shifts)
-        if same and strides == layout or not any(shifts) and interleaved(view_at(t, strides), view_at(out, layout)):
+    for t, strides, shifts in strided:  # read at offsets of their own: an element read, then written by its thread
+        if not any(shifts) and sharing(view_at(t, strides), view_at(out, layout), g.shape) != "other":
             continue
         if spans_overlap(byte_span(t), (lo, hi)):
             return CONFLICT
     if any(spans_overlap(byte_span(t), (lo, hi)) for t in [*g.ones, *[v for kind, v in args if kind == "b"]]):
         return CONFLICT  # read at [0] by every thread
-    for ptr, w in list(g.writes.items()):
+    shadowed = []
+    for key, w in list(g.writes.items()):
         if w.lo < hi and lo < w.hi:
             if not w.alive():
-                del g.writes[ptr]  # freed memory, now out's
-            elif (ptr != out._ptr or w.dtype is not out.dtype or w.strides != layout) and not interleaved(
-                w.at(), view_at(out, layout)
-            ):
-                return CONFLICT  # another view of it: another thread's elements
+                del g.writes[key]  # freed memory, now out's
+            elif key == (out._ptr, layout):
+                if w.dtype is not out.dtype:
+                    return CONFLICT  # the same bytes as another type
+            else:
+                shared = sharing(w.at(), view_at(out, layout), g.shape)
+                if shared == "other":
+                    return CONFLICT  # another view of it: another thread's elements
+                if shared == "same":  # one thread's, stored in the order written: w's value is no longer read
+                    shadowed.append(w)
     if any(spans_overlap(byte_span(r.out), (lo, hi)) for r in g.reductions):
         return CONFLICT
+    for w in shadowed:
+        w.shadowed = True
     return args
 
 
@@ -271,7 +288,9 @@ def ends_in_rows(g: Group) -> bool:
 def apply_step(g: Group, op: str, out: Tensor, cast: str, args: list) -> None:
     """Add the step (and its new inputs) to the group; ``out`` becomes a result."""
     g.steps.append(fused.Step(op, _refs(g, args), cast, out.dtype.name))
-    g.writes[out._ptr] = Write(len(g.steps) - 1, out)
+    w = Write(len(g.steps) - 1, out)
+    g.writes.pop(w.key, None)  # last in the stores' order: a view sharing elements with another stores after it
+    g.writes[w.key] = w
 
 
 def _refs(g: Group, args: list) -> tuple:

@@ -15,6 +15,7 @@ __all__ = [
     "broadcast_strides",
     "interleaved",
     "read_strides",
+    "sharing",
     "space_of",
     "spanned",
     "spans_overlap",
@@ -51,8 +52,49 @@ def interleaved(a: tuple, b: tuple) -> bool:
     return not part and smallest > 1 and all(st % smallest == 0 for st in strides) and delta % smallest != 0
 
 
+def sharing(a: tuple, b: tuple, shape: tuple) -> str:
+    """Which elements views ``a`` and ``b`` (as ``view_at`` gives them, over
+    the group's ``shape``) share: ``"none"``; ``"same"``, each shared element
+    at one index in both, so one thread touches it (the row and the column of
+    a matrix that cross at their first elements); or ``"other"``, where two
+    threads may. Exact over one dimension, where it solves
+    ``a + k sa = b + j sb`` for indices ``k``, ``j`` below the size; over more,
+    ``interleaved`` views share none and any others count as ``"other"``."""
+    if a == b:  # one view: each element at one index
+        return "same"
+    if interleaved(a, b):
+        return "none"
+    (a_ptr, a_strides, size), (b_ptr, b_strides, b_size) = a, b
+    if len(shape) != 1 or size != b_size:
+        return "other"
+    sa, sb = (a_strides or (1,))[0], (b_strides or (1,))[0]  # None: contiguous
+    d, part = divmod(b_ptr - a_ptr, size)
+    if part or sa <= 0 or sb <= 0:
+        return "other"
+    g, x, y = _gcd_terms(sa, sb)
+    if d % g:
+        return "none"
+    k0, j0, dk, dj = x * (d // g), -y * (d // g), sb // g, sa // g  # k = k0 + t dk, j = j0 + t dj
+    n = shape[0]
+    first = max(-(k0 // dk), -(j0 // dj))  # the smallest t with k, j >= 0
+    last = min((n - 1 - k0) // dk, (n - 1 - j0) // dj)
+    if first > last:
+        return "none"
+    if dk == dj:  # k - j is the same for every t
+        return "same" if k0 == j0 else "other"
+    return "same" if first == last and k0 + first * dk == j0 + first * dj else "other"
+
+
+def _gcd_terms(a: int, b: int) -> tuple[int, int, int]:
+    """(g, x, y) with g = gcd(a, b) = a x + b y."""
+    if b == 0:
+        return a, 1, 0
+    g, x, y = _gcd_terms(b, a % b)
+    return g, y, x - (a // b) * y
+
+
 def view_at(t: Tensor, strides: tuple | None) -> tuple:
-    """``t`` as ``interleaved`` takes a view: its address, ``strides``, its itemsize."""
+    """``t`` as ``sharing`` takes a view: its address, ``strides``, its itemsize."""
     return t._ptr, strides, t.dtype.itemsize
 
 

@@ -214,7 +214,7 @@ class Fuser:
             return None
         if g.shape == ():  # one element: nothing to reduce in blocks
             return None
-        w = g.writes.get(x._ptr)
+        w = g.writes.get((x._ptr, None))
         if (
             w is None or not w.read_by(x, x._contig and space_of(x) == g.shape, None) or w.strides is not None
             or g.stream != current_stream()

@@ -316,3 +316,91 @@ def test_random_stencil_programs_equal_eager(steps):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)  # sums in another order
     if any(step[0] == "flag" for step in steps):
         assert fused[4].item() == eager[4].item()
+
+
+# -- lines of a field: rows and columns that cross ------------------------------------------------
+
+
+def test_a_row_and_a_column_crossing_at_their_first_elements_are_stored_by_one_kernel():
+    """A lattice-Boltzmann solver's ghost ring: the row and the column of one
+    corner share only their first element, which one thread stores (in the
+    order written); crossing at other indices, two threads would: two kernels."""
+
+    def corner(p, q, at):
+        p[0, 0:5].copy_(q[1, 1:6])  # the top row
+        p[0:5, at].copy_(q[1:6, 2] * 2.0)  # a column from the top row down: it stores over the row's element at
+        p[1:6, 6].add_(p[0:5, at])  # the column's value, as the kernel holds it
+        p[1:6, 5].sub_(p[0, 0:5])  # the row's, but the column stored over one element: after both are stored
+
+    q0 = np.random.default_rng(4).standard_normal((7, 7))
+    for at, kernels in ((0, ["fused_mul_add", "fused_sub"]), (2, ["fused_mul", "fused_add", "fused_sub"])):
+        eager, fused, q = tp.zeros(7, 7), tp.zeros(7, 7), tp.tensor(q0)
+        corner(eager, q, at)
+        step = tp.compile(corner)
+        step(tp.zeros(7, 7), q, at)  # the warm-up
+        step(fused, q, at)  # captured and replayed
+        assert _names(step) == kernels, at
+        _assert_as_eager(fused.numpy(), eager.numpy())
+
+    def again(p, q):
+        p[0, 0:5].copy_(q[1, 1:6])
+        p[0:5, 0].copy_(q[1:6, 2])
+        p[0, 0:5].copy_(q[2, 1:6])  # the row again: the corner is its value, stored last
+
+    eager, fused, q = tp.zeros(7, 7), tp.zeros(7, 7), tp.tensor(q0)
+    again(eager, q)
+    step = tp.compile(again)
+    step(tp.zeros(7, 7), q)
+    step(fused, q)
+    assert _names(step) == ["fused_copy"] and fused[0, 0].item() == np.float32(q0[2, 1])
+    _assert_as_eager(fused.numpy(), eager.numpy())
+
+
+M, L = 7, 4  # lines of L elements of an M x M field: rows p[r, o:o + L] and columns p[o:o + L, c]
+LINES = tuple((axis, k, o) for axis in (0, 1) for k in range(M) for o in range(M - L + 1))
+
+
+@st.composite
+def _line_programs(draw):
+    line = st.integers(0, len(LINES) - 1)
+    return [
+        (
+            draw(st.sampled_from(("copy", "add", "value", "store"))),
+            draw(line),
+            draw(line),
+            draw(st.sampled_from((0.5, -1.5))),
+        )  # fmt: skip
+        for _ in range(draw(st.integers(1, 8)))
+    ]
+
+
+def _lines(steps, p):
+    def at(k):
+        axis, i, o = LINES[k]
+        return p[i, o : o + L] if axis == 0 else p[o : o + L, i]
+
+    values = [tp.ones(L)]
+    for kind, dst, src, s in steps:
+        if kind == "copy":
+            at(dst).copy_(at(src) * s)
+        elif kind == "add":
+            at(dst).add_(at(src))
+        elif kind == "value":
+            values.append(at(src) * s + values[-1])
+        else:
+            at(dst).copy_(values[-1])
+    return values[-1]
+
+
+@hypothesis_settings(examples=(60, 120), steps=(1, 1))
+@given(steps=_line_programs())
+def test_random_programs_over_crossing_rows_and_columns_equal_eager(steps):
+    p0 = np.random.default_rng(len(steps)).standard_normal((M, M))
+    eager = tp.tensor(p0)
+    want = _lines(steps, eager)
+    fn = tp.compile(lambda p: _lines(steps, p))
+    fn(tp.tensor(p0))  # the warm-up
+    fused = tp.tensor(p0)
+    got = fn(fused)  # captured and replayed
+    _assert_as_eager(got.numpy(), want.numpy())
+    _assert_as_eager(fused.numpy(), eager.numpy())
