@@ -23,6 +23,7 @@ __all__ = [
     "Reducing",
     "Rolled",
     "Write",
+    "after_tail",
     "apply_step",
     "ends_in_rows",
     "plan",
@@ -249,6 +250,19 @@ def take_tail(g: Group, op: str, out: Tensor, operands, cast: str) -> bool:
     g.tail.append(fused.Step(op, _refs(g, args), cast, out.dtype.name))
     g.tail_writes[out._ptr] = Write(len(g.tail) - 1, out)
     return True
+
+
+def after_tail(g: Group, out: Tensor, operands) -> bool:
+    """True when a full-size op may join the group after its tail: it neither
+    reads nor writes what the tail writes, so the tail (on the first thread,
+    after the elements) and the op run in either order with the eager result
+    (the time of a Runge-Kutta stage, then the stage's state). What the tail
+    reads, one-element inputs and reductions, ``plan`` keeps the op from
+    writing, as for any op of the group."""
+    if ends_in_rows(g):
+        return False
+    touched = [o.x if isinstance(o, Rolled) else o for o in (*operands, out) if isinstance(o, (Tensor, Rolled))]
+    return not any(w.overlaps(*byte_span(t)) for w in g.tail_writes.values() for t in touched)
 
 
 def _tail_touches(g: Group, lo: int, hi: int) -> bool:

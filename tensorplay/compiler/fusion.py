@@ -83,6 +83,7 @@ from ._groups import (
     Group,
     Reducing,
     Rolled,
+    after_tail,
     apply_step,
     ends_in_rows,
     plan,
@@ -182,8 +183,9 @@ class Fuser:
             if take_tail(g, op, out, operands, cast):
                 return True
         if g is not None and (
-            g.shape != space or g.stream != s or len(g.steps) >= MAX_STEPS or g.arrays() >= MAX_ARRAYS or g.tail
-        ):
+            g.shape != space or g.stream != s or len(g.steps) + len(g.tail) >= MAX_STEPS or g.arrays() >= MAX_ARRAYS
+            or (g.tail and not after_tail(g, out, operands))
+        ):  # fmt: skip
             self.flush()
             g = None
         fresh = g is None

@@ -128,6 +128,47 @@ def test_one_element_ops_after_full_size_ones_run_on_one_thread_of_the_same_kern
     _assert_as_eager(u.numpy(), expected)
 
 
+def test_full_size_ops_after_a_tail_they_do_not_touch_join_its_kernel():
+    """A Runge-Kutta stage: the stage's time (one element, the tail), then its
+    state (full size) from the step size the tail only reads: one kernel. A
+    full-size op that reads what the tail writes, or writes what it reads,
+    waits for it: the tail runs on the first thread after every element."""
+
+    def stage(y, k, t, h):
+        acc = k * 0.2
+        t.add_(h * 0.5)  # the tail: t written, h read
+        y.add_(acc * h)  # reads h: joins
+
+    def reads_tail(y, k, t, h):
+        acc = k * 0.2
+        t.add_(h * 0.5)
+        y.add_(acc * t)  # reads the t the tail writes: after it
+
+    def writes_tail_input(y, k, t, h):
+        acc = k * 0.2
+        t.add_(y[0, 0:1] * 0.5)  # the tail reads y's first element
+        y.add_(acc)  # and this writes it: after the tail
+
+    def writes_tail_output(y, k, t, h):
+        acc = k * 0.2
+        y[0, 0:1].copy_(h)  # the tail writes y's first element (and reads only h)
+        y.copy_(acc)  # and this too: after the tail
+
+    k0, y0 = np.random.default_rng(5).standard_normal((2, 4, 3))
+    for fn, kernels in ((stage, ["fused_mul_add"]), (reads_tail, ["fused_mul_add", "fused_mul_add"]),
+                        (writes_tail_input, ["fused_mul_add", "fused_add"]),
+                        (writes_tail_output, ["fused_mul_copy", "fused_copy"])):  # fmt: skip
+        eager = [tp.tensor(y0), tp.tensor(k0), tp.tensor([1.0]), tp.tensor([0.1])]
+        fn(*eager)
+        step = tp.compile(fn)
+        step(*[t.clone() for t in eager])  # the warm-up
+        fused = [tp.tensor(y0), tp.tensor(k0), tp.tensor([1.0]), tp.tensor([0.1])]
+        step(*fused)  # captured and replayed
+        assert _names(step) == kernels, fn.__name__
+        for got, want in zip(fused, eager, strict=True):
+            _assert_as_eager(got.numpy(), want.numpy())
+
+
 def test_a_one_element_op_writing_what_the_full_size_ops_read_waits_for_them():
     # scale is read by every thread: the op that changes it cannot run beside them
     def rescale(u, scale):

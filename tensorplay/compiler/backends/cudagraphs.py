@@ -133,7 +133,7 @@ class CompiledFunction:
         self._fuse = fuse
         if fuse:
             tickets.prepare()  # what fused reductions count on, made before any capture
-        self._kernels: dict[str, str] = {}  # fused kernels generated so far: name -> source
+        self._kernels: dict[str, None] = {}  # the sources of the fused kernels generated so far, in order
         self._entries = BoundedCache("compile.cudagraphs.signatures", SIGNATURE_LIMIT)  # signature -> Entry
         self._lock = threading.RLock()  # one warm-up or capture at a time
         self._warner = Warner(self._name)  # why signatures run eagerly, said once each
@@ -313,7 +313,7 @@ class CompiledFunction:
     def kernels(self) -> list[str]:
         """The source of every fused kernel this function's captures generated, as
         plain Numba (each can be pasted into a file and launched by itself)."""
-        return list(self._kernels.values())
+        return list(self._kernels)
 
     def graph(self, *args, backward: bool = False, **kwargs) -> CUDAGraph | None:
         """The graph that this thread's calls with these arguments replay (None
@@ -348,10 +348,11 @@ def _refusing(fn, args: tuple, kwargs: dict):
 @contextmanager
 def _fusing(fuse: bool, kernels: dict):
     """Fuse the ops issued inside (unless not ``fuse``); yields the ``Fuser``,
-    whose kernels join ``kernels`` (name -> source) at the end."""
+    whose kernels' sources join ``kernels`` at the end (two kernels may share
+    a name: it says which ops, not how they are laid out)."""
     with fusing(fuse) as fuser:
         yield fuser
-    kernels.update(fuser.kernels)
+    kernels.update(dict.fromkeys(text for _, text in fuser.kernels))
 
 
 def _records_grad(tensors) -> bool:
