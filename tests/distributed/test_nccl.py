@@ -265,7 +265,21 @@ def test_an_error_nccl_reports_breaks_the_group_and_cut_short_work_ends_the_rank
     )
 
 
-_ONE_RANK = """
+# the largest value over the ranks, halved in one while node until it is at most 1 (r: the rank)
+_LOOP = """
+x, flag, biggest = tp.full((1,), 100.0 * (r + 1)), tp.ones(1, dtype=tp.bool), tp.empty(1)
+g = tp.cuda.CUDAGraph()
+with tp.cuda.graph(g):
+    with g.while_(flag):
+        x.mul_(0.5)
+        biggest.copy_(x)
+        dist.all_reduce(biggest, op=dist.ReduceOp.MAX)
+        tp.gt(biggest, 1.0, out=flag)
+"""
+
+_ONE_RANK = (
+    """
+import numpy as np
 import tensorplay as tp
 import tensorplay.distributed as dist
 
@@ -304,14 +318,10 @@ dist.batch_isend_irecv([dist.P2POp(dist.isend, tp.ones(3) * 7, 0), dist.P2POp(di
 assert got.tolist() == [7.0, 7.0, 7.0]
 
 # inside a graph, replayed, and inside a while body
-x, flag, biggest = tp.full((1,), 100.0), tp.ones(1, dtype=tp.bool), tp.empty(1)
-g = tp.cuda.CUDAGraph()
-with tp.cuda.graph(g):
-    with g.while_(flag):
-        x.mul_(0.5)
-        biggest.copy_(x)
-        dist.all_reduce(biggest, op=dist.ReduceOp.MAX)
-        tp.gt(biggest, 1.0, out=flag)
+r = 0
+"""
+    + _LOOP
+    + """
 for _ in range(2):
     x.fill_(100.0)
     flag.fill_(True)
@@ -332,6 +342,7 @@ dist.barrier()
 dist.destroy_process_group()
 print("ok")
 """
+)
 
 
 @pytest.mark.gpu
@@ -343,7 +354,9 @@ def test_a_one_rank_nccl_group_runs_every_call_eagerly_in_graphs_and_in_while_bo
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr
 
 
-_TWO_RANKS = """
+_TWO_RANKS = (
+    """
+import numpy as np
 import tensorplay as tp
 import tensorplay.distributed as dist
 
@@ -357,20 +370,16 @@ got = tp.empty(4096)
 dist.batch_isend_irecv([dist.P2POp(dist.isend, tp.tensor(data[r]), (r + 1) % w),
                         dist.P2POp(dist.irecv, got, (r - 1) % w)])
 assert np.array_equal(got.numpy(), data[(r - 1) % w])
-x, flag, biggest = tp.full((1,), 100.0 * (r + 1)), tp.ones(1, dtype=tp.bool), tp.empty(1)
-g = tp.cuda.CUDAGraph()
-with tp.cuda.graph(g):
-    with g.while_(flag):
-        x.mul_(0.5)
-        biggest.copy_(x)
-        dist.all_reduce(biggest, op=dist.ReduceOp.MAX)
-        tp.gt(biggest, 1.0, out=flag)
+"""
+    + _LOOP
+    + """
 g.replay()
 passes = int(np.ceil(np.log2(100.0 * w)))
 assert abs(biggest.item() - 100.0 * w / 2**passes) < 1e-6
 print("ok rank", r)
 dist.destroy_process_group()
 """
+)
 
 
 @pytest.mark.gpu
