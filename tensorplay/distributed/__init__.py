@@ -274,8 +274,9 @@ def _run(fn: str, inputs: list, outputs: list, exchange, async_op: bool):
     else:
         if capture_state.active:
             raise CaptureError(
-                f"{fn}() cannot be captured on a GPU: tensorplay's engine moves the data through the host, "
-                "which a graph cannot wait for; call it outside the capture"
+                f"{fn}() cannot be captured on a GPU with tensorplay's engine, which moves the data through the "
+                "host, which a graph cannot wait for: call it outside the capture, or make the group with "
+                'init_process_group("nccl") (a GPU for each rank), whose calls graphs capture'
             )
         results = exchange(*(t.numpy() for t in inputs))
         for t, result in zip(outputs, results, strict=True):
