@@ -145,7 +145,7 @@ class Hub:
     # -- the loop
     def _serve(self) -> None:
         threading.Thread(target=self._accept, daemon=True).start()
-        started = time.monotonic()
+        started, joining = time.monotonic(), max(self.timeout, JOINING)
         ready = False
         while len(self._left) + len(self._gone) < self.world:
             try:
@@ -158,10 +158,9 @@ class Hub:
                 ready = True
                 for c in self._conns.values():
                     self._answer(c, ("ready",))
-            if not ready and time.monotonic() - started > max(self.timeout, JOINING):
+            if not ready and time.monotonic() - started > joining:
                 missing = set(range(self.world)) - set(self._conns)
-                within = max(self.timeout, JOINING)
-                sentence = f"{_ranks(missing)} of {self.world} did not join the group within {within:g} s"
+                sentence = f"{_ranks(missing)} of {self.world} did not join the group within {joining:g} s"
                 for c in self._conns.values():  # each waits to hear that all joined
                     self._answer(c, ("error", sentence))
                 break
