@@ -150,8 +150,8 @@ class NcclEngine:
         call(*args, s)
         if not capture_state.active:
             self._mark(s)
-        elif collective and s.is_capturing():
-            self._watch_replays()
+        elif s.is_capturing():
+            self._watch_replays(collective)
 
     def _mark(self, s) -> None:
         """Record that this rank's NCCL work on ``s`` ends where ``s`` is now."""
@@ -161,16 +161,20 @@ class NcclEngine:
             done = self._done[s.handle] = dev.event_create(False)
         dev.event_record(done, s._h)
 
-    def _watch_replays(self) -> None:
-        """Have every launch of the graph being captured (once per graph) told
-        to the hub and marked (see "Replays" in the module docstring)."""
+    def _watch_replays(self, collective: bool) -> None:
+        """Have every launch of the graph being captured marked, and, where it
+        holds a collective, told to the hub (see "Replays" in the module
+        docstring): one hook a graph, numbered at its first collective."""
         me = threading.get_ident()
         keys = [key for key, (_, thread) in capture_state.modes.items() if thread == me]
         hooks = [h for key in keys for h in capture_state.replay_hooks.get(key, ())]
-        if any(isinstance(h, _Replays) and h.engine is self for h in hooks):
-            return
-        self.graphs += 1
-        capture_state.on_replay(_Replays(self, self.graphs))
+        hook = next((h for h in hooks if isinstance(h, _Replays) and h.engine is self), None)
+        if hook is None:
+            hook = _Replays(self)
+            capture_state.on_replay(hook)
+        if collective and hook.number is None:
+            self.graphs += 1
+            hook.number = self.graphs
 
     # -- the watchdog
     def _look(self) -> None:
@@ -221,11 +225,15 @@ class NcclEngine:
 
 
 class _Replays:
-    """The hook of a graph holding collectives: each launch is told to the hub and marked."""
+    """The hook of a graph holding NCCL calls: each launch is marked, noted
+    by the communicator and, where the graph holds collectives (``number``,
+    its place among such graphs), told to the hub."""
 
-    def __init__(self, engine: NcclEngine, number: int) -> None:
-        self.engine, self.number = engine, number
+    def __init__(self, engine: NcclEngine) -> None:
+        self.engine, self.number = engine, None
 
     def __call__(self, s) -> None:
         self.engine._mark(s)
-        self.engine.link.replayed(self.number)
+        self.engine.comm.note_replay()
+        if self.number is not None:
+            self.engine.link.replayed(self.number)

@@ -138,7 +138,7 @@ class _Recording:
     """A stand-in for NCCL's communicator: what the engine asked of it."""
 
     def __init__(self) -> None:
-        self.calls, self.error = [], None
+        self.calls, self.error, self.replays = [], None, 0
 
     def _record(name):
         def call(self, *args):
@@ -158,6 +158,9 @@ class _Recording:
 
     def async_error(self):
         return self.error
+
+    def note_replay(self):
+        self.replays += 1
 
     def abort(self):
         self.calls.append(("abort",))
@@ -212,23 +215,25 @@ def test_the_engine_gives_nccl_pointers_counts_types_and_reductions(recorded):
 
 
 @pytest.mark.skipif(not ON_SIM, reason="a stand-in for NCCL on the simulator")
-def test_each_graph_holding_collectives_tells_each_launch_once(recorded, monkeypatch):
-    comm, link = recorded
-    told = []
+def test_each_graph_holding_collectives_tells_each_launch_once(monkeypatch):
+    comm, link, told = _Recording(), _hub.LocalLink(), []
     monkeypatch.setattr(link, "replayed", told.append, raising=False)
+    monkeypatch.setattr(dist, "_group", dist._Group(0, 2, link, None, _nccl.NcclEngine(0, comm, link, None)))
     x, y = tp.ones(3), tp.zeros(2)
     g, h = tp.cuda.CUDAGraph(), tp.cuda.CUDAGraph()
     with tp.cuda.graph(g):
         dist.all_reduce(x)
         dist.broadcast(y, src=0)  # the same graph: one number
     with tp.cuda.graph(h):
-        dist.send(x, dst=0)  # sends alone: not watched
-        dist.recv(x, src=0)
-    assert [c[0] for c in comm.calls] == ["all_reduce", "broadcast"]  # captured once, replayed by the graph
+        dist.send(x, dst=1)  # sends and receives alone: marked, not counted at the hub
+        dist.recv(x, src=1)
+    assert [c[0] for c in comm.calls] == ["all_reduce", "broadcast", "send", "recv"]  # captured once
     g.replay()
     g.stage_and_launch([x], [tp.ones(3) * 2])
     h.replay()
     assert told == [1, 1] and dist._group.engine.graphs == 1
+    assert comm.replays == 3  # every launch of a graph holding NCCL's calls: eager calls wait for the device
+    dist.destroy_process_group()
 
 
 @pytest.mark.skipif(not ON_SIM, reason="a stand-in for NCCL on the simulator")

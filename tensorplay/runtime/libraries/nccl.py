@@ -14,7 +14,8 @@ it on, NCCL adds event-record and event-wait nodes around each captured call,
 which a conditional body refuses (the driver: "conditional nodes do not support
 EVENT_WAIT nodes"). Off, NCCL's rule is that no call is made eagerly while a
 replayed graph's calls may still run: ``Communicator`` keeps it by waiting for
-the device before an eager call once a graph holds calls of its own.
+the device before an eager call that follows a launch of a graph holding calls
+of its own (``note_replay``).
 
 NVLink multicast stays off (``NCCL_NVLS_ENABLE=0`` unless set): the GPU
 machines this runs on require it.
@@ -176,7 +177,7 @@ class Communicator:
             os.environ.setdefault(name, value)
         lib = library()
         self.world, self.rank = world, rank
-        self.graphs_hold_calls = False  # see eager_rule()
+        self._replayed = False  # a graph holding its calls was launched since the device was waited for
         dev = get_backend()
         dev.ensure_thread()
         comm = ctypes.c_void_p()
@@ -221,18 +222,16 @@ class Communicator:
         if capture_state.active:
             refuse_legacy_launch(name, s)
             flush_fused()
-            if s.is_capturing():
-                self.graphs_hold_calls = True
-        elif self.graphs_hold_calls:
-            self.eager_rule()
+        elif self._replayed:
+            self._replayed = False
+            get_backend().synchronize()  # a replay's calls may still run: NCCL takes no eager call beside them
         with library_calls():
             _check(name, getattr(_lib, name)(*args, self._comm, s.handle), self._comm)
 
-    def eager_rule(self) -> None:
-        """Wait for the device before an eager call once graphs hold calls of
-        this group: a replay's calls may still run, and NCCL without
-        graph-mixing support takes no eager call while they do."""
-        get_backend().synchronize()
+    def note_replay(self) -> None:
+        """A graph holding calls of this communicator was launched: the next
+        eager call waits for the device first (see the module docstring)."""
+        self._replayed = True
 
     # -- state
     def async_error(self) -> str | None:
