@@ -445,3 +445,17 @@ def test_random_programs_over_crossing_rows_and_columns_equal_eager(steps):
     got = fn(fused)  # captured and replayed
     _assert_as_eager(got.numpy(), want.numpy())
     _assert_as_eager(fused.numpy(), eager.numpy())
+
+
+@hypothesis_settings(examples=(300, 600), steps=(1, 1))
+@given(n=st.integers(1, 12), sa=st.integers(1, 13), sb=st.integers(1, 13), a=st.integers(0, 60),
+       b=st.integers(0, 60))  # fmt: skip
+def test_which_elements_two_lines_share_is_what_counting_them_gives(n, sa, sb, a, b):
+    """``sharing`` solves for the shared elements of two lines of n elements;
+    here they are counted one by one."""
+    from tensorplay.compiler._views import sharing
+
+    first = {a + k * sa: k for k in range(n)}
+    kinds = {"same" if first[b + j * sb] == j else "other" for j in range(n) if b + j * sb in first}
+    want = "other" if "other" in kinds else "same" if kinds else "none"
+    assert sharing((8 * a, (sa,), 8), (8 * b, (sb,), 8), (n,)) == want
