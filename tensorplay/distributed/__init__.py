@@ -37,6 +37,7 @@ import contextlib
 import datetime
 import enum
 import os
+import socket
 
 import numpy as np
 
@@ -48,6 +49,7 @@ from ..runtime.libraries.simulated import Operand, call
 from ..runtime.streams import current_stream
 from . import _nccl
 from ._hub import DistributedError, Hub, Link, LocalLink, Watch
+from .run import _free_port
 
 __all__ = [
     "DistributedError", "P2POp", "ReduceOp", "Work", "all_gather_into_tensor", "all_reduce", "barrier",
@@ -171,10 +173,6 @@ def _mpi_rendezvous() -> tuple[str, int] | None:
         from mpi4py import MPI
     except ImportError:
         return None
-    import socket
-
-    from .run import _free_port
-
     comm = MPI.COMM_WORLD
     hosts = comm.allgather(socket.gethostname())
     where = None
