@@ -145,8 +145,9 @@ def _full(x, op: str):
 
 def _dims(x, dim):
     """``dim`` of a drawn reduction as ``x`` takes it: ``"last two"`` its last
-    two dimensions (its only one if it has one)."""
-    return tuple(range(max(x.ndim - 2, 0), x.ndim)) if dim == "last two" else dim
+    two dimensions (its only one if it has one); a dimension it lacks wraps
+    around (the last value may be a row: 1 of a row is its 0)."""
+    return tuple(range(max(x.ndim - 2, 0), x.ndim)) if dim == "last two" else dim % x.ndim
 
 
 def _number(s):

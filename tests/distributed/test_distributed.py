@@ -303,6 +303,7 @@ def test_ranks_that_mpirun_started_find_each_other_through_mpi(tmp_path):
         dist.destroy_process_group()
     """)  # fmt: skip
     env = {k: v for k, v in _env().items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}  # Open MPI's mpiexec, as root
     done = subprocess.run([MPIEXEC, "-n", "2", sys.executable, script], capture_output=True, text=True, env=env,
                           timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
