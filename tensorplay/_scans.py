@@ -94,12 +94,13 @@ def scan_rows(rows: Tensor, op: str, acc: dt.DType, reverse: bool = False, out: 
     source = "bfloat16" if rows.dtype is dt.bfloat16 else ""
     lanes, per_block, blocks = _launch_shape(m, n, sk.items_for(acc.name))
     tiles = sk.chained_tiles(m, n, lanes, acc.name)
-    status = Tensor._empty((1 + tiles,), dt.uint64)
-    if tiles:
-        status.zero_()  # the ticket and the flags the chained tiles start from
+    if not tiles:  # rows of one tile
+        launch(sk.tiles_kernel(op, acc.name, source, reverse), (blocks, 1, 1), (lanes, per_block, 1), [rows, out])
+        return out
+    status = Tensor._empty((1 + tiles,), dt.uint64).zero_()  # the ticket and the flags the chained tiles start from
     values = Tensor._empty((lookback.values_size(acc.name, tiles),), acc)
-    kernel = sk.tiles_kernel(op, acc.name, source, reverse)
-    launch(kernel, (blocks, 1, 1), (lanes, per_block, 1), [rows, out, status, values])
+    kernel = sk.chained_kernel(op, acc.name, source, reverse)
+    launch(kernel, (blocks, 1, 1), (lanes, 1, 1), [rows, out, status, values])
     return out
 
 

@@ -33,7 +33,7 @@ import numpy as np
 from numba import cuda
 
 from ._target import SMALL_BLOCKS, WARP_SHUFFLES, device_function, resident
-from .scan import lanes_scan
+from .scan import lanes_scan, warp_sync
 
 __all__ = ["BLOCK", "RADIX", "bits_type", "count_kernel", "items_for", "key_of", "scatter_kernel"]
 
@@ -152,12 +152,6 @@ def _peers(source: str, itemsize: int, descending: bool, first: bool, by_row: bo
         return found
 
     return peers
-
-
-if WARP_SHUFFLES:
-    warp_sync = device_function(lambda: cuda.syncwarp(0xFFFFFFFF))
-else:  # the simulator's block is one warp
-    warp_sync = device_function(lambda: cuda.syncthreads())
 
 
 @functools.cache
