@@ -30,8 +30,10 @@ from tensorplay.examples.heat import Heat, numpy_reference
 @tp.jit
 def band_sweep(u, v, first, last):
     """v = the average of u's four neighbours on the band's rows ``first`` to
-    ``last`` (local rows; row 0 and the last are the neighbours' halo rows)."""
-    i, j = tp.cuda.grid(2)
+    ``last`` (local rows; row 0 and the last are the neighbours' halo rows).
+    Threads next to each other take columns next to each other, so a warp's
+    loads and stores of a row coalesce."""
+    j, i = tp.cuda.grid(2)
     if i >= first and i <= last and j > 0 and j < u.shape[1] - 1:
         v[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
 
@@ -39,10 +41,22 @@ def band_sweep(u, v, first, last):
 @tp.jit
 def edge_sweep(u, v, top, bottom):
     """``band_sweep`` on the two rows ``top`` and ``bottom`` alone (the ones next to the halos)."""
-    k, j = tp.cuda.grid(2)
+    j, k = tp.cuda.grid(2)
     if k < 2 and j > 0 and j < u.shape[1] - 1:
         i = top if k == 0 else bottom
         v[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+
+
+def largest_change(u, v, out):
+    """``out`` = the largest change of a point of ``u`` (this rank's own rows)."""
+    out.copy_((v - u).abs().max().reshape(1))
+
+
+def advance(u, v, iters, go, change, tol: float, max_iters: int):
+    """``u = v``, one more iteration, and ``go`` = not converged anywhere and under the cap."""
+    u.copy_(v)
+    iters.add_(1)
+    tp.logical_and(tp.gt(change, tol), tp.lt(iters, max_iters), out=go)
 
 
 class Band:
@@ -61,8 +75,10 @@ class Band:
         self.first = 2 if rank == 0 else 1
         self.last = self.rows - 1 if rank == world - 1 else self.rows
         self.change, self.iters, self.go = tp.zeros(1), tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
-        self.grid = ((self.rows + 2 + 7) // 8, (self.cols + 7) // 8)
-        self.edge_grid = (2, (self.cols + 127) // 128)
+        self.block = (min(32, self.cols), 8)  # up to 32 columns x 8 rows
+        self.grid = (-(-self.cols // self.block[0]), -(-(self.rows + 2) // 8))
+        self.edge_grid = ((self.cols + 127) // 128, 2)
+        self.fused = (tp.compile(largest_change), tp.compile(advance))  # inside a capture: fused into it
         self.side = tp.cuda.Stream()  # where the halos travel while the interior is swept
 
     def reset(self) -> None:
@@ -94,18 +110,17 @@ class Band:
             self.side.wait_stream(here)
             with tp.cuda.stream(self.side):
                 self.swap_halos()
-            band_sweep[self.grid, (8, 8)](self.u, self.v, self.first + 1, self.last - 1)
+            band_sweep[self.grid, self.block](self.u, self.v, self.first + 1, self.last - 1)
             here.wait_stream(self.side)
-            edge_sweep[self.edge_grid, (1, 128)](self.u, self.v, self.first, self.last)
+            edge_sweep[self.edge_grid, (128, 1)](self.u, self.v, self.first, self.last)
         else:
             self.swap_halos()
-            band_sweep[self.grid, (8, 8)](self.u, self.v, self.first, self.last)
+            band_sweep[self.grid, self.block](self.u, self.v, self.first, self.last)
+        change, then = self.fused if tp.cuda.is_current_stream_capturing() else (largest_change, advance)
         own = slice(1, self.rows + 1)
-        self.change.copy_((self.v[own] - self.u[own]).abs().max().reshape(1))
+        change(self.u[own], self.v[own], self.change)
         dist.all_reduce(self.change, op=dist.ReduceOp.MAX)
-        self.u.copy_(self.v)
-        self.iters.add_(1)
-        tp.logical_and(tp.gt(self.change, tol), tp.lt(self.iters, max_iters), out=self.go)
+        then(self.u, self.v, self.iters, self.go, self.change, tol, max_iters)
 
     def field(self) -> np.ndarray:
         """The whole plate, gathered from every rank's band."""
