@@ -24,7 +24,6 @@ tensor([3., 3., 3., 3.])
 
 from __future__ import annotations
 
-import os
 import weakref
 from contextlib import contextmanager
 from functools import partial
@@ -55,10 +54,11 @@ from ..runtime.streams import (
     retire_capture_stream,
     set_stream,
 )
-from . import conditional, picture
+from . import conditional
 from .cancel import Cancelling, cancel_stream, cancellable
 from .conditional import Loop, OpenNode
 from .graph_nodes import ConditionalNodes
+from .graph_views import GraphViews
 from .kernel_nodes import KernelNodes
 from .stage import Stager
 
@@ -125,7 +125,7 @@ def _pool_of(pool):
     raise TypeError(f"expected pool=None, a graph_pool_handle(), a pool_id or a CUDAGraph, got {pool!r}")
 
 
-class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
+class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
     """A captured CUDA graph and the memory pool its tensors live in.
 
     Capture with ``with tp.cuda.graph(g): ...`` (or ``capture_begin`` /
@@ -499,52 +499,6 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling):
     def pool_id(self):
         """The id of this graph's memory pool (pass it as ``pool=`` to share it)."""
         return self._pool
-
-    # -- debugging -------------------------------------------------------------------
-    def enable_debug_mode(self) -> None:
-        """Keep the captured graph for ``debug_dump`` (it is always kept here)."""
-        self._debug = True
-
-    def debug_dump(self, path: str) -> str:
-        """Write the graph as Graphviz DOT to ``path`` and return the path."""
-        if self._graph is None:
-            raise RuntimeError("debug_dump() needs a captured graph; capture one first")
-        self._sync_template()
-        get_backend().graph_dot(self._graph, os.fspath(path))
-        return os.fspath(path)
-
-    def dot(self) -> str:
-        """The graph as Graphviz DOT text."""
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as d:
-            path = self.debug_dump(os.path.join(d, "graph.dot"))
-            with open(path) as f:
-                return f.read()
-
-    def draw(self, path: str | os.PathLike | None = None) -> str:
-        """The graph as an SVG picture (its text), also written to ``path`` if
-        given. Graphviz's ``dot`` program draws it where it is installed (and
-        then ``path`` may end in any format it writes, ``.png``, ``.pdf``...);
-        elsewhere ``tensorplay.cuda.picture`` does, in SVG only. Returns the
-        SVG text (for another format, the path written).
-
-        Examples
-        --------
-        >>> import tensorplay as tp
-        >>> x = tp.ones(4)
-        >>> g = tp.cuda.CUDAGraph()
-        >>> with tp.cuda.graph(g):
-        ...     _ = x.mul_(2)
-        >>> "elementwise.mul" in g.draw()
-        True
-        """
-        return picture.draw(self.dot(), path)
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        if self._graph is None:
-            return {"text/plain": repr(self)}
-        return {"text/plain": self.dot(), "image/svg+xml": self.draw()}
 
     def __repr__(self) -> str:
         state = "capturing" if self._stream is not None else "captured" if self._exec is not None else "empty"
