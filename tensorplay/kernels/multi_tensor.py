@@ -42,47 +42,64 @@ sqrt = math.sqrt if IEEE_MATH else np.sqrt
 
 UNROLL = 4  # elements a thread updates an iteration: their loads go out together
 
+
+def unroll_for(storage: str) -> int:
+    """Elements a thread updates an iteration: twice as many of two-byte
+    bfloat16, so that as many bytes are in flight a thread as of float32."""
+    return 2 * UNROLL if storage == "bfloat16" else UNROLL
+
+
 _ELEMENT = re.compile(r"\{(\w+)\}\[j\]")  # an element of a tensor, as a loop names it: {p}[j]
 
 
-def _unrolled(loop: str, names: dict, first: str) -> list[str]:
-    """The grid-stride loop over one tensor's elements, ``UNROLL`` elements an
+def _unrolled(loop: str, names: dict, first: str, bits: bool = False) -> list[str]:
+    """The grid-stride loop over one tensor's elements, ``unroll_for`` elements an
     iteration (``stride`` apart): every element the loop reads is loaded first
     (all the loads in flight at once; an element past the tensor's end reads
     the thread's first one again, never an element another thread writes),
     then the loop's lines run for each element in turn, writing those inside
     the tensor. The loop's lines are ``name = value``, reading each element
-    before writing it."""
+    before writing it. ``bits``: the arrays hold bfloat16 bits, decoded as they
+    are loaded and encoded (rounded) as they are stored."""
+    load, store = ("h(", ")") if bits else ("", "")
+    unroll = unroll_for("bfloat16" if bits else "")
     size = f"{names[first]}.size"
-    out = [f"for j in range(start, {size}, stride * {UNROLL}):"]
+    out = [f"for j in range(start, {size}, stride * {unroll}):"]
     read = sorted({m.group(1) for line in loop.splitlines() for m in _ELEMENT.finditer(line.split("=", 1)[1])})
     out.append("    j0 = j")
-    out += [f"    {r}_0 = {names[r]}[j]" for r in read]
-    for k in range(1, UNROLL):  # past the end, this thread's own first element again: no other thread's
+    out += [f"    {r}_0 = {load}{names[r]}[j]{store}" for r in read]
+    for k in range(1, unroll):  # past the end, this thread's own first element again: no other thread's
         out.append(f"    j{k} = j + {k} * stride")
-        out += [f"    {r}_{k} = {names[r]}[j{k} if j{k} < {size} else j]" for r in read]
-    for k in range(UNROLL):
+        out += [f"    {r}_{k} = {load}{names[r]}[j{k} if j{k} < {size} else j]{store}" for r in read]
+    for k in range(unroll):
         for line in filter(str.strip, loop.splitlines()):
             target, value = (side.strip() for side in line.split("=", 1))
             value = _ELEMENT.sub(lambda m: f"{m.group(1)}_{k}", value)  # noqa: B023 (used at once)
             written = _ELEMENT.fullmatch(target)
             if written:
                 out.append(f"    if j{k} < {size}:")
-                out.append(f"        {names[written.group(1)]}[j{k}] = {value}")
+                out.append(f"        {names[written.group(1)]}[j{k}] = {'w(' if bits else ''}{value}{store}")
             else:
                 out.append(f"    {target} = {value}")
     return out
 
 
 @functools.cache
-def multi_tensor(name: str, count: int, roles: tuple, scalars: tuple, prologue: str, head: str, loop: str):
-    """The kernel described in the module docstring (built once per arguments)."""
-    kernel_name = f"{name}_{count}"
+def multi_tensor(
+    name: str, count: int, roles: tuple, scalars: tuple, prologue: str, head: str, loop: str, storage: str = ""
+):
+    """The kernel described in the module docstring (built once per arguments).
+    ``storage="bfloat16"``: the arrays hold bfloat16 bits, which ``loop``
+    reads and writes as float32 values (decoded and encoded by the kernel);
+    its text may round a float32 to bfloat16 with ``r(...)``."""
+    bits = storage == "bfloat16"
+    kernel_name = f"{name}_{count}{'_bf16' if bits else ''}"
     params = [f"{role}{t}" for t in range(count) for role in roles] + list(scalars)
     lines = [
         "from numba import cuda, float32, float64",
         "",
         "from tensorplay.kernels.multi_tensor import sqrt",
+        *(["from tensorplay.kernels.bfloat16 import decode as h, encode as w, round_float32 as r"] if bits else []),
         "",
         "",
         f"def {kernel_name}({', '.join(params)}):",
@@ -96,11 +113,11 @@ def multi_tensor(name: str, count: int, roles: tuple, scalars: tuple, prologue: 
         lines.append(f"    {'if' if t == 0 else 'elif'} t == {t}:")
         lines += [f"        {line.format(**names)}" for line in head.splitlines() if line.strip()]
         if loop.strip():
-            lines += [f"        {line}" for line in _unrolled(loop, names, roles[0])]
+            lines += [f"        {line}" for line in _unrolled(loop, names, roles[0], bits)]
         elif not head.strip():
             lines.append("        pass")
     text = textwrap.dedent("\n".join(lines)) + "\n"
     kernel = jit_source(kernel_name, text, "multi_tensor", f"multi_tensor.{kernel_name}")
     kernel.tp_source = text
-    kernel.tp_recipe = ("multi_tensor", "multi_tensor", (name, count, roles, scalars, prologue, head, loop))
+    kernel.tp_recipe = ("multi_tensor", "multi_tensor", (name, count, roles, scalars, prologue, head, loop, storage))
     return kernel

@@ -10,8 +10,12 @@ add into one fused multiply-add, so results can differ from the tensor ops'
 in the last bit.
 
 A group is fused when ``foreach`` is not False and every parameter that has a
-gradient is C-contiguous float32 or float64 of one dtype, its gradient of the
-same dtype and shape, C-contiguous too.
+gradient is C-contiguous float32 or float64 of one dtype (or bfloat16, for an
+optimizer that rounds each of its steps as the tensor ops do: SGD with a
+number as its learning rate), its gradient of the same dtype and shape,
+C-contiguous too. A bfloat16 step computes in float32 (its numbers in
+float32), rounding to bfloat16 where a tensor op would (``r(...)`` in its
+text) and as it stores.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy as np
 
 from .. import _dtype as dt
 from .._tensor import Tensor
-from ..kernels.multi_tensor import UNROLL, multi_tensor
+from ..kernels.multi_tensor import multi_tensor, unroll_for
 from ..runtime.backend import get as get_backend
 from ..runtime.backend.params import scalar_struct
 from ..runtime.caches import BoundedCache
@@ -32,15 +36,16 @@ __all__ = ["fusable", "launch_fused", "lr_prologue"]
 MAX_ARRAYS = 60  # per launch: a 1-D array argument takes 56 bytes of the 4 KiB of kernel parameters
 
 
-def fusable(group: dict) -> list[Tensor] | None:
-    """The group's parameters with gradients, when one fused launch can update them; else None."""
+def fusable(group: dict, bfloat16: bool = False) -> list[Tensor] | None:
+    """The group's parameters with gradients, when one fused launch can update
+    them (``bfloat16``: bfloat16 ones too); else None."""
     if group.get("foreach") is False:
         return None
     params = [p for p in group["params"] if p.grad is not None]
     if not params:
         return None
     dtype = params[0].dtype
-    if dtype not in (dt.float32, dt.float64):
+    if dtype not in (dt.float32, dt.float64) and not (bfloat16 and dtype is dt.bfloat16):
         return None
     for p in params:
         g = p.grad
@@ -55,7 +60,12 @@ def lr_prologue(lr, dtype: dt.DType) -> tuple[str, object]:
     number is taken in the parameters' dtype, as they take it."""
     if isinstance(lr, Tensor):
         return "lr_v = lr[0]", lr.reshape(-1)
-    return "lr_v = lr", np.dtype(dtype.name).type(lr)
+    return "lr_v = lr", _number_type(dtype)(lr)
+
+
+def _number_type(dtype: dt.DType):
+    """The type a step's numbers take: the parameters' (float32 for bfloat16 ones)."""
+    return np.float32 if dtype is dt.bfloat16 else np.dtype(dtype.name).type
 
 
 def launch_fused(name: str, rows: list[tuple[Tensor, ...]], roles: tuple, scalars: dict, prologue: str, head, loop):
@@ -65,16 +75,19 @@ def launch_fused(name: str, rows: list[tuple[Tensor, ...]], roles: tuple, scalar
     the rows keeps the kernels, launch shapes and packers, so that a step only
     packs addresses and numbers (an optimizer's step is host-bound)."""
     dtype = rows[0][0].dtype
-    cast = np.dtype(dtype.name).type
+    cast = _number_type(dtype)
+    storage = "bfloat16" if dtype is dt.bfloat16 else ""
     values = [v if isinstance(v, (Tensor, np.generic)) else cast(v) for v in scalars.values()]
     tensors = [t for row in rows for t in row]
     # a plan packs addresses as of C-contiguous tensors, and tp.compile notes what launches write
     if capture_state.fusers or not all(t._contig for t in tensors):
-        _launch_unplanned(name, rows, roles, tuple(scalars), values, prologue, head, loop)
+        _launch_unplanned(name, rows, roles, tuple(scalars), values, prologue, head, loop, storage)
         return
     key = (name, roles, tuple(scalars), prologue, head, loop, dtype, tuple(t.numel() for t in tensors))
     key += tuple((v._kkey, v.numel()) if isinstance(v, Tensor) else type(v) for v in values)
-    plan = _PLANS.get(key) or _PLANS.put(key, _plan(name, rows, roles, tuple(scalars), values, prologue, head, loop))
+    plan = _PLANS.get(key) or _PLANS.put(
+        key, _plan(name, rows, roles, tuple(scalars), values, prologue, head, loop, storage)
+    )
     value_packers, launches = plan
     packed_values = b"".join(pack(v) for pack, v in zip(value_packers, values, strict=True))
     for launcher, grid, block, first, packers in launches:
@@ -85,7 +98,7 @@ def launch_fused(name: str, rows: list[tuple[Tensor, ...]], roles: tuple, scalar
 _PLANS = BoundedCache("optim.fused_launches", 512)  # launch_fused's arguments' layout -> its launches
 
 
-def _chunks(rows: list, roles: tuple):
+def _chunks(rows: list, roles: tuple, storage: str = ""):
     """The rows of each launch, a chunk at a time, and the launch shape."""
     per_launch = max(1, MAX_ARRAYS // len(roles))
     dev = get_backend()
@@ -93,21 +106,21 @@ def _chunks(rows: list, roles: tuple):
     for first in range(0, len(rows), per_launch):
         chunk = rows[first : first + per_launch]
         longest = max(row[0].numel() for row in chunk)
-        # a thread per UNROLL elements of the longest tensor, up to the launch limit: not one wave of
+        # a thread per unroll_for(storage) elements of the longest tensor, up to the launch limit: not one wave of
         # threads, which leaves half the GPU idle when a few large tensors and many small ones share it
-        blocks = -(-longest // (block * UNROLL))
+        blocks = -(-longest // (block * unroll_for(storage)))
         blocks = max(1, min(blocks, dev.max_grid_threads // block // len(chunk)))
         yield first, chunk, (blocks, len(chunk), 1), (block, 1, 1)
 
 
-def _launch_unplanned(name, rows, roles, names, values, prologue, head, loop) -> None:
-    for _, chunk, grid, block in _chunks(rows, roles):
-        kernel = multi_tensor(name, len(chunk), roles, names, prologue, head, loop)
+def _launch_unplanned(name, rows, roles, names, values, prologue, head, loop, storage) -> None:
+    for _, chunk, grid, block in _chunks(rows, roles, storage):
+        kernel = multi_tensor(name, len(chunk), roles, names, prologue, head, loop, storage)
         arrays = [t.reshape(-1) for row in chunk for t in row]
         launch(kernel, grid, block, arrays + values)
 
 
-def _plan(name, rows, roles, names, values, prologue, head, loop) -> tuple[list, list]:
+def _plan(name, rows, roles, names, values, prologue, head, loop, storage) -> tuple[list, list]:
     """(the values' packers, and per launch: (launcher, grid, block, its first
     tensor's place among the rows' tensors, the packers of its tensors))."""
     flat = lambda t: ArrayArg.contiguous((t.numel(),), t.dtype.name, t.dtype.itemsize)  # noqa: E731
@@ -115,8 +128,8 @@ def _plan(name, rows, roles, names, values, prologue, head, loop) -> tuple[list,
     value_packers = [layout_packer(a) if isinstance(a, ArrayArg) else scalar_struct(a).pack for a in value_args]
     value_keys = [a._kkey if isinstance(a, ArrayArg) else a for a in value_args]
     launches = []
-    for first, chunk, grid, block in _chunks(rows, roles):
-        kernel = multi_tensor(name, len(chunk), roles, names, prologue, head, loop)
+    for first, chunk, grid, block in _chunks(rows, roles, storage):
+        kernel = multi_tensor(name, len(chunk), roles, names, prologue, head, loop, storage)
         arrays = [flat(t) for row in chunk for t in row]
         launcher = resolve(kernel, [a._kkey for a in arrays] + value_keys)
         launches.append((launcher, grid, block, first * len(roles), [layout_packer(a) for a in arrays]))

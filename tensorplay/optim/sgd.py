@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .. import _dtype as dt
+from .._tensor import Tensor
 from ._fused import fusable, launch_fused, lr_prologue
 from .optimizer import Optimizer, check_lr, check_number, scalar_lr
 
@@ -85,7 +87,7 @@ class SGD(Optimizer):
         return bool(group["momentum"])
 
     def _update_group(self, group: dict) -> None:
-        params = fusable(group)
+        params = fusable(group, bfloat16=not isinstance(group["lr"], Tensor))
         if params is not None and (not group["momentum"] or all(p in self.state for p in params)):
             self._fused_update(group, params)  # the momentum buffers exist: they are made at a first step
             return
@@ -109,18 +111,20 @@ class SGD(Optimizer):
             p.sub_(g * lr)
 
     def _fused_update(self, group: dict, params: list) -> None:
-        """The loop of ``_update_group`` as one launch (the same operations)."""
+        """The loop of ``_update_group`` as one launch (the same operations,
+        for bfloat16 each rounded where its tensor op rounds: ``r(...)``)."""
         momentum, nesterov = group["momentum"], group["nesterov"]
         prologue, lr = lr_prologue(group["lr"], params[0].dtype)
+        r = (lambda value: f"r({value})") if params[0].dtype is dt.bfloat16 else (lambda value: value)
         loop = ["d = {g}[j]"]
         if group["weight_decay"]:
-            loop.append("d = d + {p}[j] * weight_decay")
+            loop.append(f"d = {r('d + ' + r('{p}[j] * weight_decay'))}")
         if momentum:
-            loop.append("b = {b}[j] * momentum")
-            loop.append("b = b + d" if group["dampening"] == 0 else "b = b + d * undamped")
+            loop.append(f"b = {r('{b}[j] * momentum')}")
+            loop.append(f"b = {r('b + d' if group['dampening'] == 0 else 'b + ' + r('d * undamped'))}")
             loop.append("{b}[j] = b")
-            loop.append("d = d + b * momentum" if nesterov else "d = b")
-        loop.append("{p}[j] = {p}[j] - d * lr_v")
+            loop.append(f"d = {r('d + ' + r('b * momentum'))}" if nesterov else "d = b")
+        loop.append(f"{{p}}[j] = {{p}}[j] - {r('d * lr_v')}")  # rounded as it is stored
         roles = ("p", "g", "b") if momentum else ("p", "g")
         rows = [(p, p.grad, self.state[p]["momentum_buffer"]) if momentum else (p, p.grad) for p in params]
         scalars = {

@@ -94,6 +94,26 @@ def test_a_captured_fused_step_is_one_kernel_and_replays_like_eager_steps(name):
     _assert_same([p.numpy() for p in params], [q.numpy() for q in twin])
 
 
+@pytest.mark.parametrize("name", ["sgd", "sgd-wd", "sgd-momentum", "sgd-nesterov"])
+def test_bfloat16_sgd_steps_are_one_kernel_rounded_as_the_tensor_ops_round(name):
+    """bfloat16 parameters: computed in float32 and rounded to bfloat16 after each
+    operation, as the tensor ops do, so the same bits (a rounding after each
+    product leaves a GPU nothing to contract); and a captured step is one kernel."""
+    fused, _ = _run(OPTIMIZERS[name], SHAPES, dtype=tp.bfloat16)
+    plain, _ = _run(OPTIMIZERS[name], SHAPES, dtype=tp.bfloat16, foreach=False)
+    for f, p in zip(fused, plain, strict=True):
+        np.testing.assert_array_equal(f.view(np.uint16), p.view(np.uint16))
+    params = _params(SHAPES, 3, tp.bfloat16)
+    opt = OPTIMIZERS[name](params, None)
+    for p in params:
+        p.grad = tp.full(p.shape, 0.5, dtype=tp.bfloat16)
+    opt.step()  # eager: makes the state
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        opt.step()
+    assert re.findall(r"multi_tensor\.(\w+)", g.dot()) == ["sgd_5_bf16"], g.dot()
+
+
 def test_groups_the_kernel_cannot_take_use_tensor_ops():
     # A strided parameter, a float16 one, and one without a gradient: the
     # strided group and the float16 group step through tensor ops, still right.
