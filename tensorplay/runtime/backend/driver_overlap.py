@@ -131,7 +131,8 @@ def _make_programmatic(graph: int, froms: np.ndarray, tos: np.ndarray) -> None:
     if err:
         raise fail("cuGraphRemoveDependencies", err)
     err = add(graph, a.ctypes.data, b.ctypes.data, data.ctypes.data, n)
-    if err:
+    if err:  # the graph keeps its plain edges
+        add(graph, a.ctypes.data, b.ctypes.data, None, n)
         raise fail("cuGraphAddDependencies", err)
 
 
