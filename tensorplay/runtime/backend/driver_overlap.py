@@ -131,8 +131,9 @@ def _make_programmatic(graph: int, froms: np.ndarray, tos: np.ndarray) -> None:
     if err:
         raise fail("cuGraphRemoveDependencies", err)
     err = add(graph, a.ctypes.data, b.ctypes.data, data.ctypes.data, n)
-    if err:  # the graph keeps its plain edges
-        add(graph, a.ctypes.data, b.ctypes.data, None, n)
+    if err:  # the graph keeps its plain edges (or, where even they cannot go back, is not to be run)
+        if add(graph, a.ctypes.data, b.ctypes.data, None, n):
+            raise RuntimeError(f"{n} edges of a graph were lost putting them back after {fail('', err)}")
         raise fail("cuGraphAddDependencies", err)
 
 
