@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
+import pytest
 
 import tensorplay as tp
 
@@ -216,3 +217,29 @@ def test_a_while_body_of_ops_overlaps_its_kernels_and_gives_the_host_loop(monkey
         assert n.item() == 5
     if ON_GPU:  # the body's edges (rewritten first) into the chain's 11 later kernels, the copy, the end of the pass
         assert changed[0] >= 13
+
+
+class _RefusingEdgeCalls(_FakeEdgeCalls):
+    """A driver that takes no programmatic edge (as one might in a conditional body)."""
+
+    def cuGraphAddDependencies(self, graph, froms, tos, data, n):
+        if data is not None:
+            self.calls.append("refused")
+            return 1  # CUDA_ERROR_INVALID_VALUE
+        self.calls.append("cuGraphAddDependencies")
+        self.edges += [(a, b, 0) for a, b in self._pairs(froms, tos, n)]
+        return 0
+
+
+def test_a_refused_rewrite_leaves_the_graph_its_plain_edges(monkeypatch):
+    from tensorplay.runtime.backend import driver_overlap as overlap
+    from tensorplay.runtime.backend.errors import CudaError
+
+    monkeypatch.setattr(overlap, "_WAITING", {20})
+    chain = [(k, k + 1, overlap._PLAIN) for k in range(1, 6)]
+    driver = _RefusingEdgeCalls(chain)
+    monkeypatch.setattr(overlap, "entry_point", driver.entry_point)
+    with pytest.raises(CudaError):
+        overlap.overlap_kernels(99, dict.fromkeys(range(1, 7), True))
+    assert sorted(driver.edges) == chain
+    assert driver.calls[-2:] == ["refused", "cuGraphAddDependencies"]
