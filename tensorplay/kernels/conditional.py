@@ -26,6 +26,7 @@ import numpy as np
 from numba import cuda
 
 from ..runtime.backend import get as get_backend
+from ._dependency import GRID_DEPENDENCY, wait_for_prior_grids
 from ._target import device_function
 
 __all__ = [
@@ -40,6 +41,9 @@ STOPPED_AT_CAP, STOPPED_BY_CANCEL = 1, 2
 def _one_thread_kernel(name: str, body):
     body.__qualname__ = f"conditional.{name}"
     kernel = cuda.jit(body)
+    # Each begins with wait_for_prior_grids(): the edge into it may then be programmatic
+    # (runtime/backend/driver_overlap.py), its launch overlapping the drain of the kernel before.
+    kernel.tp_waits_for_prior_grids = GRID_DEPENDENCY
     if "cancel" in body.__code__.co_varnames[: body.__code__.co_argcount]:
         kernel.tp_polled = frozenset({"cancel"})  # read while cancel() may write it, on purpose (the hazard check)
     return kernel
@@ -51,6 +55,7 @@ def set_from_flag():
     setter = get_backend().conditional_setter()
 
     def set_conditional_from_flag(handle, flag):
+        wait_for_prior_grids()
         if cuda.grid(1) == 0:
             setter(handle, np.uint32(1 if flag[0] != 0 else 0))
 
@@ -64,6 +69,7 @@ def set_from_index():
     setter = get_backend().conditional_setter()
 
     def set_conditional_from_index(handle, index, n):
+        wait_for_prior_grids()
         if cuda.grid(1) == 0:
             i = index[0]
             setter(handle, np.uint32(i) if i >= 0 and i < n else np.uint32(n))
@@ -78,6 +84,7 @@ def loop_start():
     setter = get_backend().conditional_setter()
 
     def start_loop(handle, flag, counter, cancel, max_iters):
+        wait_for_prior_grids()
         if cuda.grid(1) == 0:
             go = flag[0] != 0  # both loads before any store: neither waits for the other
             cancelled = cancel[0] != 0
@@ -102,6 +109,7 @@ def loop_start_do_while():
     setter = get_backend().conditional_setter()
 
     def start_do_while(handle, counter, cancel, max_iters):
+        wait_for_prior_grids()
         if cuda.grid(1) == 0:
             counter[0] = 0
             counter[1] = 2 if cancel[0] != 0 else 1 if max_iters <= 0 else 0
@@ -117,6 +125,7 @@ def loop_pass():
     setter = get_backend().conditional_setter()
 
     def end_pass(handle, flag, counter, cancel, max_iters):
+        wait_for_prior_grids()
         if cuda.grid(1) == 0:
             go = flag[0] != 0  # the loads first, together: none waits for another or for a store
             cancelled = cancel[0] != 0
@@ -165,6 +174,7 @@ def loop_pass_unrolled():
             setter(h7, value)
 
     def end_copy(flag, counter, cancel, cap, k, h0, h1, h2, h3, h4, h5, h6, h7):
+        wait_for_prior_grids()
         if cuda.grid(1) == 0:
             go = flag[0] != 0  # the loads first, together
             cancelled = cancel[0] != 0
@@ -197,6 +207,7 @@ def loop_pass_do_while():
     setter = get_backend().conditional_setter()
 
     def end_do_while_pass(handle, counter, cancel, max_iters):
+        wait_for_prior_grids()
         if cuda.grid(1) == 0:
             cancelled = cancel[0] != 0  # loaded with the counter, before the store
             passes = counter[0] + 1

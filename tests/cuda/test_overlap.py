@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
+import pytest
 
 import tensorplay as tp
 
@@ -183,3 +184,62 @@ def test_a_capture_of_recorded_kernels_costs_the_rewrite_four_driver_calls_at_an
     monkeypatch.setattr(overlap, "entry_point", driver.entry_point)
     assert overlap.overlap_kernels(99, None) == 2
     assert sorted(queries) == [1, 2, 2, 3, 3]  # the type of 2 and 3, then their functions; the type of 1
+
+
+def test_a_while_body_of_ops_overlaps_its_kernels_and_gives_the_host_loop(monkeypatch):
+    """A while body's chain of ops and the loop's end-of-pass kernel wait for the
+    kernels before them: on the GPU every edge of the body becomes programmatic,
+    and each replay runs the host loop's passes and values."""
+    changed = []
+    if ON_GPU:
+        from tensorplay.runtime.backend import driver
+
+        rewrite = driver.overlap_kernels
+        monkeypatch.setattr(driver, "overlap_kernels", lambda graph, *known: changed.append(rewrite(graph, *known)))
+    x, n, flag = tp.from_numpy(np.zeros(N, np.float32)), tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
+    _chain(x, 2)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(flag, max_iters=100):
+            x.copy_(_chain(x, 4))
+            n.add_(1)
+            tp.lt(n, 5, out=flag)
+    for seed in (6, 7):
+        host = np.random.default_rng(seed).standard_normal(N).astype(np.float32)
+        x.copy_(tp.from_numpy(host))
+        n.zero_()
+        flag.fill_(True)
+        g.replay()
+        expected = host
+        for _ in range(5):
+            expected = _chain_host(expected, 4).astype(np.float32)
+        np.testing.assert_allclose(x.numpy(), expected, rtol=1e-4, atol=1e-5)
+        assert n.item() == 5
+    if ON_GPU:  # the body's edges (rewritten first) into the chain's 11 later kernels, the copy, the end of the pass
+        assert changed[0] >= 13
+
+
+class _RefusingEdgeCalls(_FakeEdgeCalls):
+    """A driver that takes no programmatic edge (as one might in a conditional body)."""
+
+    def cuGraphAddDependencies(self, graph, froms, tos, data, n):
+        if data is not None:
+            self.calls.append("refused")
+            return 1  # CUDA_ERROR_INVALID_VALUE
+        self.calls.append("cuGraphAddDependencies")
+        self.edges += [(a, b, 0) for a, b in self._pairs(froms, tos, n)]
+        return 0
+
+
+def test_a_refused_rewrite_leaves_the_graph_its_plain_edges(monkeypatch):
+    from tensorplay.runtime.backend import driver_overlap as overlap
+    from tensorplay.runtime.backend.errors import CudaError
+
+    monkeypatch.setattr(overlap, "_WAITING", {20})
+    chain = [(k, k + 1, overlap._PLAIN) for k in range(1, 6)]
+    driver = _RefusingEdgeCalls(chain)
+    monkeypatch.setattr(overlap, "entry_point", driver.entry_point)
+    with pytest.raises(CudaError):
+        overlap.overlap_kernels(99, dict.fromkeys(range(1, 7), True))
+    assert sorted(driver.edges) == chain
+    assert driver.calls[-2:] == ["refused", "cuGraphAddDependencies"]

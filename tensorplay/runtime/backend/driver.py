@@ -416,7 +416,7 @@ class DriverBackend:
         and after it, one after another, an if node per handle holding another
         (the driver does not clone a conditional body, but does a plain graph)."""
         _, _, copy, *_ = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(body_stream))
-        self.conditional_end(body_stream)
+        self.conditional_end(body_stream, overlap=False)  # child graphs stay plain
         try:
             last = [check("cuGraphAddChildGraphNode", drv.cuGraphAddChildGraphNode(target, None, 0, copy))]
             for handle in handles:
@@ -428,10 +428,16 @@ class DriverBackend:
         finally:
             drv.cuGraphDestroy(copy)  # each child graph node holds a copy of its own
 
-    def conditional_end(self, body_stream) -> None:
-        """End the capture into a conditional body."""
+    def conditional_end(self, body_stream, overlap: bool = True) -> None:
+        """End the capture into a conditional body, its kernels that wait for the
+        ones before them launched early (``overlap``; ``driver_overlap.py``)."""
         try:
-            check("cuStreamEndCapture", drv.cuStreamEndCapture(body_stream))
+            body = check("cuStreamEndCapture", drv.cuStreamEndCapture(body_stream))
+            if overlap:
+                try:
+                    overlap_kernels(body)
+                except CudaError:  # a driver that takes no programmatic edge in a body: they stay plain
+                    pass
         finally:
             self.stream_destroy(body_stream)
 
