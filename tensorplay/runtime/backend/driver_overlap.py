@@ -11,10 +11,11 @@ programmatic port) where the second kernel's function is one that waits
 (``register_waiting``): the driver may then launch it as soon as every block of
 the first has passed its own wait, and its ``griddepcontrol.wait`` holds its
 threads until the first is done. An edge into any other kernel, or from or to a
-node of another type, stays as it is. The body of a conditional node is
-rewritten the same way as its capture ends (``conditional_end``), so a while
-loop's kernels, and the kernel that ends each pass, overlap too; the bodies
-of child graphs (an unrolled loop's copies) are left plain.
+node of another type, stays as it is. The body of a conditional node may be
+rewritten the same way as its capture ends (``conditional_end``, where
+``OVERLAP_BODIES``), so that a while loop's kernels, and the kernel that ends
+each pass, overlap too; the bodies of child graphs (an unrolled loop's
+copies) are left plain.
 
 The capture already knows most nodes: each kernel tensorplay launched on the
 capture's stream was recorded with its launcher (``known``: node -> whether

@@ -1,0 +1,106 @@
+"""GPU time by kernel of one workload, tensorplay beside torch in the same
+process, from the device's own activity records (CUPTI, through
+``torch.profiler``, which sees every kernel of the context: tensorplay's,
+launched by driver calls or inside graph replays, and the libraries').
+
+Workloads: the whole ``wide bfloat16`` training step of ``benchmarks.training``
+as one graph (``step``), ``cumsum`` of 2^26 float32 and ``sort`` of 2^24
+float32. For each, a table of the kernels of most total time, per call of the
+workload, tensorplay's and torch's::
+
+    python -m benchmarks.profile_kernels [--workload step cumsum sort] [--calls 20] [--top 15]
+
+Needs a GPU and torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections import defaultdict
+
+import numpy as np
+
+import tensorplay as tp
+from benchmarks.common import peer
+
+
+def _short(name: str) -> str:
+    """A kernel's name, readable: tensorplay's Python name for its own kernels
+    (mangled by Numba), else the library's name cut to 90 characters."""
+    from tensorplay.runtime.backend.driver_launch import KERNEL_NAMES
+
+    if name in KERNEL_NAMES:
+        return "tp: " + KERNEL_NAMES[name]
+    if name.startswith("_Z"):  # mangled: its first identifiers
+        return ".".join(re.findall(r"\d+([A-Za-z_]\w*)", name)[:5])[:90]
+    return name[:90]
+
+
+def _kernel_table(torch, run, calls: int) -> list[tuple[str, float, int]]:
+    """(kernel, microseconds per call of ``run``, launches per call), most time first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    run()
+    torch.cuda.synchronize()
+    tp.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            run()
+        torch.cuda.synchronize()
+        tp.cuda.synchronize()
+    total, count = defaultdict(float), defaultdict(int)
+    for event in prof.events():
+        if getattr(event, "device_type", None) is not None and "CUDA" in str(event.device_type):
+            key = _short(event.name)
+            total[key] += event.device_time / calls  # microseconds
+            count[key] += 1
+    return sorted(((k, total[k], count[k] // calls) for k in total), key=lambda r: -r[1])
+
+
+def _workloads(torch, names: list[str]) -> dict:
+    """name -> (tensorplay's call, torch's call)."""
+    out = {}
+    if "step" in names:
+        from benchmarks.training import MODELS, _torch_steps, _tp_steps, _weights
+
+        sizes, batch, optimizer, dtype = MODELS["wide bfloat16"]
+        rng = np.random.default_rng(1)
+        xv, yv = rng.standard_normal((batch, sizes[0])), rng.standard_normal((batch, sizes[-1]))
+        weights = _weights(sizes)
+        x, y = (tp.tensor(v.astype(np.float32)).to(tp.bfloat16) for v in (xv, yv))
+        tx, ty = (torch.tensor(v, dtype=torch.float32, device="cuda").to(torch.bfloat16) for v in (xv, yv))
+        ours = _tp_steps(sizes, weights, x, y, optimizer, dtype)[2]
+        theirs = _torch_steps(torch, sizes, weights, tx, ty, optimizer, dtype)[2]
+        out["step"] = (ours, theirs)
+    rng = np.random.default_rng(2)
+    if "cumsum" in names:
+        v = rng.standard_normal(1 << 26).astype(np.float32)
+        x, tx = tp.tensor(v), torch.tensor(v, device="cuda")
+        out["cumsum"] = (lambda: tp.cumsum(x, 0), lambda: torch.cumsum(tx, 0))
+    if "sort" in names:
+        v = rng.standard_normal(1 << 24).astype(np.float32)
+        x, tx = tp.tensor(v), torch.tensor(v, device="cuda")
+        out["sort"] = (lambda: tp.sort(x), lambda: torch.sort(tx))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", nargs="*", default=["step", "cumsum", "sort"], choices=["step", "cumsum", "sort"])
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--top", type=int, default=15)
+    args = parser.parse_args()
+    torch = peer("torch")
+    if torch is None or tp.cuda.backend() != "cuda":
+        raise SystemExit("profile_kernels needs a GPU and torch")
+    for name, pair in _workloads(torch, args.workload).items():
+        for who, run in zip(("tensorplay", "torch"), pair, strict=True):
+            table = _kernel_table(torch, run, args.calls)
+            print(f"\n{name}, {who}: {sum(r[1] for r in table):.1f} us of kernels a call")
+            for kernel, us, launches in table[: args.top]:
+                print(f"  {us:9.1f} us  x{launches:<3d} {kernel}")
+
+
+if __name__ == "__main__":
+    main()
