@@ -61,16 +61,16 @@ def _unrolled(loop: str, names: dict, first: str, bits: bool = False) -> list[st
     the tensor. The loop's lines are ``name = value``, reading each element
     before writing it. ``bits``: the arrays hold bfloat16 bits, decoded as they
     are loaded and encoded (rounded) as they are stored."""
-    load, store = ("h(", ")") if bits else ("", "")
+    decode, encode, close = ("h(", "w(", ")") if bits else ("", "", "")
     unroll = unroll_for("bfloat16" if bits else "")
     size = f"{names[first]}.size"
     out = [f"for j in range(start, {size}, stride * {unroll}):"]
     read = sorted({m.group(1) for line in loop.splitlines() for m in _ELEMENT.finditer(line.split("=", 1)[1])})
     out.append("    j0 = j")
-    out += [f"    {r}_0 = {load}{names[r]}[j]{store}" for r in read]
+    out += [f"    {r}_0 = {decode}{names[r]}[j]{close}" for r in read]
     for k in range(1, unroll):  # past the end, this thread's own first element again: no other thread's
         out.append(f"    j{k} = j + {k} * stride")
-        out += [f"    {r}_{k} = {load}{names[r]}[j{k} if j{k} < {size} else j]{store}" for r in read]
+        out += [f"    {r}_{k} = {decode}{names[r]}[j{k} if j{k} < {size} else j]{close}" for r in read]
     for k in range(unroll):
         for line in filter(str.strip, loop.splitlines()):
             target, value = (side.strip() for side in line.split("=", 1))
@@ -78,7 +78,7 @@ def _unrolled(loop: str, names: dict, first: str, bits: bool = False) -> list[st
             written = _ELEMENT.fullmatch(target)
             if written:
                 out.append(f"    if j{k} < {size}:")
-                out.append(f"        {names[written.group(1)]}[j{k}] = {'w(' if bits else ''}{value}{store}")
+                out.append(f"        {names[written.group(1)]}[j{k}] = {encode}{value}{close}")
             else:
                 out.append(f"    {target} = {value}")
     return out
