@@ -57,7 +57,8 @@ def fusable(group: dict, bfloat16: bool = False) -> list[Tensor] | None:
 def lr_prologue(lr, dtype: dt.DType) -> tuple[str, object]:
     """(the prologue line reading the learning rate as ``lr_v``, the ``lr``
     argument). A tensor lr keeps its dtype, which the tensor ops promote to; a
-    number is taken in the parameters' dtype, as they take it."""
+    number is taken in the parameters' dtype, as they take it (float32 for
+    bfloat16 parameters, whose ops compute in float32)."""
     if isinstance(lr, Tensor):
         return "lr_v = lr[0]", lr.reshape(-1)
     return "lr_v = lr", _number_type(dtype)(lr)
