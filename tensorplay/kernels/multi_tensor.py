@@ -52,17 +52,17 @@ def unroll_for(storage: str) -> int:
 _ELEMENT = re.compile(r"\{(\w+)\}\[j\]")  # an element of a tensor, as a loop names it: {p}[j]
 
 
-def _unrolled(loop: str, names: dict, first: str, bits: bool = False) -> list[str]:
+def _unrolled(loop: str, names: dict, first: str, storage: str = "") -> list[str]:
     """The grid-stride loop over one tensor's elements, ``unroll_for`` elements an
     iteration (``stride`` apart): every element the loop reads is loaded first
     (all the loads in flight at once; an element past the tensor's end reads
     the thread's first one again, never an element another thread writes),
     then the loop's lines run for each element in turn, writing those inside
     the tensor. The loop's lines are ``name = value``, reading each element
-    before writing it. ``bits``: the arrays hold bfloat16 bits, decoded as they
-    are loaded and encoded (rounded) as they are stored."""
-    decode, encode, close = ("h(", "w(", ")") if bits else ("", "", "")
-    unroll = unroll_for("bfloat16" if bits else "")
+    before writing it. ``storage="bfloat16"``: the arrays hold bfloat16 bits,
+    decoded as they are loaded and encoded (rounded) as they are stored."""
+    decode, encode, close = ("h(", "w(", ")") if storage == "bfloat16" else ("", "", "")
+    unroll = unroll_for(storage)
     size = f"{names[first]}.size"
     out = [f"for j in range(start, {size}, stride * {unroll}):"]
     read = sorted({m.group(1) for line in loop.splitlines() for m in _ELEMENT.finditer(line.split("=", 1)[1])})
@@ -113,7 +113,7 @@ def multi_tensor(
         lines.append(f"    {'if' if t == 0 else 'elif'} t == {t}:")
         lines += [f"        {line.format(**names)}" for line in head.splitlines() if line.strip()]
         if loop.strip():
-            lines += [f"        {line}" for line in _unrolled(loop, names, roles[0], bits)]
+            lines += [f"        {line}" for line in _unrolled(loop, names, roles[0], storage)]
         elif not head.strip():
             lines.append("        pass")
     text = textwrap.dedent("\n".join(lines)) + "\n"
