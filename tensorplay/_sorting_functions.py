@@ -64,8 +64,9 @@ NARROW_POSITIONS = 1 << 31  # fewer items than this: the radix sort carries int3
 
 
 def _radix_indices(rows: Tensor, descending: bool, values: Tensor | None = None) -> Tensor:
-    """``sort_indices`` of rows longer than a tile: ``kernels/radix``, a pass
-    per byte of the keys, then per byte of the row numbers; the last also
+    """``sort_indices`` of rows longer than a tile: ``kernels/radix``, every
+    pass's digits counted at once, then a pass per byte of the keys and per
+    byte of the row numbers; the last also
     writes the sorted items into ``values`` (a contiguous (m, n) tensor of the
     rows' type) if given."""
     m, n = rows.shape
@@ -79,7 +80,6 @@ def _radix_indices(rows: Tensor, descending: bool, values: Tensor | None = None)
     key = dt.uint64 if size == 8 else dt.uint32
     keys, spare_keys, no_keys = Tensor._empty((total,), key), Tensor._empty((total,), key), Tensor._empty((0,), key)
     ids, spare_ids = Tensor._empty((total,), positions), Tensor._empty((total,), positions)
-    counts = Tensor._empty((1, rk.RADIX * tiles), dt.int32)
     index = Tensor._empty((m, n), dt.int64)
     sorted_bits = Tensor._empty((0,), bits.dtype)
     if values is not None:
@@ -87,15 +87,17 @@ def _radix_indices(rows: Tensor, descending: bool, values: Tensor | None = None)
     passes = [(shift, False) for shift in range(0, 8 * size, 8)]
     passes += [(shift, True) for shift in range(0, (m - 1).bit_length(), 8)]
     source, n64 = rows.dtype.name, np.int64(n)
+    hist = Tensor._empty((len(passes), rk.RADIX), dt.int64).zero_()
+    histogram = rk.histogram_kernel(source, size, descending, len(passes) - size, positions.name)
+    launch(histogram, grid, (lanes, 1, 1), [bits, hist.reshape(-1), n64])
+    ends = scan_rows(hist, "sum", dt.int64)
+    status = Tensor._empty((1 + tiles * rk.RADIX,), dt.uint64)
     for k, (shift, by_row) in enumerate(passes):
         first, last = k == 0, k == len(passes) - 1
         keep_keys = not last and not passes[k + 1][1]  # the next pass reads keys
-        count = rk.count_kernel(source, size, descending, first, by_row, positions.name)
-        launch(count, grid, (lanes, 1, 1), [bits, keys, ids, counts.reshape(-1), n64, np.int64(shift)])
-        ends = scan_rows(counts, "sum", dt.int32).reshape(-1)
         scatter = rk.scatter_kernel(source, size, descending, first, by_row, last, positions.name)
         out_keys = spare_keys if keep_keys else no_keys
-        args = [bits, keys, ids, counts.reshape(-1), ends, out_keys, spare_ids, index.reshape(-1), sorted_bits]
+        args = [bits, keys, ids, status.zero_(), hist[k], ends[k], out_keys, spare_ids, index.reshape(-1), sorted_bits]
         launch(scatter, grid, (lanes, 1, 1), [*args, n64, np.int64(shift)])
         keys, spare_keys, ids, spare_ids = spare_keys, keys, spare_ids, ids
     return index

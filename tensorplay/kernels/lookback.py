@@ -29,7 +29,7 @@ from numba import cuda
 from ._order import fence, load_relaxed, store_relaxed
 from ._target import LIBDEVICE, WARP_SHUFFLES, device_function
 
-__all__ = ["AGGREGATE", "COUNT", "INCLUSIVE", "chain", "claim", "packed", "values_size"]
+__all__ = ["AGGREGATE", "COUNT", "INCLUSIVE", "chain", "claim", "messages", "packed", "values_size"]
 
 AGGREGATE = 1  # the tile's own total is out
 INCLUSIVE = 2  # the running total up to the tile, and with it, is out
@@ -90,7 +90,7 @@ def _word(status, t):
 
 
 @functools.cache
-def _messages(acc: str):
+def messages(acc: str):
     """``publish(status, values, t, value, flag)`` and ``read(status, values, t)
     -> (flag, value)`` (waiting for tile ``t``'s first flag) for ``acc``."""
     if acc == COUNT:
@@ -150,7 +150,7 @@ def chain(op: str, acc: str):
     combine = COMBINE[op]
     acc_t = np.int64 if acc == COUNT else np.dtype(acc).type
     identity = 0 if op == "sum" else 1
-    publish, read = _messages(acc)
+    publish, read = messages(acc)
 
     if not WARP_SHUFFLES:
 

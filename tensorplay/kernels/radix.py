@@ -11,15 +11,17 @@ together, 8 bits a pass from the lowest, carrying each item's flat position
 is stable, so the whole sort is (equal keys keep their order), and its result
 is, per row, the int64 positions ``j`` that sort it.
 
-A pass is three launches over tiles of ``lanes * items`` items:
-``count_kernel`` counts each tile's digits into a digit-major array (all
-tiles' counts of digit 0, then of digit 1, ...), whose running sum
-(``kernels/scan``) gives every (digit, tile) its end in the output; then
-``scatter_kernel`` ranks the tile's items by digit in shared memory, a round
-of ``lanes`` neighbouring items at a time (``peers``: the lanes of a warp with
-the same digit, by ``match_any_sync`` on the GPU), and writes them out side by
-side in digit order. The launches depend only on the shape, so a sort is
-captured into graphs like any op.
+A sort begins with ``histogram_kernel``, which counts every pass's digits in
+one read of the items; the running sum of each pass's counts (``kernels/scan``)
+gives every digit its place in that pass's output. Then a pass is one launch
+of ``scatter_kernel`` over tiles of ``lanes * items`` items, chained by
+decoupled look-back (a chain per digit, as in Adinets and Merrill's onesweep
+sort): it ranks the tile's items by digit in shared memory, a round of
+``lanes`` neighbouring items at a time (``peers``: the lanes of a warp with the
+same digit, by ``match_any_sync`` on the GPU), learns from the tiles before it
+where its items of each digit go, and writes them out side by side in digit
+order. The launches depend only on the shape, so a sort is captured into
+graphs like any op.
 
 This module must not import the rest of tensorplay: the GPU compile check
 (``tests/helpers/gpu_compile.py``) loads it on its own.
@@ -32,10 +34,11 @@ import functools
 import numpy as np
 from numba import cuda
 
+from . import lookback
 from ._target import SMALL_BLOCKS, WARP_SHUFFLES, device_function, resident
 from .scan import lanes_scan, warp_sync
 
-__all__ = ["BLOCK", "RADIX", "bits_type", "count_kernel", "items_for", "key_of", "scatter_kernel"]
+__all__ = ["BLOCK", "RADIX", "bits_type", "histogram_kernel", "items_for", "key_of", "scatter_kernel"]
 
 BLOCK = 16 if SMALL_BLOCKS else 256  # threads a block (the simulator runs a Python thread per lane)
 RADIX = 256  # the values of a digit (8 bits)
@@ -154,62 +157,95 @@ def _peers(source: str, itemsize: int, descending: bool, first: bool, by_row: bo
     return peers
 
 
-@functools.cache
-def count_kernel(source: str, itemsize: int, descending: bool, first: bool, by_row: bool, positions: str):
-    """``count(x, keys, ids, counts, n, shift)``: ``counts[d * tiles + c]`` the
-    items of tile c whose digit at ``shift`` is d. The items are those of ``x``
-    (the M * N items' bits, flat, rows of ``n``) when ``first``, else
-    ``keys``; their rows (``ids // n``) when ``by_row``."""
-    digit = _digit_of(source, itemsize, descending, first, by_row)
-    items = items_for(itemsize, positions)
+HISTOGRAM_WORDS = 8192  # the shared int32 counts a block of histogram_kernel keeps (32 KiB)
 
-    def count(x, keys, ids, counts, n, shift):
-        seen = cuda.shared.array(RADIX, np.int32)
+
+@functools.cache
+def histogram_kernel(source: str, itemsize: int, descending: bool, row_passes: int, positions: str):
+    """``histogram(x, hist, n)``: ``hist[j * RADIX + d]`` (int64 zeros) the
+    items of ``x`` (the M * N items' bits, flat, rows of ``n``) whose digit is
+    d in pass j: the key's byte j for the first ``itemsize`` passes, then
+    byte j - itemsize of the item's row for ``row_passes`` more. Every pass's
+    count, from one read of the items.
+
+    A block keeps a copy of the counts per warp where they fit in
+    ``HISTOGRAM_WORDS`` (fewer warps on one address: the top byte of most
+    keys takes few values), adds its items up in shared memory, then adds
+    its counts to ``hist``."""
+    key = key_of(source, itemsize, descending)
+    key_t = _key_type(itemsize)
+    passes = itemsize + row_passes
+    copies = max(1, min(WARPS, HISTOGRAM_WORDS // (passes * RADIX)))
+    items = items_for(itemsize, positions)
+    mask = key_t(RADIX - 1)
+    words = copies * passes * RADIX
+
+    def histogram(x, hist, n):
+        seen = cuda.shared.array(words, np.int32)
+        held = cuda.local.array(items, key_t)
         lane = i64(cuda.threadIdx.x)
         lanes = i64(cuda.blockDim.x)
+        for i in range(lane, words, lanes):
+            seen[i] = 0
+        cuda.syncthreads()
+        mine = ((lane // WARP) % copies) * passes * RADIX  # this warp's copy
         size = lanes * items
-        tiles = i64(counts.size) // RADIX
+        total = i64(x.size)
         c = i64(cuda.blockIdx.x)
-        while c < tiles:  # the same trip count for every thread of the block
-            for d in range(lane, RADIX, lanes):
-                seen[d] = 0
-            cuda.syncthreads()
-            digits = cuda.local.array(items, np.int64)
+        while c * size < total:
             for i in range(items):  # the loads first, all in flight at once
-                digits[i] = digit(x, keys, ids, c * size + i * lanes + lane, n, shift)
+                q = min(c * size + i * lanes + lane, total - 1)  # clamped: no branch between the loads
+                held[i] = key(x[q])
             for i in range(items):
-                if digits[i] < RADIX:
-                    cuda.atomic.add(seen, digits[i], 1)
-            cuda.syncthreads()
-            for d in range(lane, RADIX, lanes):
-                counts[d * tiles + c] = seen[d]
-            cuda.syncthreads()
+                p = c * size + i * lanes + lane
+                if p < total:
+                    for j in range(itemsize):
+                        cuda.atomic.add(seen, mine + j * RADIX + i64((held[i] >> key_t(8 * j)) & mask), 1)
+                    row = p // n
+                    for j in range(row_passes):
+                        cuda.atomic.add(seen, mine + (itemsize + j) * RADIX + ((row >> (8 * j)) & (RADIX - 1)), 1)
             c += cuda.gridDim.x
+        cuda.syncthreads()
+        for i in range(lane, passes * RADIX, lanes):
+            here = i64(0)
+            for k in range(copies):
+                here += seen[k * passes * RADIX + i]
+            if here:
+                cuda.atomic.add(hist, i, here)
 
-    count.__qualname__ = f"radix.count_{source}{'_down' if descending else ''}{'_first' if first else ''}"
-    kernel = cuda.jit(count)
-    kernel.tp_recipe = ("radix", "count_kernel", (source, itemsize, descending, first, by_row, positions))
+    histogram.__qualname__ = f"radix.histogram_{source}{'_down' if descending else ''}"
+    kernel = cuda.jit(histogram)
+    kernel.tp_recipe = ("radix", "histogram_kernel", (source, itemsize, descending, row_passes, positions))
     return kernel
 
 
 @functools.cache
 def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by_row: bool, last: bool, positions: str):
-    """``scatter(x, keys, ids, counts, ends, keys_out, ids_out, index, values, n, shift)``:
-    the items of each tile (as ``count_kernel`` reads them) in the order of
-    their digit at ``shift``, stably: item s of digit d goes to ``ends[d * tiles
-    + c] - counts[d * tiles + c] + s``. Each pass writes the keys (not by row,
-    nor when ``keys_out`` is empty) and the positions; the ``last`` writes,
-    instead, ``index``: each position within its row (int64), and, unless
-    empty, ``values``: the items' bits in sorted order. Positions are of type
-    ``positions``.
+    """``scatter(x, keys, ids, status, hist, ends, keys_out, ids_out, index, values, n, shift)``:
+    the items (as ``histogram_kernel`` reads them) in the order of their
+    digit at ``shift``, stably, a tile of ``BLOCK * items`` at a time: item s
+    of digit d of tile c goes after the items of the digits below d (``ends
+    - hist``: this pass's row of the histogram and its running sum), and
+    after the items of digit d of the tiles before c. Each pass writes the
+    keys (not by row, nor when ``keys_out`` is empty) and the positions; the
+    ``last`` writes, instead, ``index``: each position within its row
+    (int64), and, unless empty, ``values``: the items' bits in sorted order.
+    Positions are of type ``positions``.
 
-    Warp w ranks the w-th run of ``WARP * items`` items of the tile, ``WARP``
-    neighbouring items a round, counting its digits as it goes (no block-wide
-    barrier between rounds); the warps' counts of each digit, scanned, then
-    place every item in the tile's digit order in shared memory."""
+    Blocks take tiles in order from a ticket (``status``: ``1 + tiles *
+    RADIX`` uint64 zeros, ``kernels/lookback``). Warp w ranks the w-th run of
+    ``WARP * items`` items of the tile, ``WARP`` neighbouring items a round,
+    counting its digits as it goes (no block-wide barrier between rounds).
+    The tile then publishes its count of each digit, and each lane, for its
+    digit, walks back over the tiles before it to the nearest one whose
+    running count is out (decoupled look-back, a chain per digit), and
+    publishes its own. The warps' counts of each digit, scanned, place every
+    item in the tile's digit order in shared memory, and the tile goes out
+    side by side."""
     key_t = _key_type(itemsize)
     key = key_of(source, itemsize, descending)
     peers = _peers(source, itemsize, descending, first, by_row)
+    publish, read = lookback.messages(lookback.COUNT)
     pos_t = np.dtype(positions).type
     items = items_for(itemsize, positions)
 
@@ -220,16 +256,29 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
             return i64((pid // width) >> shift) & (RADIX - 1)
         return i64((k >> key_t(shift)) & key_t(RADIX - 1))
 
+    @device_function
+    def before_tile(status, c, d):
+        """The items of digit ``d`` in the tiles before tile ``c``: their counts
+        added up back to the nearest tile whose running count is out."""
+        before = i64(0)
+        t = c - 1
+        while t >= 0:
+            flag, count = read(status, status, t * RADIX + d)
+            before += count
+            t = i64(-1) if flag == lookback.INCLUSIVE else t - 1
+        return before
+
     tile_items = BLOCK * items
     exclusive = lanes_scan("sum", "int64")
     per = max(1, RADIX // BLOCK)  # digits a lane starts
 
-    def scatter(x, keys, ids, counts, ends, keys_out, ids_out, index, values, n, shift):
+    def scatter(x, keys, ids, status, hist, ends, keys_out, ids_out, index, values, n, shift):
         tile_keys = cuda.shared.array(tile_items, key_t)
         tile_ids = cuda.shared.array(tile_items, pos_t)
         start = cuda.shared.array(RADIX, np.int64)  # where digit d's items of this tile go
         local = cuda.shared.array(RADIX, np.int32)  # where they start in the tile's order
         by_warp = cuda.shared.array((WARPS, RADIX), np.int32)  # each warp's count of each digit, then their scan
+        claimed = cuda.shared.array(1, np.int64)
         my_keys = cuda.local.array(items, key_t)
         my_ids = cuda.local.array(items, pos_t)
         my_digits = cuda.local.array(items, np.int32)
@@ -243,22 +292,17 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
         below = (u32(1) << u32(warp_lane)) - u32(1)
         size = lanes * items
         total = i64(x.size)
-        tiles = i64(counts.size) // RADIX
-        c = i64(cuda.blockIdx.x)
-        while c < tiles:  # the same trip count for every thread of the block
-            run = i64(0)  # this lane's digits' counts, scanned across the block into where they start
+        tiles = (total + size - 1) // size
+        while True:  # the same trip count for every thread of the block
+            if lane == 0:
+                claimed[0] = lookback.claim(status)
             for k in range(per):
-                run += counts[(lane * per + k) * tiles + c]
-            _, before = exclusive(lane, lanes, run, i64(0))
-            for k in range(per):
-                d = lane * per + k
-                here = counts[d * tiles + c]
-                start[d] = ends[d * tiles + c] - here
-                local[d] = before
-                before += here
                 for w in range(WARPS):
-                    by_warp[w, d] = 0
+                    by_warp[w, lane * per + k] = 0
             cuda.syncthreads()
+            c = claimed[0]
+            if c >= tiles:
+                break
             for i in range(items):  # this warp's run of the tile, loaded first: all the loads in flight at once
                 p = c * size + (warp * items + i) * WARP + warp_lane
                 q = min(p, total - 1)  # clamped: past the end, an item of its own digit (below) that goes nowhere
@@ -283,13 +327,26 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
                     by_warp[warp, d] = seen + cuda.popc(same)
                 warp_sync()
             cuda.syncthreads()
-            for k in range(per):  # each digit's count per warp, scanned over the warps
+            run = i64(0)  # this lane's digits' counts in the tile: out to the tiles after it at once
+            for k in range(per):
                 d = lane * per + k
-                run = local[d]
+                here = i64(0)
+                for w in range(WARPS):
+                    here += by_warp[w, d]
+                publish(status, status, c * RADIX + d, here, lookback.INCLUSIVE if c == 0 else lookback.AGGREGATE)
+                run += here
+            _, first_here = exclusive(lane, lanes, run, i64(0))  # where this lane's first digit starts in the tile
+            for k in range(per):  # each digit's count per warp, scanned over the warps; the tiles before added up
+                d = lane * per + k
+                local[d] = first_here
                 for w in range(WARPS):
                     here = by_warp[w, d]
-                    by_warp[w, d] = run
-                    run += here
+                    by_warp[w, d] = first_here
+                    first_here += here
+                before = before_tile(status, c, d)
+                if c > 0:  # the running count up to this tile, and with it
+                    publish(status, status, c * RADIX + d, before + (first_here - local[d]), lookback.INCLUSIVE)
+                start[d] = ends[d] - hist[d] + before
             cuda.syncthreads()
             for i in range(items):
                 d = my_digits[i]
@@ -316,7 +373,6 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
                         if not by_row and keys_out.size:
                             keys_out[dest] = tile_keys[s]
             cuda.syncthreads()
-            c += cuda.gridDim.x
 
     scatter.__qualname__ = f"radix.scatter_{source}{'_down' if descending else ''}{'_first' if first else ''}"
     kernel = resident(SCATTER_RESIDENT, BLOCK)(scatter)

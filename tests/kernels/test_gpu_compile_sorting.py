@@ -72,7 +72,7 @@ def test_sorting_scan_and_search_kernels_compile_for_the_gpu(monkeypatch):
     families = {tuple(s["recipe"][:2]) for s in found}
     assert {
         ("sort", "tiles_kernel"),
-        ("radix", "count_kernel"),
+        ("radix", "histogram_kernel"),
         ("radix", "scatter_kernel"),
         ("sort", "taken_rows"),
         ("sort", "placed_rows"),
