@@ -66,9 +66,9 @@ NARROW_POSITIONS = 1 << 31  # fewer items than this: the radix sort carries int3
 def _radix_indices(rows: Tensor, descending: bool, values: Tensor | None = None) -> Tensor:
     """``sort_indices`` of rows longer than a tile: ``kernels/radix``, every
     pass's digits counted at once, then a pass per byte of the keys and per
-    byte of the row numbers; the last also
-    writes the sorted items into ``values`` (a contiguous (m, n) tensor of the
-    rows' type) if given."""
+    byte of the row numbers, carrying the items' bits as long as a pass
+    needs them; the last also writes the sorted items into ``values`` (a
+    contiguous (m, n) tensor of the rows' type) if given."""
     m, n = rows.shape
     total, size = m * n, rows.dtype.itemsize
     positions = dt.int32 if total < NARROW_POSITIONS else dt.int64
@@ -77,8 +77,8 @@ def _radix_indices(rows: Tensor, descending: bool, values: Tensor | None = None)
     lanes = rk.BLOCK
     tiles = -(-total // (lanes * rk.items_for(size, positions.name)))
     grid = (max(1, min(tiles, get_backend().max_threads_per_launch // lanes)), 1, 1)
-    key = dt.uint64 if size == 8 else dt.uint32
-    keys, spare_keys, no_keys = Tensor._empty((total,), key), Tensor._empty((total,), key), Tensor._empty((0,), key)
+    carried, spare = Tensor._empty((total,), bits.dtype), Tensor._empty((total,), bits.dtype)
+    nothing = Tensor._empty((0,), bits.dtype)
     ids, spare_ids = Tensor._empty((total,), positions), Tensor._empty((total,), positions)
     index = Tensor._empty((m, n), dt.int64)
     sorted_bits = Tensor._empty((0,), bits.dtype)
@@ -94,12 +94,13 @@ def _radix_indices(rows: Tensor, descending: bool, values: Tensor | None = None)
     status = Tensor._empty((1 + tiles * rk.RADIX,), dt.uint64)
     for k, (shift, by_row) in enumerate(passes):
         first, last = k == 0, k == len(passes) - 1
-        keep_keys = not last and not passes[k + 1][1]  # the next pass reads keys
+        carry = not last and (not passes[k + 1][1] or values is not None)  # the items' bits, read next
         scatter = rk.scatter_kernel(source, size, descending, first, by_row, last, positions.name)
-        out_keys = spare_keys if keep_keys else no_keys
-        args = [bits, keys, ids, status.zero_(), hist[k], ends[k], out_keys, spare_ids, index.reshape(-1), sorted_bits]
+        out = spare if carry else nothing
+        args = [bits, carried, ids, status.zero_(), hist[k], ends[k], out, spare_ids, index.reshape(-1), sorted_bits]
         launch(scatter, grid, (lanes, 1, 1), [*args, n64, np.int64(shift)])
-        keys, spare_keys, ids, spare_ids = spare_keys, keys, spare_ids, ids
+        carried, spare = (out, carried) if carry else (nothing, spare)
+        ids, spare_ids = spare_ids, ids
     return index
 
 

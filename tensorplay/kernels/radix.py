@@ -111,20 +111,20 @@ def key_of(source: str, itemsize: int, descending: bool):
 
 @functools.cache
 def _digit_of(source: str, itemsize: int, descending: bool, first: bool, by_row: bool):
-    """``digit(x, keys, ids, p, n, shift)``: item ``p``'s digit at ``shift``
-    (``RADIX`` past the last item), from the source (``first``), its key, or
-    its row (``by_row``)."""
+    """``digit(x, carried, ids, p, n, shift)``: item ``p``'s digit at ``shift``
+    (``RADIX`` past the last item), from its bits in the source (``first``)
+    or as the passes carry them (``carried``), or from its row (``by_row``)."""
     key_t = _key_type(itemsize)
     key = key_of(source, itemsize, descending)
     mask = key_t(RADIX - 1)
 
     @device_function
-    def digit(x, keys, ids, p, n, shift):
+    def digit(x, carried, ids, p, n, shift):
         q = min(p, x.size - 1)  # read clamped, chosen after: no branch between an unrolled loop's loads
         if by_row:
             d = i64((ids[q] // n) >> shift) & (RADIX - 1)
         else:
-            k = key(x[q]) if first else keys[q]
+            k = key(x[q] if first else carried[q])
             d = i64((k >> key_t(shift)) & mask)
         return d if p < x.size else i64(RADIX)
 
@@ -133,24 +133,24 @@ def _digit_of(source: str, itemsize: int, descending: bool, first: bool, by_row:
 
 @functools.cache
 def _peers(source: str, itemsize: int, descending: bool, first: bool, by_row: bool):
-    """``peers(d, x, keys, ids, p, n, shift, warp_lane)``: the lanes of this warp
+    """``peers(d, x, carried, ids, p, n, shift, warp_lane)``: the lanes of this warp
     whose item's digit is ``d`` (this lane's, of item ``p``), as a bit mask; the
     warp's lanes hold neighbouring items."""
     if WARP_SHUFFLES:
 
         @device_function
-        def peers(d, x, keys, ids, p, n, shift, warp_lane):
+        def peers(d, x, carried, ids, p, n, shift, warp_lane):
             return u32(cuda.match_any_sync(0xFFFFFFFF, np.int32(d)))  # 32-bit votes: faster than 64
 
         return peers
     digit = _digit_of(source, itemsize, descending, first, by_row)
 
     @device_function
-    def peers(d, x, keys, ids, p, n, shift, warp_lane):
+    def peers(d, x, carried, ids, p, n, shift, warp_lane):
         """The simulator has no warp votes: each lane reads its neighbours' items."""
         found = u32(0)
         for j in range(WARP):
-            if digit(x, keys, ids, p - warp_lane + j, n, shift) == d:
+            if digit(x, carried, ids, p - warp_lane + j, n, shift) == d:
                 found |= u32(1) << u32(j)
         return found
 
@@ -221,16 +221,19 @@ def histogram_kernel(source: str, itemsize: int, descending: bool, row_passes: i
 
 @functools.cache
 def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by_row: bool, last: bool, positions: str):
-    """``scatter(x, keys, ids, status, hist, ends, keys_out, ids_out, index, values, n, shift)``:
+    """``scatter(x, carried, ids, status, hist, ends, carried_out, ids_out, index, values, n, shift)``:
     the items (as ``histogram_kernel`` reads them) in the order of their
     digit at ``shift``, stably, a tile of ``BLOCK * items`` at a time: item s
     of digit d of tile c goes after the items of the digits below d (``ends
     - hist``: this pass's row of the histogram and its running sum), and
-    after the items of digit d of the tiles before c. Each pass writes the
-    keys (not by row, nor when ``keys_out`` is empty) and the positions; the
-    ``last`` writes, instead, ``index``: each position within its row
-    (int64), and, unless empty, ``values``: the items' bits in sorted order.
-    Positions are of type ``positions``.
+    after the items of digit d of the tiles before c. The items travel as
+    their own bits (``carried``: a digit is taken from ``key_of`` them as it is
+    needed) with their positions: each pass writes the positions, and the
+    bits unless ``carried_out`` is empty (the passes by row need them only to
+    bring the values along); the ``last`` writes, instead, ``index``: each
+    position within its row (int64), and, unless empty, ``values``: the
+    items' bits in sorted order, as they came (no gather). Positions are of
+    type ``positions``.
 
     Blocks take tiles in order from a ticket (``status``: ``1 + tiles *
     RADIX`` uint64 zeros, ``kernels/lookback``). Warp w ranks the w-th run of
@@ -254,7 +257,7 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
         """An item's digit at ``shift``: of its key, or of its row (position ``pid``, rows of ``width``)."""
         if by_row:
             return i64((pid // width) >> shift) & (RADIX - 1)
-        return i64((k >> key_t(shift)) & key_t(RADIX - 1))
+        return i64((key(k) >> key_t(shift)) & key_t(RADIX - 1))
 
     @device_function
     def before_tile(status, c, d):
@@ -272,18 +275,17 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
     exclusive = lanes_scan("sum", "int64")
     per = max(1, RADIX // BLOCK)  # digits a lane starts
 
-    def scatter(x, keys, ids, status, hist, ends, keys_out, ids_out, index, values, n, shift):
-        tile_keys = cuda.shared.array(tile_items, key_t)
+    def scatter(x, carried, ids, status, hist, ends, carried_out, ids_out, index, values, n, shift):
+        tile_bits = cuda.shared.array(tile_items, key_t)
         tile_ids = cuda.shared.array(tile_items, pos_t)
         start = cuda.shared.array(RADIX, np.int64)  # where digit d's items of this tile go
         local = cuda.shared.array(RADIX, np.int32)  # where they start in the tile's order
         by_warp = cuda.shared.array((WARPS, RADIX), np.int32)  # each warp's count of each digit, then their scan
         claimed = cuda.shared.array(1, np.int64)
-        my_keys = cuda.local.array(items, key_t)
+        my_bits = cuda.local.array(items, key_t)
         my_ids = cuda.local.array(items, pos_t)
         my_digits = cuda.local.array(items, np.int32)
         my_ranks = cuda.local.array(items, np.int32)
-        gathered = cuda.local.array(items, x.dtype)
         width = pos_t(n)  # the row length, in the positions' type
         lane = i64(cuda.threadIdx.x)
         lanes = i64(cuda.blockDim.x)
@@ -307,18 +309,18 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
                 p = c * size + (warp * items + i) * WARP + warp_lane
                 q = min(p, total - 1)  # clamped: past the end, an item of its own digit (below) that goes nowhere
                 if first:
-                    my_keys[i] = key(x[q])
+                    my_bits[i] = x[q]
                     my_ids[i] = pos_t(q)
                 else:
-                    if not by_row:
-                        my_keys[i] = keys[q]
+                    if carried.size:  # carried (the passes by row carry them only when the values are wanted)
+                        my_bits[i] = carried[q]
                     my_ids[i] = ids[q]
             for i in range(items):  # then ranked stably, a round of neighbouring items at a time
                 p = c * size + (warp * items + i) * WARP + warp_lane
                 d = i64(RADIX)  # past the last item: a digit of its own, placed nowhere
                 if p < total:
-                    d = digit(my_keys[i], my_ids[i], width, shift)
-                same = peers(d, x, keys, ids, p, n, shift, warp_lane)
+                    d = digit(my_bits[i], my_ids[i], width, shift)
+                same = peers(d, x, carried, ids, p, n, shift, warp_lane)
                 seen = by_warp[warp, d] if d < RADIX else 0
                 my_digits[i] = d
                 my_ranks[i] = seen + cuda.popc(same & below)
@@ -352,26 +354,23 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
                 d = my_digits[i]
                 if d < RADIX:
                     q = by_warp[warp, d] + my_ranks[i]
-                    tile_keys[q] = my_keys[i]
+                    tile_bits[q] = my_bits[i]
                     tile_ids[q] = my_ids[i]
             cuda.syncthreads()
             held = min(size, total - c * size)
-            if last and values.size:  # the sorted items' own bits, gathered first: all those loads in flight at once
-                for i in range(items):
-                    gathered[i] = x[tile_ids[min(i * lanes + lane, held - 1)]]
             for i in range(items):  # out side by side, each digit's run to its place
                 s = i * lanes + lane
                 if s < held:
-                    d = digit(tile_keys[s], tile_ids[s], width, shift)
+                    d = digit(tile_bits[s], tile_ids[s], width, shift)
                     dest = start[d] + s - local[d]
                     if last:
                         index[dest] = tile_ids[s] % width  # in the positions' type: 32-bit division when it can
                         if values.size:
-                            values[dest] = gathered[i]
+                            values[dest] = tile_bits[s]
                     else:
                         ids_out[dest] = tile_ids[s]
-                        if not by_row and keys_out.size:
-                            keys_out[dest] = tile_keys[s]
+                        if carried_out.size:
+                            carried_out[dest] = tile_bits[s]
             cuda.syncthreads()
 
     scatter.__qualname__ = f"radix.scatter_{source}{'_down' if descending else ''}{'_first' if first else ''}"
