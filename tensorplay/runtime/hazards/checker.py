@@ -404,10 +404,10 @@ def _conditional_body_capture(state, call):
 
 
 def _conditional_end(state, call):
-    def conditional_end(body_stream) -> None:
+    def conditional_end(body_stream, **options) -> None:  # the driver's ``overlap=``, passed on
         key = state.device.handle_int(body_stream)
         try:
-            call(body_stream)
+            call(body_stream, **options)
         finally:
             with _lock:
                 state.captures.body_ended(key)
