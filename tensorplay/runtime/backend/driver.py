@@ -71,9 +71,11 @@ def _cudadevrt() -> list[str]:
 _STAGING_BYTES = 4096
 
 
-# Programmatic edges inside the bodies of conditional nodes: off until they have
-# run on the H200 (tests/cuda/test_overlap.py checks them there when on); the
-# loops' kernels wait for the kernels before them either way.
+# Programmatic edges inside the bodies of conditional nodes: off. Switched on, on
+# an H100 (driver 580), a while body's values were right but fewer of its edges
+# came back rewritten than tests/cuda/test_overlap.py expects, and the while rows
+# did not improve (benchmarks/RESULTS.md, 2026-12-05). The loops' kernels wait
+# for the kernels before them either way.
 OVERLAP_BODIES = False
 
 
