@@ -409,3 +409,18 @@ def test_a_racing_kernel_names_both_threads(checked):
     ordered = tp.zeros(16, dtype=tp.int64)
     write_index[2, 8, tp.cuda.current_stream()](ordered)
     np.testing.assert_array_equal(ordered.numpy(), np.arange(16))
+
+
+def test_the_checker_passes_a_backends_keywords_on(monkeypatch):
+    """The driver's ``conditional_end`` takes ``overlap=``, which its own
+    ``conditional_repeat`` passes: under checking, the wrapped call and the
+    backend's own method both take it on (a keyword lost there left the
+    capture of every unrolled loop open on the GPU)."""
+    dev = get_backend()
+    given = []
+    monkeypatch.setattr(type(dev), "conditional_end", lambda self, body_stream, **kw: given.append(kw), raising=False)
+    stream = tp.cuda.current_stream()._h
+    with tp.cuda.sanitize(seed=1):
+        dev.conditional_end(stream, overlap=False)
+        checker._own_method(dev, "conditional_end")(stream, overlap=True)
+    assert given == [{"overlap": False}, {"overlap": True}]

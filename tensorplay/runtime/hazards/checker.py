@@ -177,8 +177,8 @@ def _own_method(dev, name: str):
     """The backend's method ``name`` as its class has it at each call (a test may replace it there)."""
     cls = type(dev)
 
-    def call(*args):
-        return inspect.getattr_static(cls, name).__get__(dev, cls)(*args)
+    def call(*args, **kwargs):
+        return inspect.getattr_static(cls, name).__get__(dev, cls)(*args, **kwargs)
 
     return call
 
