@@ -254,7 +254,8 @@ def scatter_kernel(source: str, itemsize: int, descending: bool, first: bool, by
 
     @device_function
     def digit(k, pid, width, shift):
-        """An item's digit at ``shift``: of its key, or of its row (position ``pid``, rows of ``width``)."""
+        """An item's digit at ``shift``: of the key of its bits ``k``, or of
+        its row (position ``pid``, rows of ``width``)."""
         if by_row:
             return i64((pid // width) >> shift) & (RADIX - 1)
         return i64((key(k) >> key_t(shift)) & key_t(RADIX - 1))
