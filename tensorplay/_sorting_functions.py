@@ -97,7 +97,8 @@ def _radix_indices(rows: Tensor, descending: bool, values: Tensor | None = None)
         carry = not last and (not passes[k + 1][1] or values is not None)  # the items' bits, read next
         scatter = rk.scatter_kernel(source, size, descending, first, by_row, last, positions.name)
         out = spare if carry else nothing
-        args = [bits, carried, ids, status.zero_(), hist[k], ends[k], out, spare_ids, index.reshape(-1), sorted_bits]
+        status.zero_()  # the ticket and every tile's counts, afresh for each pass
+        args = [bits, carried, ids, status, hist[k], ends[k], out, spare_ids, index.reshape(-1), sorted_bits]
         launch(scatter, grid, (lanes, 1, 1), [*args, n64, np.int64(shift)])
         carried, spare = (out, carried) if carry else (nothing, spare)
         ids, spare_ids = spare_ids, ids
