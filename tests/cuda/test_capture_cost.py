@@ -55,7 +55,7 @@ def _count_backend_calls(monkeypatch) -> tuple[collections.Counter, list]:
         return call
 
     for name in names:
-        monkeypatch.setattr(dev, name, counted(name, getattr(dev, name)))
+        monkeypatch.setitem(vars(dev), name, counted(name, getattr(dev, name)))  # undone by deleting it
     return counts, given
 
 

@@ -111,7 +111,7 @@ def test_a_block_used_on_a_stream_waits_for_it_before_reuse(monkeypatch):
     ptr = x.data_ptr()
     dev = get_backend()
     # Events recorded on s2 at free time have not completed yet ...
-    monkeypatch.setattr(dev, "event_query", lambda event: False)
+    monkeypatch.setitem(vars(dev), "event_query", lambda event: False)
     del x
     with tp.cuda.stream(s1):
         a = tp.empty(64)

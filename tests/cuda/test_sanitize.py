@@ -338,6 +338,31 @@ def test_off_by_default_nothing_is_wrapped_or_called(monkeypatch):
 
 
 @off_by_default
+def test_a_call_set_on_the_backend_object_is_checked_and_put_back(monkeypatch):
+    # A profiler's wrapper, or a patch an earlier test left behind (pytest's
+    # monkeypatch.setattr undoes an instance's method by setting it there):
+    # checking wraps it too, and leaves it as it was.
+    dev = get_backend()
+    own = []
+
+    def stream_wait_event(stream, event):
+        own.append(event)
+        return type(dev).stream_wait_event(dev, stream, event)
+
+    monkeypatch.setitem(vars(dev), "stream_wait_event", stream_wait_event)
+    x, side = tp.ones(4), tp.cuda.Stream()
+    with tp.cuda.sanitize(seed=2):
+        side.wait_stream(tp.cuda.current_stream())
+        with tp.cuda.stream(side):
+            y = x * 2
+        tp.cuda.current_stream().wait_stream(side)
+        assert (y + 1).tolist() == [3.0] * 4  # ordered through the wrapped wait: no HazardError
+        assert vars(dev)["stream_wait_event"] is not stream_wait_event
+    assert len(own) == 2
+    assert vars(dev)["stream_wait_event"] is stream_wait_event
+
+
+@off_by_default
 def test_sanitize_nests_and_says_whether_it_is_on():
     assert not checker.enabled()
     with tp.cuda.sanitize(seed=3):

@@ -250,7 +250,7 @@ def test_a_device_wide_wait_in_one_thread_leaves_a_capture_begun_meanwhile_whole
         else:
             real_synchronize()
 
-    monkeypatch.setattr(dev, "synchronize", held_synchronize)
+    monkeypatch.setitem(vars(dev), "synchronize", held_synchronize)
 
     def capture(name: str, factor: float, inside) -> None:
         g = tp.cuda.CUDAGraph()

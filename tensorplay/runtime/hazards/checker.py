@@ -58,7 +58,7 @@ class _State:
         self.timeline = Timeline()
         self.captures = Captures(device)
         self.execs: dict[int, list[Access]] = {}  # executable graph -> what a launch of it touches
-        self.wrapped: list[str] = []  # the backend's methods wrapped on it
+        self.wrapped: list[tuple[str, object]] = []  # (name, what the backend object itself held, or _ABSENT)
 
 
 @contextmanager
@@ -160,12 +160,20 @@ def _environment_seed() -> int:
     return seed
 
 
+_ABSENT = object()  # the backend object held nothing of that name itself: its class's method served
+
+
 def _install(state: _State) -> None:
+    """Wrap each of the backend's calls the checker follows: the class's method,
+    or what was set on the backend object itself (a profiler's wrapper, a patch
+    a test left behind), which ``_uninstall`` puts back."""
     dev = state.device
     for name, wrap in _WRAPPERS.items():
-        if hasattr(dev, name) and name not in vars(dev):  # (what the backend set on itself stays as it is)
-            setattr(dev, name, wrap(state, _own_method(dev, name)))
-            state.wrapped.append(name)
+        if not hasattr(dev, name):
+            continue
+        own = vars(dev).get(name, _ABSENT)
+        setattr(dev, name, wrap(state, _own_method(dev, name) if own is _ABSENT else own))
+        state.wrapped.append((name, own))
     interleave = getattr(dev, "interleave", None)
     if interleave is not None:  # the simulator: independent work in a seeded order
         interleave(random.Random(state.seed))
@@ -185,8 +193,11 @@ def _own_method(dev, name: str):
 
 def _uninstall(state: _State) -> None:
     dev = state.device
-    for name in state.wrapped:
-        del vars(dev)[name]
+    for name, own in reversed(state.wrapped):
+        if own is _ABSENT:
+            del vars(dev)[name]
+        else:
+            vars(dev)[name] = own
     if getattr(dev, "interleave", None) is not None:
         dev.interleave(None)
     if hasattr(dev, "observer"):
