@@ -48,11 +48,13 @@ __all__ = [
 ]
 
 BLOCK = 256  # the most threads a block; the shared scratch has this size
+WARP = np.int64(32)
 WARPS = BLOCK // 32
 TILE_BYTES = 16384  # a tile of the accumulator's type in shared memory
 SCAN_RESIDENT = 4  # blocks a multiprocessor holds at once (64 registers a thread; unbounded, 96 held it to 2:
 # cumsum of 2^26 float32 on the H200 ran 485 us so, 390 at 3 and 372 at 4)
 i64 = np.int64
+u64 = np.uint64
 
 _SHUFFLED = {"int32", "int64", "float32", "float64"}  # the types Numba's warp shuffles take
 
@@ -171,6 +173,21 @@ def row_reader(acc: str, source: str = "", reverse: bool = False):
     return read
 
 
+@functools.cache
+def inside_reader(acc: str, source: str = "", reverse: bool = False):
+    """``read(x, row, p, n)``: as ``row_reader``'s, for an item known to be
+    inside the array: no clamp and no choice, so the unrolled loads of a
+    contiguous row are one address and its offsets (no register each), with
+    unsigned indices, which Numba does not check for wrapping around."""
+    load = bf16.decode if source == "bfloat16" else np.dtype(acc).type
+
+    @device_function
+    def read(x, row, p, n):
+        return load(x[u64(row), u64(n - 1 - p if reverse else p)])  # unsigned: no wrap-around of negative indices
+
+    return read
+
+
 def _tile_parts(op: str, acc: str, source: str, reverse: bool):
     """What the tile kernel is built from: (combine, the accumulator's type,
     the reader of an item, ``op``'s identity, items a lane, the lanes' scan)."""
@@ -280,8 +297,22 @@ else:  # the simulator's block is one warp
     warp_sync = device_function(lambda: cuda.syncthreads())
 
 
+@device_function
+def _padded(q):
+    """Slot ``q`` of a tile staged with a spare slot every 32 (``q`` unsigned)."""
+    return q + (q >> u64(5))
+
+
 @functools.cache
-def chained_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
+def chained_kernel(
+    op: str,
+    acc: str,
+    source: str = "",
+    reverse: bool = False,
+    items: int = 0,
+    blocks_resident: int = SCAN_RESIDENT,
+    claim_early: bool = False,
+):
     """``chained(x, out, status, values)``: ``out[r, :]`` the running ``op`` of
     row r of ``x`` as ``tiles_kernel`` gives it, for rows longer than a tile,
     in one pass: blocks (one block row) take tiles in order and chain them by
@@ -296,8 +327,23 @@ def chained_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
     A block asks for a tile's ticket only when it can begin it: a ticket
     taken ahead, while the block finishes another tile, leaves the tiles
     after it waiting a whole tile longer (cumsum of 2^26 float32 on the H200:
-    830 us so, against 352)."""
-    combine, acc_t, read, identity, items, _ = _tile_parts(op, acc, source, reverse)
+    830 us so, against 352).
+
+    A tile inside its row (all but a row's last) is read and written with no
+    bounds checked, and with unsigned indices, as are the slots of ``stage``:
+    on the GPU its loads and stores are then one address and constant offsets.
+    With signed indices, each item's address held a register (Numba wraps
+    negative ones around), and at 64 registers a thread (4 blocks resident)
+    float32's kernel spilled 60 bytes a thread, and ran 2500 instructions
+    against 1520 now (ptxas for sm_90).
+
+    ``items`` (0: ``items_for(acc)``), ``blocks_resident`` and ``claim_early``
+    are for ``benchmarks/scan_variants.py``, which times other choices:
+    ``claim_early`` asks for the next tile's ticket once this tile's prefix is
+    known, so that the atomic's round trip overlaps the stores."""
+    combine, acc_t, read, identity, default_items, _ = _tile_parts(op, acc, source, reverse)
+    items = items or default_items
+    read_inside = inside_reader(acc, source, reverse)
     scan = block_scan(op, acc)
     publish, earlier = lookback.chain(op, acc)
     padded = BLOCK * items + BLOCK * items // 32  # a spare slot every 32: a lane's run meets no bank twice
@@ -310,15 +356,20 @@ def chained_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
         held = cuda.local.array(items, acc_t)
         lane = i64(cuda.threadIdx.x)
         lanes = i64(cuda.blockDim.x)
-        width = min(lanes, i64(32))  # lanes a warp
+        width = WARP if WARP_SHUFFLES else min(lanes, WARP)  # lanes a warp: a constant on the GPU (blocks of 256)
         warp_lane = lane % width
         base = (lane - warp_lane) * items  # the warp's run of the tile
+        # the run's slots in ``stage``, unsigned: no wrap-around of negative indices, and shifts for the padding
+        side = u64(base) + u64(warp_lane)  # item i side by side: side + i * width
+        mine = u64(base) + u64(warp_lane * items)  # item i of this lane's neighbours: mine + i
         size = lanes * items
         m = i64(x.shape[0])
         n = i64(x.shape[1])
         count = (n + size - 1) // size  # tiles a row
+        if claim_early and lane == 0:
+            claimed[0] = lookback.claim(status)
         while True:  # the same trip count for every thread of the block
-            if lane == 0:
+            if not claim_early and lane == 0:
                 claimed[0] = lookback.claim(status)
             cuda.syncthreads()
             item = claimed[0]
@@ -327,16 +378,19 @@ def chained_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
             row = item // count
             c = item % count
             start = c * size + base
-            for i in range(items):  # the warp's run in, side by side: the loads first, all in flight at once
-                held[i] = read(x, row, start + i * width + warp_lane, m, n, init)
+            whole = (c + 1) * size <= n  # the tile inside the row (all but a row's last): no bounds to check
+            if whole:  # the warp's run in, side by side: the loads first, all in flight at once
+                for i in range(items):
+                    held[i] = read_inside(x, row, start + i * width + warp_lane, n)
+            else:
+                for i in range(items):
+                    held[i] = read(x, row, start + i * width + warp_lane, m, n, init)
             for i in range(items):
-                q = base + i * width + warp_lane
-                stage[q + q // 32] = held[i]
+                stage[_padded(side + u64(i * width))] = held[i]
             warp_sync()
             run = init
             for i in range(items):  # this lane's neighbouring items, scanned in registers
-                q = base + warp_lane * items + i
-                run = combine(run, stage[q + q // 32])
+                run = combine(run, stage[_padded(mine + u64(i))])
                 held[i] = run
             prefix, total = scan(lane, lanes, run, init)
             if c > 0:
@@ -351,17 +405,17 @@ def chained_kernel(op: str, acc: str, source: str = "", reverse: bool = False):
                 prefix = combine(earlier_total[0], prefix)
             elif lane == 0:
                 publish(status, values, item, total, lookback.INCLUSIVE)
+            if claim_early and lane == 0:  # every thread read this tile's ticket before the block scan's barrier
+                claimed[0] = lookback.claim(status)
             for i in range(items):
-                q = base + warp_lane * items + i
-                stage[q + q // 32] = combine(prefix, held[i])
+                stage[_padded(mine + u64(i))] = combine(prefix, held[i])
             warp_sync()
             for i in range(items):  # and out, side by side
-                q = base + i * width + warp_lane
                 p = start + i * width + warp_lane
-                if p < n:
-                    out[row, n - 1 - p if reverse else p] = stage[q + q // 32]
+                if whole or p < n:
+                    out[u64(row), u64(n - 1 - p if reverse else p)] = stage[_padded(side + u64(i * width))]
 
     chained.__qualname__ = f"scan.{op}_chained{'_reversed' if reverse else ''}"
-    kernel = resident(SCAN_RESIDENT, BLOCK)(chained)
-    kernel.tp_recipe = ("scan", "chained_kernel", (op, acc, source, reverse))
+    kernel = resident(blocks_resident, BLOCK)(chained)
+    kernel.tp_recipe = ("scan", "chained_kernel", (op, acc, source, reverse, items, blocks_resident, claim_early))
     return kernel

@@ -39,6 +39,17 @@ def test_a_scan_of_many_chunks_scans_its_partials_again():
     assert_close(_scans.scan_rows(rows, "sum", tp.int64, reverse=True), np.cumsum(a[::-1])[::-1].reshape(1, -1))
 
 
+@pytest.mark.parametrize("items, claim_early", [(2, False), (2, True), (5, True)])
+def test_the_chained_kernels_variants_give_the_running_sum(items, claim_early):
+    # benchmarks/scan_variants.py times these: fewer blocks than tiles, so each block takes several in turn
+    from benchmarks.scan_variants import variant_call
+
+    a = RNG.integers(-9, 10, 300).astype(np.float32)  # 6 to 10 tiles of the simulator's 16 lanes
+    x, out = tp.tensor(a.reshape(1, -1)), tp.empty((1, a.size))
+    variant_call(x, out, items, 2, claim_early)()
+    assert_close(out, np.cumsum(a).reshape(1, -1))
+
+
 @pytest.mark.parametrize(
     "dtype, want",
     [(tp.int8, tp.int64), (tp.int32, tp.int64), (tp.uint8, tp.uint64), (tp.uint32, tp.uint64), (tp.bool, tp.int64),
