@@ -84,6 +84,27 @@ def _random_state_made():
     generator.prepare()
 
 
+@pytest.fixture(autouse=True)
+def _backend_left_as_found():
+    """Each test leaves the backend object without calls of its own set on it.
+    ``monkeypatch.setattr(backend, name, f)`` undoes itself by setting the old
+    bound method on the object, which then hides the class's method from what
+    wraps it later: the hazard checker's doctest failed on the GPU after such a
+    test. ``monkeypatch.setitem(vars(backend), name, f)`` undoes by removing it."""
+    from tensorplay.runtime.backend import get as get_backend
+
+    dev = get_backend()
+    before = set(vars(dev))
+    yield
+    left = sorted(name for name, value in vars(dev).items() if name not in before and callable(value))
+    for name in left:  # the later tests run against the class's calls all the same
+        del vars(dev)[name]
+    assert not left, (
+        f"the test left {left} set on the backend object; patch the backend's calls with "
+        "monkeypatch.setitem(vars(backend), name, f), whose undo removes them"
+    )
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """With ``TENSORPLAY_DRIVER_TRACE=DIR``: a failed test's last driver calls go to DIR."""
