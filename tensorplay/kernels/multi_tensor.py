@@ -5,8 +5,12 @@ kernel over ``count`` tensors, each given as one 1-D array per role (``p``,
 ``g``...: arguments ``p0, g0, p1, g1, ...``, then the shared ``scalars``). Row
 ``t`` of the grid (``blockIdx.y``) serves tensor ``t``: it runs ``head`` once
 per thread, then ``loop`` for each element ``j`` of that tensor in a
-grid-stride loop, four elements an iteration whose loads go out together (``loop``:
-lines ``name = value`` that read an element before writing it). In ``head`` and
+grid-stride loop (``loop``: lines ``name = value`` that read an element
+before writing it). Where the tensor's arrays are 16-byte aligned, a thread
+takes groups of four elements, each array's group in one vector load and one
+vector store, and the last ``size % 4`` elements one by one; unaligned, every
+element one by one, four (eight of bfloat16) an iteration whose loads go out
+together. In ``head`` and
 ``loop``, ``{p}`` names the tensor's array of role ``p``. ``prologue`` runs
 first, for every tensor. The text may call ``sqrt``: ``math.sqrt`` on a GPU,
 NumPy's on the simulator (which keeps float32 as the GPU does, where Python's
@@ -52,8 +56,64 @@ def unroll_for(storage: str) -> int:
 _ELEMENT = re.compile(r"\{(\w+)\}\[j\]")  # an element of a tensor, as a loop names it: {p}[j]
 
 
-def _unrolled(loop: str, names: dict, first: str, storage: str = "") -> list[str]:
-    """The grid-stride loop over one tensor's elements, ``unroll_for`` elements an
+def _split(line: str) -> tuple[str, str]:
+    target, value = (side.strip() for side in line.split("=", 1))
+    return target, value
+
+
+def _roles(loop: str) -> tuple[list[str], list[str]]:
+    """The roles whose elements ``loop`` reads, and those it writes."""
+    lines = [_split(line) for line in loop.splitlines() if line.strip()]
+    read = sorted({m.group(1) for _, value in lines for m in _ELEMENT.finditer(value)})
+    written = sorted({m.group(1) for target, _ in lines for m in [_ELEMENT.fullmatch(target)] if m})
+    return read, written
+
+
+def _vectored(loop: str, names: dict, first: str, storage: str = "") -> list[str]:
+    """Where every array the loop reads or writes is 16-byte aligned (a fresh
+    allocation is; a view at an offset may not be), the loop over one tensor's
+    groups of four elements: one vector load per array read and one vector
+    store per array written for each group (``kernels/_vector.py``: one memory
+    instruction where four scalar ones took four; Python twins on the
+    simulator), ``unroll_for(storage) // 4`` groups a thread an iteration,
+    ``stride`` groups apart, all their loads first. ``_begin`` is then the
+    first element the scalar loop (``_unrolled``) takes: the last ``size % 4``,
+    or all of them, unaligned. The loop's lines run for each element of a
+    group in turn, as in ``_unrolled``; an element written is kept until its
+    group is stored whole."""
+    decode, encode, close = ("h(", "w(", ")") if storage == "bfloat16" else ("", "", "")
+    groups = unroll_for(storage) // 4
+    read, written = _roles(loop)
+    aligned = " | ".join(f"vector_base({names[r]})" for r in sorted(set(read) | set(written)))
+    out = [
+        "_begin = start",
+        f"if ({aligned}) & u64(15) == u64(0):",
+        f"    _nv = {names[first]}.size // 4",
+        f"    for _g0 in range(start, _nv, stride * {groups}):",
+    ]
+    for k in range(groups):  # past the end, this thread's own first group again: no other thread's
+        if k:
+            out.append(f"        _g{k} = _g0 + {k} * stride")
+        at = f"_g{k} if _g{k} < _nv else _g0" if k else "_g0"
+        out += [f"        {', '.join(f'{r}_{k}_{e}' for e in range(4))} = load4({names[r]}, {at})" for r in read]
+    for k in range(groups):
+        for e in range(4):
+            for line in filter(str.strip, loop.splitlines()):
+                target, value = _split(line)
+                value = _ELEMENT.sub(lambda m: f"{decode}{m.group(1)}_{k}_{e}{close}", value)  # noqa: B023 (used at once)
+                role = _ELEMENT.fullmatch(target)
+                out.append(f"        {role.group(1) + f'_new_{k}_{e}' if role else target} = {value}")
+        for r in written:
+            values = ", ".join(f"{encode}{r}_new_{k}_{e}{close}" for e in range(4))
+            store = f"store4({names[r]}, _g{k}, {values})"
+            out += [f"        if _g{k} < _nv:", f"            {store}"] if k else [f"        {store}"]
+    out.append("    _begin = _nv * 4 + start")
+    return out
+
+
+def _unrolled(loop: str, names: dict, first: str, storage: str = "", begin: str = "start") -> list[str]:
+    """The grid-stride loop over one tensor's elements from ``begin`` (this
+    thread's first), ``unroll_for`` elements an
     iteration (``stride`` apart): every element the loop reads is loaded first
     (all the loads in flight at once; an element past the tensor's end reads
     the thread's first one again, never an element another thread writes),
@@ -64,8 +124,8 @@ def _unrolled(loop: str, names: dict, first: str, storage: str = "") -> list[str
     decode, encode, close = ("h(", "w(", ")") if storage == "bfloat16" else ("", "", "")
     unroll = unroll_for(storage)
     size = f"{names[first]}.size"
-    out = [f"for j in range(start, {size}, stride * {unroll}):"]
-    read = sorted({m.group(1) for line in loop.splitlines() for m in _ELEMENT.finditer(line.split("=", 1)[1])})
+    out = [f"for j in range({begin}, {size}, stride * {unroll}):"]
+    read, _ = _roles(loop)
     out.append("    j0 = j")
     out += [f"    {r}_0 = {decode}{names[r]}[j]{close}" for r in read]
     for k in range(1, unroll):  # past the end, this thread's own first element again: no other thread's
@@ -73,7 +133,7 @@ def _unrolled(loop: str, names: dict, first: str, storage: str = "") -> list[str
         out += [f"    {r}_{k} = {decode}{names[r]}[j{k} if j{k} < {size} else j]{close}" for r in read]
     for k in range(unroll):
         for line in filter(str.strip, loop.splitlines()):
-            target, value = (side.strip() for side in line.split("=", 1))
+            target, value = _split(line)
             value = _ELEMENT.sub(lambda m: f"{m.group(1)}_{k}", value)  # noqa: B023 (used at once)
             written = _ELEMENT.fullmatch(target)
             if written:
@@ -97,7 +157,9 @@ def multi_tensor(
     params = [f"{role}{t}" for t in range(count) for role in roles] + list(scalars)
     lines = [
         "from numba import cuda, float32, float64",
+        "from numba import uint64 as u64",
         "",
+        "from tensorplay.kernels._vector import load4, store4, vector_base",
         "from tensorplay.kernels.multi_tensor import sqrt",
         *(["from tensorplay.kernels.bfloat16 import decode as h, encode as w, round_float32 as r"] if bits else []),
         "",
@@ -113,7 +175,8 @@ def multi_tensor(
         lines.append(f"    {'if' if t == 0 else 'elif'} t == {t}:")
         lines += [f"        {line.format(**names)}" for line in head.splitlines() if line.strip()]
         if loop.strip():
-            lines += [f"        {line}" for line in _unrolled(loop, names, roles[0], storage)]
+            body = _vectored(loop, names, roles[0], storage) + _unrolled(loop, names, roles[0], storage, "_begin")
+            lines += [f"        {line}" for line in body]
         elif not head.strip():
             lines.append("        pass")
     text = textwrap.dedent("\n".join(lines)) + "\n"

@@ -114,6 +114,26 @@ def test_bfloat16_sgd_steps_are_one_kernel_rounded_as_the_tensor_ops_round(name)
     assert re.findall(r"multi_tensor\.(\w+)", g.dot()) == ["sgd_5_bf16"], g.dot()
 
 
+@pytest.mark.parametrize("name", ["sgd-momentum", "adam-wd"])
+@pytest.mark.parametrize("dtype", [tp.float32, tp.bfloat16], ids=str)
+def test_parameters_off_the_vector_alignment_step_as_the_tensor_ops_do(name, dtype):
+    # The fused kernel loads and stores groups of four elements where every array is 16-byte
+    # aligned, and takes the others (views into a buffer, here) and the last size % 4 element by
+    # element; the simulator, as the GPU, refuses a misaligned vector load.
+    def run(foreach):
+        rng = np.random.default_rng(4)
+        buffer = tp.tensor(rng.uniform(-1, 1, 64), dtype=dtype)
+        params = [nn.Parameter(buffer[1:14]), nn.Parameter(buffer[16:32]), nn.Parameter(tp.ones(7, dtype=dtype))]
+        opt = OPTIMIZERS[name](params, foreach)
+        for _ in range(3):
+            for p in params:
+                p.grad = tp.tensor(rng.uniform(-1, 1, p.shape), dtype=dtype)
+            opt.step()
+        return [p.numpy().astype(np.float32) for p in params]
+
+    _assert_same(run(None), run(False))
+
+
 def test_groups_the_kernel_cannot_take_use_tensor_ops():
     # A strided parameter, a float16 one, and one without a gradient: the
     # strided group and the float16 group step through tensor ops, still right.
