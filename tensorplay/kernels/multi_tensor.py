@@ -113,8 +113,8 @@ def _vectored(loop: str, names: dict, first: str, storage: str = "") -> list[str
 
 def _unrolled(loop: str, names: dict, first: str, storage: str = "", begin: str = "start") -> list[str]:
     """The grid-stride loop over one tensor's elements from ``begin`` (this
-    thread's first), ``unroll_for`` elements an
-    iteration (``stride`` apart): every element the loop reads is loaded first
+    thread's first), ``unroll_for`` elements an iteration (``stride`` apart):
+    every element the loop reads is loaded first
     (all the loads in flight at once; an element past the tensor's end reads
     the thread's first one again, never an element another thread writes),
     then the loop's lines run for each element in turn, writing those inside
