@@ -25,23 +25,22 @@ import numpy as np
 
 import tensorplay as tp
 from benchmarks.common import device_ms, on_gpu, peer, torch_events, tp_events
+from tensorplay._scans import _launch_shape
 from tensorplay.kernels import lookback
 from tensorplay.kernels import scan as sk
 from tensorplay.runtime.backend import get as get_backend
 from tensorplay.runtime.launch import launch
 
-BLOCK = sk.BLOCK  # the most lanes a block
-
 
 def variant_call(x, out, items: int, resident: int, claim_early: bool):
     """A call of one variant on the (1, n) float32 rows ``x`` into ``out`` (which it returns)."""
-    dev = get_backend()
-    n, lanes = x.shape[1], 1 << (min(BLOCK, dev.max_block).bit_length() - 1)  # as tp.cumsum: 256 on a GPU
+    n = x.shape[1]
+    lanes, _, _ = _launch_shape(1, n, items)  # as tp.cumsum: 256 on a GPU
     tiles = -(-n // (lanes * items))
     status = tp.zeros(1 + tiles, dtype=tp.uint64)
     values = tp.empty(max(1, lookback.values_size("float32", tiles)), dtype=tp.float32)
     kernel = sk.chained_kernel("sum", "float32", "", False, items, resident, claim_early)
-    blocks = max(1, min(tiles, dev.sm_count * resident)) if on_gpu() else 2
+    blocks = max(1, min(tiles, get_backend().sm_count * resident)) if on_gpu() else 2
 
     def call():
         status.zero_()

@@ -56,6 +56,12 @@ def unroll_for(storage: str) -> int:
 _ELEMENT = re.compile(r"\{(\w+)\}\[j\]")  # an element of a tensor, as a loop names it: {p}[j]
 
 
+def _codec(storage: str) -> tuple[str, str, str]:
+    """How an element is decoded as it is loaded and encoded as it is stored:
+    (the decoder's opening, the encoder's, their closing), bfloat16's bits or nothing."""
+    return ("h(", "w(", ")") if storage == "bfloat16" else ("", "", "")
+
+
 def _split(line: str) -> tuple[str, str]:
     target, value = (side.strip() for side in line.split("=", 1))
     return target, value
@@ -81,7 +87,7 @@ def _vectored(loop: str, names: dict, first: str, storage: str = "") -> list[str
     or all of them, unaligned. The loop's lines run for each element of a
     group in turn, as in ``_unrolled``; an element written is kept until its
     group is stored whole."""
-    decode, encode, close = ("h(", "w(", ")") if storage == "bfloat16" else ("", "", "")
+    decode, encode, close = _codec(storage)
     groups = unroll_for(storage) // 4
     read, written = _roles(loop)
     aligned = " | ".join(f"vector_base({names[r]})" for r in sorted(set(read) | set(written)))
@@ -121,7 +127,7 @@ def _unrolled(loop: str, names: dict, first: str, storage: str = "", begin: str 
     the tensor. The loop's lines are ``name = value``, reading each element
     before writing it. ``storage="bfloat16"``: the arrays hold bfloat16 bits,
     decoded as they are loaded and encoded (rounded) as they are stored."""
-    decode, encode, close = ("h(", "w(", ")") if storage == "bfloat16" else ("", "", "")
+    decode, encode, close = _codec(storage)
     unroll = unroll_for(storage)
     size = f"{names[first]}.size"
     out = [f"for j in range({begin}, {size}, stride * {unroll}):"]
