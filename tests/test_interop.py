@@ -181,6 +181,29 @@ def test_dlpack_copies_when_asked_and_refuses_another_device():
     assert tp.from_dlpack(x.__dlpack__(copy=False, dl_device=x.__dlpack_device__())).shape == (2,)
 
 
+class _HostCapsule:
+    """A capsule of host memory, as NumPy's from_dlpack takes it."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="the simulator's memory is the CPU's: no copy is needed")
+def test_dlpack_to_the_cpu_copies_and_refuses_when_copy_is_false():
+    x = tp.tensor(np.arange(3, dtype=np.float32))
+    for copy in (None, True):
+        host = np.from_dlpack(_HostCapsule(x.__dlpack__(copy=copy, dl_device=(1, 0))))
+        np.testing.assert_array_equal(host, [0, 1, 2])
+    with pytest.raises(BufferError, match=re.escape("only a copy can reach the CPU (copy=None or True)")):
+        x.__dlpack__(copy=False, dl_device=(1, 0))  # the standard's answer; the conformance suite expects none
+
+
 @pytest.mark.skipif(ON_GPU, reason="the simulator takes host producers")
 def test_from_dlpack_refuses_read_only_memory():
     a = np.arange(3.0)
