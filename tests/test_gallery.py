@@ -222,6 +222,7 @@ def test_the_jax_version_of_cg(tmp_path):
     assert np.abs(np.load(tmp_path / "out.npz")["x"].ravel() - x_ref).max() < 1e-12
 
 
+@pytest.mark.gpu_compile
 def test_every_kernel_compiles_for_the_gpu():
     """``scripts/gallery-compile``: each entry's kernels, as the GPU compiles them
     (block sums in shared memory, tiles), to PTX for compute capability 9.0."""

@@ -153,6 +153,7 @@ PTX_CHECK = textwrap.dedent(
 )
 
 
+@pytest.mark.gpu_compile
 @pytest.mark.skipif(tp.cuda.backend() != "sim", reason="on a GPU the other tests compile the kernels")
 def test_kernels_compile_for_the_gpu():
     """Each kernel of the example, on float64 and float32 fields, compiled to

@@ -327,6 +327,7 @@ def test_creation_is_captured_and_replayed():
     assert filled.tolist() == [3.5, 3.5]
 
 
+@pytest.mark.gpu_compile
 @pytest.mark.skipif(tp.cuda.backend() != "sim", reason="on a GPU every test compiles its kernels")
 def test_the_creation_kernels_compile_for_the_gpu():
     # The simulator runs kernels as Python: compile the ones launched here to PTX, as the GPU backend would

@@ -257,6 +257,7 @@ def _check(found: list) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.mark.gpu_compile
 def test_every_launched_library_kernel_compiles_for_the_gpu(monkeypatch):
     # Which kernels are launched with which argument types is what counts here, not what they compute: the
     # simulator skips running them (a minute of simulated threads; the values are checked everywhere else).

@@ -59,6 +59,7 @@ def _launch_every_kind() -> None:
         (tp.cumsum(w, 1).sum() + tp.sort(w).sum() + tp.topk(w, 2, 0).values.sum()).backward()
 
 
+@pytest.mark.gpu_compile
 def test_sorting_scan_and_search_kernels_compile_for_the_gpu(monkeypatch):
     simlaunch = importlib.import_module("tensorplay.runtime.backend.simlaunch")
     monkeypatch.setattr(simlaunch, "run_kernel", lambda *args: None)

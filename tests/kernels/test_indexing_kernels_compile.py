@@ -46,6 +46,7 @@ def _launch_every_indexing_kernel() -> None:
         x[[2, 0]]  # host indices inside a capture: constants
 
 
+@pytest.mark.gpu_compile
 def test_every_indexing_kernel_compiles_for_the_gpu():
     _launch_every_indexing_kernel()
     tp.cuda.synchronize()
