@@ -17,6 +17,7 @@ __all__ = [
     "CONFLICT",
     "EAGER",
     "MAX_ARRAYS",
+    "MAX_SCALARS",
     "MAX_STEPS",
     "Draw",
     "Group",
@@ -31,8 +32,12 @@ __all__ = [
     "take_tail",
 ]
 
-MAX_STEPS = 64  # ops per fused kernel: a longer chain is split
-MAX_ARRAYS = 40  # array parameters of a fused kernel (56+ bytes each; the driver takes 4 KiB): more split the chain
+# A fused kernel's limits; a longer chain is split. Its parameters must fit the driver's 4 KiB: 40 arrays
+# (56 bytes each) and 128 scalars (8 each) leave room for the reductions' own. At 64 ops a step of the
+# gallery's ops-only cavity was 6 kernels; at 128 it is 5, the largest taking fewer registers than before.
+MAX_STEPS = 128  # ops
+MAX_ARRAYS = 40  # array parameters
+MAX_SCALARS = 128  # scalar parameters
 CONFLICT, EAGER = "conflict", "eager"
 
 
@@ -129,6 +134,14 @@ class Group:
         self.tail_writes: dict[int, Write] = {}  # the tail's: data pointer -> its latest write
         self.state: Tensor | None = None  # the generator's, where the group draws
         self.draws = 0
+
+    def full(self) -> bool:
+        """True when one more op could take the kernel past a limit."""
+        return (
+            len(self.steps) + len(self.tail) >= MAX_STEPS
+            or self.arrays() >= MAX_ARRAYS
+            or len(self.scalars) + 3 > MAX_SCALARS  # an op has three operands at most
+        )
 
     def arrays(self) -> int:
         """Array parameters its kernel would have after one more op (which adds at most four)."""
@@ -228,7 +241,7 @@ def take_tail(g: Group, op: str, out: Tensor, operands, cast: str) -> bool:
     """Join ``out[0] = op(*operands)``, over one-element tensors after the
     group's full-size ops, to its tail (True); False leaves it (the group is
     written out)."""
-    if len(g.steps) + len(g.tail) >= MAX_STEPS or g.arrays() >= MAX_ARRAYS or not _tail_writable(g, out):
+    if g.full() or not _tail_writable(g, out):
         return False
     args = []
     for o in operands:

@@ -77,8 +77,6 @@ from ..runtime.streams import current_stream, stream
 from ._groups import (
     CONFLICT,
     EAGER,
-    MAX_ARRAYS,
-    MAX_STEPS,
     Draw,
     Group,
     Reducing,
@@ -183,8 +181,7 @@ class Fuser:
             if take_tail(g, op, out, operands, cast):
                 return True
         if g is not None and (
-            g.shape != space or g.stream != s or len(g.steps) + len(g.tail) >= MAX_STEPS or g.arrays() >= MAX_ARRAYS
-            or (g.tail and not after_tail(g, out, operands))
+            g.shape != space or g.stream != s or g.full() or (g.tail and not after_tail(g, out, operands))
         ):  # fmt: skip
             self.flush()
             g = None

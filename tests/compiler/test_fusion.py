@@ -205,6 +205,43 @@ def test_a_chain_over_many_arrays_is_split_into_kernels_the_driver_takes():
     assert len(fn.kernels()) == 2  # 40 array parameters a kernel at most
 
 
+def test_a_chain_longer_than_a_kernel_takes_is_split_where_the_limit_says():
+    from tensorplay.compiler._groups import MAX_STEPS
+
+    rng = np.random.default_rng(5)
+    x = tp.tensor(rng.standard_normal(300, np.float32))
+
+    def long_chain(x):  # no scalars: only the ops' limit splits it
+        out = x
+        for k in range(MAX_STEPS):
+            out = (out * x).sin() if k % 2 else out - x
+        return out
+
+    eager, compiled, fn = _eager_and_compiled(long_chain, x)
+    _assert_as_eager(compiled.numpy(), eager.numpy(), rtol=1e-5)
+    steps = sum(2 if k % 2 else 1 for k in range(MAX_STEPS))
+    assert len(fn.kernels()) == -(-steps // MAX_STEPS)  # whole kernels of MAX_STEPS ops, the rest in the last
+
+
+def test_a_chain_of_many_scalars_is_split_before_its_parameters_outgrow_the_driver():
+    from tensorplay.compiler._groups import MAX_SCALARS, MAX_STEPS
+
+    x = tp.tensor(np.linspace(-3, 3, 300, dtype=np.float32))
+    clamps = MAX_SCALARS // 2 + 16  # two scalars each: past the scalars' limit, not the ops'
+    assert clamps + 1 < MAX_STEPS
+
+    def narrowing(x):
+        out = x * 1.0
+        for k in range(clamps):
+            out = out.clamp(-3.0 + k * 0.01, 3.0 - k * 0.01)
+        return out
+
+    eager, compiled, fn = _eager_and_compiled(narrowing, x)
+    _assert_as_eager(compiled.numpy(), eager.numpy())
+    scalars = [len(re.findall(r"\bs\d+\b", re.search(r"def \w+\((.*?)\):", k, re.S)[1])) for k in fn.kernels()]
+    assert len(scalars) == 2 and max(scalars) <= MAX_SCALARS and sum(scalars) == 1 + 2 * clamps
+
+
 @pytest.mark.parametrize("dim", [-1, (1, 2), 2])
 def test_a_reduction_along_the_last_dimensions_is_the_chains_epilogue(dim):
     rng = np.random.default_rng(3)
