@@ -32,9 +32,8 @@ __all__ = [
     "take_tail",
 ]
 
-# A fused kernel's limits; a longer chain is split. Its parameters must fit the driver's 4 KiB: 40 arrays
-# (56 bytes each) and 128 scalars (8 each) leave room for the reductions' own. At 64 ops a step of the
-# gallery's ops-only cavity was 6 kernels; at 128 it is 5, the largest taking fewer registers than before.
+# A fused kernel's limits; a longer chain is split (docs/internals.md). Its parameters must fit the
+# driver's 4 KiB: 40 arrays (56 bytes each) and 128 scalars (8 each) leave room for the reductions' own.
 MAX_STEPS = 128  # ops
 MAX_ARRAYS = 40  # array parameters
 MAX_SCALARS = 128  # scalar parameters
