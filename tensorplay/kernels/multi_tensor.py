@@ -67,6 +67,17 @@ def _split(line: str) -> tuple[str, str]:
     return target, value
 
 
+def _element_lines(loop: str, suffix: str, decode: str = "", close: str = ""):
+    """The loop's lines for one element: (the role whose element the line
+    writes, or None; its target; its value, each element read named
+    ``{role}_{suffix}``, wrapped in ``decode``...``close``)."""
+    for line in filter(str.strip, loop.splitlines()):
+        target, value = _split(line)
+        value = _ELEMENT.sub(lambda m: f"{decode}{m.group(1)}_{suffix}{close}", value)
+        written = _ELEMENT.fullmatch(target)
+        yield (written.group(1) if written else None), target, value
+
+
 def _roles(loop: str) -> tuple[list[str], list[str]]:
     """The roles whose elements ``loop`` reads, and those it writes."""
     lines = [_split(line) for line in loop.splitlines() if line.strip()]
@@ -104,11 +115,8 @@ def _vectored(loop: str, names: dict, first: str, storage: str = "") -> list[str
         out += [f"        {', '.join(f'{r}_{k}_{e}' for e in range(4))} = load4({names[r]}, {at})" for r in read]
     for k in range(groups):
         for e in range(4):
-            for line in filter(str.strip, loop.splitlines()):
-                target, value = _split(line)
-                value = _ELEMENT.sub(lambda m: f"{decode}{m.group(1)}_{k}_{e}{close}", value)  # noqa: B023 (used at once)
-                role = _ELEMENT.fullmatch(target)
-                out.append(f"        {role.group(1) + f'_new_{k}_{e}' if role else target} = {value}")
+            for role, target, value in _element_lines(loop, f"{k}_{e}", decode, close):
+                out.append(f"        {f'{role}_new_{k}_{e}' if role else target} = {value}")
         for r in written:
             values = ", ".join(f"{encode}{r}_new_{k}_{e}{close}" for e in range(4))
             store = f"store4({names[r]}, _g{k}, {values})"
@@ -138,13 +146,10 @@ def _unrolled(loop: str, names: dict, first: str, storage: str = "", begin: str 
         out.append(f"    j{k} = j + {k} * stride")
         out += [f"    {r}_{k} = {decode}{names[r]}[j{k} if j{k} < {size} else j]{close}" for r in read]
     for k in range(unroll):
-        for line in filter(str.strip, loop.splitlines()):
-            target, value = _split(line)
-            value = _ELEMENT.sub(lambda m: f"{m.group(1)}_{k}", value)  # noqa: B023 (used at once)
-            written = _ELEMENT.fullmatch(target)
-            if written:
+        for role, target, value in _element_lines(loop, str(k)):
+            if role:
                 out.append(f"    if j{k} < {size}:")
-                out.append(f"        {names[written.group(1)]}[j{k}] = {encode}{value}{close}")
+                out.append(f"        {names[role]}[j{k}] = {encode}{value}{close}")
             else:
                 out.append(f"    {target} = {value}")
     return out
