@@ -3,7 +3,7 @@ figures, its target and whether the run met it, as ``benchmarks/run.py``
 recorded them (the targets live in the code, ``benchmarks/targets.py``), and
 the misses named. Nothing in the table is typed by hand.
 
-    python -m benchmarks.report benchmarks/results/DATE-COMMIT.json [--results benchmarks/RESULTS.md]
+    python -m benchmarks.report benchmarks/results/DATE-HHMM-COMMIT.json [--results benchmarks/RESULTS.md]
 
 replaces the part of RESULTS.md between ``BEGIN`` and ``END`` (or prints the
 section with ``--print``). A JSON written before rows carried a verdict
@@ -84,7 +84,7 @@ def section(data: dict, source: str) -> str:
 
 
 def _commit_from_name(source: str) -> str:
-    match = re.match(r"\d{4}-\d{2}-\d{2}-([0-9a-f]{7,40})", Path(source).name)
+    match = re.match(r"\d{4}-\d{2}-\d{2}-(?:\d{4}-)?([0-9a-f]{7,40})", Path(source).name)  # DATE-[HHMM-]COMMIT
     return match.group(1) if match else "?"
 
 
@@ -103,7 +103,7 @@ def replace_section(text: str, new: str) -> str:
 
 def main(argv: list | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("json", help="a run's JSON (benchmarks/results/DATE-COMMIT.json)")
+    parser.add_argument("json", help="a run's JSON (benchmarks/results/DATE-HHMM-COMMIT.json)")
     parser.add_argument("--results", default=str(Path(__file__).with_name("RESULTS.md")))
     parser.add_argument("--print", action="store_true", help="print the section instead of writing RESULTS.md")
     args = parser.parse_args(argv)
