@@ -16,7 +16,9 @@ Needs a GPU and torch.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import sys
 from collections import defaultdict
 
 import numpy as np
@@ -104,3 +106,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # Past this point the process only tears down; on the H100 at 67ee162 that teardown, with the profiler's
+    # activity records taken, aborted in free() ("invalid pointer") after every table was printed.
+    sys.stdout.flush()
+    os._exit(0)

@@ -2,10 +2,14 @@
 
 ``multi_tensor(name, count, roles, scalars, prologue, head, loop)`` generates a
 kernel over ``count`` tensors, each given as one 1-D array per role (``p``,
-``g``...: arguments ``p0, g0, p1, g1, ...``, then the shared ``scalars``). Row
-``t`` of the grid (``blockIdx.y``) serves tensor ``t``: it runs ``head`` once
-per thread, then ``loop`` for each element ``j`` of that tensor in a
-grid-stride loop (``loop``: lines ``name = value`` that read an element
+``g``...: arguments ``p0, g0, p1, g1, ...``, then the shared ``scalars``, then
+``count - 1`` block numbers ``_end0, _end1, ...``). The grid is one row of
+blocks shared out among the tensors: tensor ``t`` takes the blocks from
+``_end{t-1}`` (0 for the first) up to ``_end{t}`` (the grid's end for the
+last), so that each gets blocks in proportion to its size and none is launched
+for nothing (``blocks_for`` counts them). Its blocks run ``head`` once per
+thread, then ``loop`` for each element ``j`` of that tensor in a grid-stride
+loop over those blocks (``loop``: lines ``name = value`` that read an element
 before writing it). Where the tensor's arrays are 16-byte aligned, a thread
 takes groups of four elements, each array's group in one vector load and one
 vector store, and the last ``size % 4`` elements one by one; unaligned, every
@@ -22,7 +26,7 @@ Examples
 >>> import numpy as np
 >>> k = multi_tensor("axpy", 2, ("y", "x"), ("a",), "", "", "{y}[j] = {y}[j] + a * {x}[j]")
 >>> y0, y1 = np.zeros(3, np.float32), np.ones(5, np.float32)
->>> k[(1, 2), 32](y0, np.ones(3, np.float32), y1, np.ones(5, np.float32), np.float32(2.0))
+>>> k[2, 32](y0, np.ones(3, np.float32), y1, np.ones(5, np.float32), np.float32(2.0), np.int64(1))
 >>> y0.tolist(), y1.tolist()
 ([2.0, 2.0, 2.0], [3.0, 3.0, 3.0, 3.0, 3.0])
 """
@@ -39,7 +43,7 @@ import numpy as np
 from ._source import jit_source
 from ._target import IEEE_MATH
 
-__all__ = ["multi_tensor", "sqrt"]
+__all__ = ["blocks_for", "multi_tensor", "sqrt"]
 
 sqrt = math.sqrt if IEEE_MATH else np.sqrt
 
@@ -155,6 +159,25 @@ def _unrolled(loop: str, names: dict, first: str, storage: str = "", begin: str 
     return out
 
 
+def _blocks_of(t: int, count: int) -> str:
+    """The test that opens tensor ``t``'s lines: whether this block is one of its blocks."""
+    if count == 1:
+        return "if True:"
+    if t == count - 1:
+        return "else:"
+    return f"{'if' if t == 0 else 'elif'} b < _end{t}:"
+
+
+def blocks_for(sizes, block: int, storage: str = "", limit: int | None = None) -> list[int]:
+    """Blocks of ``block`` threads for each tensor of ``sizes`` elements: a
+    thread per ``unroll_for(storage)`` elements (one pass), at least one block
+    each; with ``limit`` (the most blocks a launch may have), each tensor at
+    most its share of it (then the threads loop)."""
+    each = None if limit is None else max(1, limit // len(sizes))
+    per_block = block * unroll_for(storage)
+    return [max(1, min(-(-n // per_block), each or n)) for n in sizes]
+
+
 @functools.cache
 def multi_tensor(
     name: str, count: int, roles: tuple, scalars: tuple, prologue: str, head: str, loop: str, storage: str = ""
@@ -165,7 +188,8 @@ def multi_tensor(
     its text may round a float32 to bfloat16 with ``r(...)``."""
     bits = storage == "bfloat16"
     kernel_name = f"{name}_{count}{'_bf16' if bits else ''}"
-    params = [f"{role}{t}" for t in range(count) for role in roles] + list(scalars)
+    ends = [f"_end{t}" for t in range(count - 1)]
+    params = [f"{role}{t}" for t in range(count) for role in roles] + list(scalars) + ends
     lines = [
         "from numba import cuda, float32, float64",
         "from numba import uint64 as u64",
@@ -176,20 +200,22 @@ def multi_tensor(
         "",
         "",
         f"def {kernel_name}({', '.join(params)}):",
-        "    t = cuda.blockIdx.y",
-        "    start = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x",
-        "    stride = cuda.gridDim.x * cuda.blockDim.x",
+        "    b = cuda.blockIdx.x",
     ]
     lines += [f"    {line}" for line in prologue.splitlines() if line.strip()]
     for t in range(count):
         names = {role: f"{role}{t}" for role in roles}
-        lines.append(f"    {'if' if t == 0 else 'elif'} t == {t}:")
+        end = "cuda.gridDim.x" if t == count - 1 else ends[t]
+        own = (f"(b - {ends[t - 1]})", f"({end} - {ends[t - 1]})") if t else ("b", end)  # its block, its blocks
+        lines += [
+            f"    {_blocks_of(t, count)}",
+            f"        start = {own[0]} * cuda.blockDim.x + cuda.threadIdx.x",
+            f"        stride = {own[1]} * cuda.blockDim.x",
+        ]
         lines += [f"        {line.format(**names)}" for line in head.splitlines() if line.strip()]
         if loop.strip():
             body = _vectored(loop, names, roles[0], storage) + _unrolled(loop, names, roles[0], storage, "_begin")
             lines += [f"        {line}" for line in body]
-        elif not head.strip():
-            lines.append("        pass")
     text = textwrap.dedent("\n".join(lines)) + "\n"
     kernel = jit_source(kernel_name, text, "multi_tensor", f"multi_tensor.{kernel_name}")
     kernel.tp_source = text

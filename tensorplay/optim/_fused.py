@@ -20,11 +20,13 @@ text) and as it stores.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from .. import _dtype as dt
 from .._tensor import Tensor
-from ..kernels.multi_tensor import multi_tensor, unroll_for
+from ..kernels.multi_tensor import blocks_for, multi_tensor
 from ..runtime.backend import get as get_backend
 from ..runtime.backend.params import scalar_struct
 from ..runtime.caches import BoundedCache
@@ -91,47 +93,49 @@ def launch_fused(name: str, rows: list[tuple[Tensor, ...]], roles: tuple, scalar
     )
     value_packers, launches = plan
     packed_values = b"".join(pack(v) for pack, v in zip(value_packers, values, strict=True))
-    for launcher, grid, block, first, packers in launches:
+    for launcher, grid, block, first, packers, packed_ends in launches:
         parts = [pack(t) for pack, t in zip(packers, tensors[first : first + len(packers)], strict=True)]
-        launch_packed(launcher, grid, block, b"".join(parts) + packed_values)
+        launch_packed(launcher, grid, block, b"".join(parts) + packed_values + packed_ends)
 
 
 _PLANS = BoundedCache("optim.fused_launches", 512)  # launch_fused's arguments' layout -> its launches
 
 
 def _chunks(rows: list, roles: tuple, storage: str = ""):
-    """The rows of each launch, a chunk at a time, and the launch shape."""
+    """The rows of each launch, a chunk at a time, the launch shape and the
+    block numbers where each tensor's blocks end (the last one's: the grid's)."""
     per_launch = max(1, MAX_ARRAYS // len(roles))
     dev = get_backend()
     block = min(256, dev.max_block)
     for first in range(0, len(rows), per_launch):
         chunk = rows[first : first + per_launch]
-        longest = max(row[0].numel() for row in chunk)
-        # a thread per unroll_for(storage) elements of the longest tensor, up to the launch limit: not one wave of
-        # threads, which leaves half the GPU idle when a few large tensors and many small ones share it
-        blocks = -(-longest // (block * unroll_for(storage)))
-        blocks = max(1, min(blocks, dev.max_grid_threads // block // len(chunk)))
-        yield first, chunk, (blocks, len(chunk), 1), (block, 1, 1)
+        # blocks in proportion to each tensor's size, a thread per unroll_for(storage) elements: one row of blocks
+        # per tensor as long as the longest one left most blocks of the small tensors' rows with nothing to do
+        counts = blocks_for([row[0].numel() for row in chunk], block, storage, dev.max_grid_threads // block)
+        ends = list(itertools.accumulate(counts))
+        yield first, chunk, (ends[-1], 1, 1), (block, 1, 1), [np.int64(e) for e in ends[:-1]]
 
 
 def _launch_unplanned(name, rows, roles, names, values, prologue, head, loop, storage) -> None:
-    for _, chunk, grid, block in _chunks(rows, roles, storage):
+    for _, chunk, grid, block, ends in _chunks(rows, roles, storage):
         kernel = multi_tensor(name, len(chunk), roles, names, prologue, head, loop, storage)
         arrays = [t.reshape(-1) for row in chunk for t in row]
-        launch(kernel, grid, block, arrays + values)
+        launch(kernel, grid, block, arrays + values + ends)
 
 
 def _plan(name, rows, roles, names, values, prologue, head, loop, storage) -> tuple[list, list]:
     """(the values' packers, and per launch: (launcher, grid, block, its first
-    tensor's place among the rows' tensors, the packers of its tensors))."""
+    tensor's place among the rows' tensors, the packers of its tensors, its
+    block numbers packed))."""
     flat = lambda t: ArrayArg.contiguous((t.numel(),), t.dtype.name, t.dtype.itemsize)  # noqa: E731
     value_args = [flat(v) if isinstance(v, Tensor) else type(v) for v in values]
     value_packers = [layout_packer(a) if isinstance(a, ArrayArg) else scalar_struct(a).pack for a in value_args]
     value_keys = [a._kkey if isinstance(a, ArrayArg) else a for a in value_args]
     launches = []
-    for first, chunk, grid, block in _chunks(rows, roles, storage):
+    for first, chunk, grid, block, ends in _chunks(rows, roles, storage):
         kernel = multi_tensor(name, len(chunk), roles, names, prologue, head, loop, storage)
         arrays = [flat(t) for row in chunk for t in row]
-        launcher = resolve(kernel, [a._kkey for a in arrays] + value_keys)
-        launches.append((launcher, grid, block, first * len(roles), [layout_packer(a) for a in arrays]))
+        launcher = resolve(kernel, [a._kkey for a in arrays] + value_keys + [np.int64] * len(ends))
+        packed_ends = b"".join(scalar_struct(np.int64).pack(e) for e in ends)
+        launches.append((launcher, grid, block, first * len(roles), [layout_packer(a) for a in arrays], packed_ends))
     return value_packers, launches

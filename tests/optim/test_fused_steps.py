@@ -155,7 +155,7 @@ def test_fused_kernels_can_be_read():
     # The text a fused step runs, as plain Numba, named after its optimizer.
     _run(OPTIMIZERS["sgd-nesterov"], [(2,), (3,)], steps=2)
     texts = [key[0].tp_source for key in list(_launchers) if hasattr(key[0], "tp_source")]
-    signature = "def sgd_2(p0, g0, b0, p1, g1, b1, lr, weight_decay, momentum, undamped):"
+    signature = "def sgd_2(p0, g0, b0, p1, g1, b1, lr, weight_decay, momentum, undamped, _end0):"
     assert any(signature in text and "d = d + b * momentum" in text for text in texts)
 
 
@@ -175,3 +175,38 @@ def test_a_fused_step_reads_options_changed_between_steps(name):
         return [p.numpy() for p in params]
 
     _assert_same(run(None), run(False))
+
+
+def _to_bf16_bits(v: np.ndarray) -> np.ndarray:
+    """float32 values as bfloat16 bits, rounded to nearest even."""
+    u = v.astype(np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _from_bf16_bits(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.mark.parametrize("storage", ["", "bfloat16"])
+def test_each_tensor_takes_its_own_blocks_of_one_row(storage):
+    # Blocks shared out in proportion to the sizes (several blocks a tensor, which the optimizers' launches on the
+    # simulator never give): every element of every tensor updated once, none of another tensor's touched.
+    from tensorplay.kernels.multi_tensor import blocks_for, multi_tensor
+
+    sizes, block = [1000, 3, 517, 64], 8
+    counts = blocks_for(sizes, block, storage)
+    assert counts == [-(-n // (block * (8 if storage else 4))) for n in sizes]
+    ends = np.cumsum(counts)
+    kernel = multi_tensor("axpy", len(sizes), ("y", "x"), ("a",), "", "", "{y}[j] = {y}[j] + a * {x}[j]", storage)
+    rng = np.random.default_rng(3)
+    xs = [rng.uniform(-1, 1, n).astype(np.float32) for n in sizes]
+    ys = [rng.uniform(-1, 1, n).astype(np.float32) for n in sizes]
+    if storage:  # the arrays hold bfloat16 bits, as the optimizers' do
+        xs, ys = [_to_bf16_bits(x) for x in xs], [_to_bf16_bits(y) for y in ys]
+    decode = _from_bf16_bits if storage else np.copy
+    want = [decode(y).astype(np.float64) + 2 * decode(x).astype(np.float64) for y, x in zip(ys, xs, strict=True)]
+    args = [a for pair in zip(ys, xs, strict=True) for a in pair]
+    kernel[int(ends[-1]), block](*args, np.float32(2.0), *[np.int64(e) for e in ends[:-1]])
+    tol = 1e-2 if storage else 1e-6  # bfloat16 keeps 8 bits of mantissa
+    for y, w in zip(ys, want, strict=True):
+        np.testing.assert_allclose(decode(y), w, rtol=tol, atol=tol)
