@@ -35,6 +35,7 @@ from ..runtime.launch import ArrayArg, launch, launch_packed, layout_packer, res
 
 __all__ = ["fusable", "launch_fused", "lr_prologue"]
 
+WAVES = 2  # the most threads a launch takes, in waves of the GPU's (benchmarks/sgd_variants.py)
 MAX_ARRAYS = 60  # per launch: a 1-D array argument takes 56 bytes of the 4 KiB of kernel parameters
 
 
@@ -109,9 +110,12 @@ def _chunks(rows: list, roles: tuple, storage: str = ""):
     block = min(256, dev.max_block)
     for first in range(0, len(rows), per_launch):
         chunk = rows[first : first + per_launch]
-        # blocks in proportion to each tensor's size, a thread per unroll_for(storage) elements: one row of blocks
-        # per tensor as long as the longest one left most blocks of the small tensors' rows with nothing to do
-        counts = blocks_for([row[0].numel() for row in chunk], block, storage, dev.max_grid_threads // block)
+        # blocks in proportion to each tensor's size, a thread per unroll_for(storage) elements, each tensor at
+        # most its share of two waves of the GPU's threads (then they loop): the bfloat16 MLP's step (four 16M
+        # weights, four biases) took 168 us on the H100 so, 192 in one pass, 229 with a row of blocks per tensor
+        # as long as the longest (most of the small tensors' blocks had nothing to do); torch's took 169
+        limit = min(dev.max_grid_threads, WAVES * dev.max_threads_per_launch) // block
+        counts = blocks_for([row[0].numel() for row in chunk], block, storage, limit)
         ends = list(itertools.accumulate(counts))
         yield first, chunk, (ends[-1], 1, 1), (block, 1, 1), [np.int64(e) for e in ends[:-1]]
 
