@@ -5,11 +5,12 @@
 by conjugate gradient to a relative residual of 1e-8 in float64. Three
 versions, each one graph launch whose while node runs every iteration:
 
-* ``stencil``: three kernels of our own per iteration, the matrix applied
+* ``stencil``: two kernels of our own per iteration, the matrix applied
   matrix-free: ``direction`` (p = r + βp read on the fly, Ap, and p·Ap summed
-  per block with one atomic add each), ``update`` (p, x and r, and r·r summed
-  the same way), and a one-thread ``scalars`` kernel (β, the convergence test,
-  ``tp.cuda.set_conditional`` on the loop: a do-while driven by our kernel);
+  per block with one atomic add each) and ``update`` (p, x and r, and r·r
+  summed the same way; its last block to finish, counted by a ticket, does the
+  scalar work: β, the convergence test, ``tp.cuda.set_conditional`` on the
+  loop: a do-while driven by our kernel);
 * ``csr``: the same with the matrix as a CSR sparse matrix (built here, in
   NumPy) and a sparse matrix-vector kernel of our own;
 * ``ops``: what a user writes first, tensor ops in a ``tp.compile``d step (the
@@ -159,8 +160,11 @@ def csr_direction(indptr, indices, values, r, p, ap, s):
 
 
 @tp.jit
-def update(x, r, p, ap, s):
-    """p = r + βp, x += αp, r -= αAp with α = r·r / p·Ap; the new r·r into s[RR_NEW]."""
+def update(x, r, p, ap, s, done, iters, history, loop):
+    """p = r + βp, x += αp, r -= αAp with α = r·r / p·Ap; the new r·r into
+    s[RR_NEW]. The block that finishes last (``done`` counts them) then does the
+    pass's scalar work: β for the next pass, the sums zeroed, the residual kept,
+    and the loop goes on while r·r > tol² b·b."""
     k = tp.cuda.grid(1)
     alpha, beta, v = s[RR] / s[PAP], s[BETA], 0.0
     if k < r.size:
@@ -171,28 +175,26 @@ def update(x, r, p, ap, s):
         r[k] = rk
         v = rk * rk
     add_block_sum(v, s, RR_NEW)
-
-
-@tp.jit
-def scalars(s, iters, history, loop):
-    """β for the next pass, the sums zeroed, the residual kept; the loop goes on
-    while r·r > tol² b·b."""
-    if tp.cuda.grid(1) == 0:
-        rr = s[RR_NEW]
-        s[BETA] = rr / s[RR]
-        s[RR] = rr
-        s[RR_NEW] = 0.0
-        s[PAP] = 0.0
-        k = iters[0] + 1
-        iters[0] = k
-        if k < history.size:
-            history[k] = rr
-        tp.cuda.set_conditional(loop, np.uint32(1 if rr > s[STOP] else 0))
+    cuda.syncthreads()  # every thread's share of r·r added before the block counts itself done
+    if cuda.threadIdx.x == 0:
+        cuda.threadfence()
+        if cuda.atomic.add(done, 0, 1) == cuda.gridDim.x - 1:  # the last block: every sum is complete
+            rr = cuda.atomic.add(s, RR_NEW, 0.0)  # read where the other blocks' atomic adds landed
+            s[BETA] = rr / s[RR]
+            s[RR] = rr
+            s[RR_NEW] = 0.0
+            s[PAP] = 0.0
+            done[0] = 0
+            n = iters[0] + 1
+            iters[0] = n
+            if n < history.size:
+                history[n] = rr
+            tp.cuda.set_conditional(loop, np.uint32(1 if rr > s[STOP] else 0))
 
 
 class KernelCG:
     """CG with the kernels above, the solve one graph: ``with g.while_() as loop``
-    (a do-while that ``scalars`` drives), three kernels a pass."""
+    (a do-while that ``update``'s last block drives), two kernels a pass."""
 
     def __init__(self, problem: Poisson, matrix: str = "stencil", max_iters: int | None = None) -> None:
         if matrix not in ("stencil", "csr"):
@@ -204,6 +206,7 @@ class KernelCG:
         self.x, self.r, self.p, self.ap = (tp.zeros(size, dtype=tp.float64) for _ in range(4))
         self.s = tp.zeros(5, dtype=tp.float64)
         self.iters = tp.zeros(1, dtype=tp.int64)
+        self.done = tp.zeros(1, dtype=tp.int32)  # blocks of ``update`` done this pass
         self.history = tp.zeros(self.max_iters + 1, dtype=tp.float64)
         self.csr = tuple(tp.tensor(a) for a in problem.csr()) if matrix == "csr" else None
         self.blocks = (size + BLOCK - 1) // BLOCK
@@ -213,7 +216,7 @@ class KernelCG:
 
     def reset(self) -> None:
         """x = 0, r = b, p = 0, β = 0: the first pass's direction is r."""
-        for t in (self.x, self.p, self.iters, self.history):
+        for t in (self.x, self.p, self.iters, self.history, self.done):
             t.zero_()
         self.r.copy_(self.b)
         self.s.copy_(self.start)
@@ -227,8 +230,9 @@ class KernelCG:
                     stencil_direction[self.blocks, BLOCK](self.r, self.p, self.ap, self.s, self.problem.n)
                 else:
                     csr_direction[self.blocks, BLOCK](*self.csr, self.r, self.p, self.ap, self.s)
-                update[self.blocks, BLOCK](self.x, self.r, self.p, self.ap, self.s)
-                scalars[1, 1](self.s, self.iters, self.history, loop)
+                update[self.blocks, BLOCK](
+                    self.x, self.r, self.p, self.ap, self.s, self.done, self.iters, self.history, loop
+                )
         return g
 
     def solve(self) -> None:
