@@ -36,7 +36,7 @@ from ..runtime.launch import ArrayArg, launch, launch_packed, layout_packer, res
 __all__ = ["fusable", "launch_fused", "lr_prologue"]
 
 WAVES = 2  # the most threads a launch takes, in waves of the GPU's (benchmarks/sgd_variants.py)
-MAX_ARRAYS = 60  # per launch: a 1-D array argument takes 56 bytes of the 4 KiB of kernel parameters
+MAX_ARRAYS = 60  # per launch: a 1-D array takes 56 bytes of the 4 KiB of kernel parameters (a tensor's end block 8)
 
 
 def fusable(group: dict, bfloat16: bool = False) -> list[Tensor] | None:
