@@ -41,17 +41,21 @@ def cg(xp, b, stop: float, cap: int):
 
 def cg_graph(cp, b, stop: float, cap: int):
     """The same, one iteration captured as a CuPy graph (temporaries from a
-    stream-ordered pool) and replayed, r·r read back after each replay."""
+    stream-ordered pool) and replayed, r·r read back after each replay. The
+    dot products inside the capture are CuPy's own reductions: ``vdot`` goes
+    through cuBLAS, whose calls CuPy does not support during a capture (its
+    issue #6290), and the capture with it failed on the H100 at 67ee162
+    (cudaErrorInvalidValue). This form has not run on a GPU yet."""
     stream = cp.cuda.Stream(non_blocking=True)
     x, r, p = cp.zeros_like(b), b.copy(), b.copy()
     rr, rr_new = cp.vdot(b, b).reshape(1), cp.zeros(1)
     with cp.cuda.using_allocator(cp.cuda.MemoryAsyncPool().malloc), stream:
         stream.begin_capture()
         q = _apply(cp, p)
-        alpha = rr / cp.vdot(p, q)
+        alpha = rr / (p * q).sum()
         x += alpha * p
         r -= alpha * q
-        rr_new[...] = cp.vdot(r, r)
+        rr_new[...] = (r * r).sum()
         p *= rr_new / rr
         p += r
         rr[...] = rr_new
