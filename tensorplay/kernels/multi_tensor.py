@@ -173,9 +173,12 @@ def blocks_for(sizes, block: int, storage: str = "", limit: int | None = None) -
     thread per ``unroll_for(storage)`` elements (one pass), at least one block
     each; with ``limit`` (the most blocks a launch may have), each tensor at
     most its share of it (then the threads loop)."""
-    each = None if limit is None else max(1, limit // len(sizes))
     per_block = block * unroll_for(storage)
-    return [max(1, min(-(-n // per_block), each or n)) for n in sizes]
+    one_pass = [max(1, -(-n // per_block)) for n in sizes]
+    if limit is None:
+        return one_pass
+    share = max(1, limit // len(sizes))
+    return [min(n, share) for n in one_pass]
 
 
 @functools.cache

@@ -110,10 +110,8 @@ def _chunks(rows: list, roles: tuple, storage: str = ""):
     block = min(256, dev.max_block)
     for first in range(0, len(rows), per_launch):
         chunk = rows[first : first + per_launch]
-        # blocks in proportion to each tensor's size, a thread per unroll_for(storage) elements, each tensor at
-        # most its share of two waves of the GPU's threads (then they loop): the bfloat16 MLP's step (four 16M
-        # weights, four biases) took 168 us on the H100 so, 192 in one pass, 229 with a row of blocks per tensor
-        # as long as the longest (most of the small tensors' blocks had nothing to do); torch's took 169
+        # blocks in proportion to each tensor's size, each tensor at most its share of WAVES waves (then the
+        # threads loop): the fastest of benchmarks/sgd_variants.py's shapes (docs/internals.md has the figures)
         limit = min(dev.max_grid_threads, WAVES * dev.max_threads_per_launch) // block
         counts = blocks_for([row[0].numel() for row in chunk], block, storage, limit)
         ends = list(itertools.accumulate(counts))
