@@ -6,13 +6,19 @@ by conjugate gradient to a relative residual of 1e-8 in float64. Three
 versions, each one graph launch whose while node runs every iteration:
 
 * ``stencil``: two kernels of our own per iteration, the matrix applied
-  matrix-free: ``direction`` (p = r + βp read on the fly, Ap, and p·Ap summed
-  per block with one atomic add each) and ``update`` (p, x and r, and r·r
-  summed the same way; its last block to finish, counted by a ticket, does the
-  scalar work: β, the convergence test, ``tp.cuda.set_conditional`` on the
-  loop: a do-while driven by our kernel);
+  matrix-free, r and p double-buffered (pass i reads buffer i % 2 and writes
+  the other): ``stencil_direction`` (p = r + βp and Ap formed on the fly from
+  r and the old p at the five points, p·Ap summed per block with one atomic
+  add each; nothing stored) and ``stencil_update`` (p and Ap formed again, p,
+  x and r stored, r·r summed the same way; its last block to finish, counted
+  by a ticket, does the scalar work: β, the convergence test,
+  ``tp.cuda.set_conditional`` on the loop: a do-while driven by our kernel).
+  The update reads r and p anyway, so forming Ap again costs no pass over
+  memory, and Ap is neither stored nor read back: eight passes over a vector
+  an iteration, not ten;
 * ``csr``: the same with the matrix as a CSR sparse matrix (built here, in
-  NumPy) and a sparse matrix-vector kernel of our own;
+  NumPy) and a sparse matrix-vector kernel of our own, which stores Ap (a
+  row's indices and values cost more to read again than Ap does);
 * ``ops``: what a user writes first, tensor ops in a ``tp.compile``d step (the
   stencil as five in-place shifted-slice updates of a padded array, two dot
   products, α and β as one-element tensors) inside ``g.while_(flag)``.
