@@ -257,8 +257,11 @@ class Fuser:
         return self.take("copy", out, [Draw(state)], "none")
 
     # -- writing a group out -----------------------------------------------------------------
-    def flush(self) -> None:
-        """Launch the open group as one fused kernel (on the stream its ops were issued on)."""
+    def flush(self, last: bool = False) -> None:
+        """Launch the open group as one fused kernel (on the stream its ops were
+        issued on). ``last``: the traced function's last kernel, which ends the
+        pass of the while node whose body it is captured into where its tail
+        computes the node's flag (``_loop_ended_by``)."""
         g = self.group
         if g is None:
             return
@@ -267,7 +270,8 @@ class Fuser:
             return
         live = [w for w in g.writes.values() if w.alive()]
         stored = [w for w in g.tail_writes.values() if w.alive()]
-        tail = fused.Tail(tuple(g.tail), tuple(w.step for w in stored))
+        loop, go = _loop_ended_by(g) if last else (None, None)
+        tail = fused.Tail(tuple(g.tail), tuple(w.step for w in stored), go)
         reductions = tuple(
             fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, r.k, r.trail) for r in g.reductions
         )
@@ -283,7 +287,7 @@ class Fuser:
         args += [w.array() for w in live]
         if g.draws:
             args.append(array_arg(g.state._ptr, g.state.numel(), g.state.dtype))
-        tail_outputs = [w.array() for w in stored]
+        tail_outputs = [w.array() for w in stored] + (loop.pass_end_args() if loop is not None else [])
         with stream(g.stream), self._launching_own():
             if not g.reductions:
                 launch(kernel, *grid_1d(g.n), args + tail_outputs, g.stream)
@@ -301,6 +305,8 @@ class Fuser:
                     args += [array_arg(p._ptr, blocks, p.dtype), array_arg(r.out._ptr, r.out.numel(), r.out.dtype)]
                     args.append(rk.identity_value(r.op, r.acc))
                 launch(kernel, (blocks, 1, 1), (fused.BLOCK, 1, 1), args + tail_outputs, g.stream)
+        if loop is not None:
+            loop.pass_ended()
         self.kernels.append((name, text))
 
     @contextmanager
@@ -317,6 +323,22 @@ class Fuser:
         if not out._contig and any(st < 0 for st in out._strides):  # stored at offsets >= 0
             return False
         return all(not isinstance(o, Tensor) or o.dtype.name in FUSABLE for o in operands)
+
+
+def _loop_ended_by(g: Group) -> tuple:
+    """(the open while node, the tail step that computes its flag) where the
+    group's kernel may end the node's pass (``conditional.pass_end``): the
+    group is captured into the body of a while node with a flag, whose pass no
+    kernel ended yet, and its tail writes the flag; else (None, None). Work
+    captured into the body after the kernel makes the node end its pass with a
+    kernel again (``tensorplay/cuda/conditional.py``)."""
+    node = capture_state.loops.get(g.stream.handle) if capture_state.loops else None
+    if node is None or node.ended_at is not None:
+        return None, None
+    w = g.tail_writes.get(node.pred._ptr)
+    if w is None or w.dtype is not dt.bool or not w.alive():
+        return None, None
+    return node, w.step
 
 
 def _reduction_blocks(n: int) -> int:
@@ -351,7 +373,7 @@ def fusing(fuse: bool = True):
     fuser = capture_state.fusers[me] = Fuser(fuse)
     try:
         yield fuser
-        fuser.flush()
+        fuser.flush(last=previous is None)
     except BaseException:
         try:
             fuser.flush()  # what ran before the error is issued, as eagerly

@@ -31,11 +31,12 @@ from .._factories import empty
 from .._tensor import Tensor
 from ..kernels import conditional as ck
 from ..runtime.backend import get as get_backend
+from ..runtime.capture import capture_state
 from ..runtime.launch import ArrayArg, KernelArray, launch_with, pointer_key, resolve
 from ..runtime.memory import allocator
 from ..runtime.streams import Stream, current_stream, set_stream
 
-__all__ = ["Branch", "Cases", "Loop", "OpenNode", "close", "next_body", "open_node"]
+__all__ = ["Branch", "Cases", "Loop", "OpenNode", "close", "forget", "next_body", "open_node"]
 
 NO_CAP = 1 << 62  # max_iters=None: a cap no loop reaches
 _BODIES = {"if": 1, "while": 1, "if_else": 2}  # a switch has n
@@ -147,6 +148,17 @@ class OpenNode:
     index: int = 0  # the body being captured
     loop: Loop | None = None
     copies: list = field(default_factory=list)  # an unrolled loop's if nodes' handles, around copies 2 to k
+    ended_at: int | None = None  # the body's nodes when a fused kernel ended the pass (``pass_ended``)
+
+    def pass_end_args(self) -> list:
+        """What a kernel that ends this while node's pass (``kernels/conditional.pass_end``)
+        takes after its own arguments: the handle, the counter, the cancel request, the cap."""
+        return [np.uint64(self.handle), *_loop_args(self.loop), _cap(self.loop)]
+
+    def pass_ended(self) -> None:
+        """A kernel just captured into the body ends the pass: unless more work
+        follows it there, the pass needs no kernel of its own (``_end_pass``)."""
+        self.ended_at = get_backend().graph_node_count(self.bodies[0])
 
 
 def check_flag(pred) -> None:
@@ -237,6 +249,8 @@ def open_node(
     route(body)
     copies = [dev.conditional_handle_in(bodies[0]) for _ in range(unroll - 1)]
     node = OpenNode(kind, handle, pred, bodies, body, current_stream(), loop=loop, copies=copies)
+    if kind == "while" and isinstance(pred, Tensor) and not copies:
+        capture_state.loops[body.handle] = node
     set_stream(body)
     return node
 
@@ -257,6 +271,7 @@ def next_body(node: OpenNode, mode: str, route) -> None:
 def close(node: OpenNode) -> None:
     """End the node's last body (a loop's end-of-pass kernel first; for an
     unrolled loop, then its copies) and make the stream below current."""
+    forget(node)
     try:
         if node.kind == "while":
             _end_pass(node)
@@ -267,6 +282,11 @@ def close(node: OpenNode) -> None:
             get_backend().conditional_repeat(node.body._h, node.bodies[0], node.copies)
         else:
             _end_body(node)
+
+
+def forget(node: OpenNode) -> None:
+    """The node's body takes no more work: no kernel may end its pass from now on."""
+    capture_state.loops.pop(node.body.handle, None)
 
 
 def unshared_counter_blocks(loops) -> set[int]:
@@ -309,6 +329,10 @@ def _end_body(node: OpenNode) -> None:
     get_backend().conditional_end(node.body._h)
 
 
+def _cap(loop: Loop) -> np.int64:
+    return np.int64(NO_CAP if loop.max_iters is None else loop.max_iters)
+
+
 def _start(kind: str, handle: int, pred, size: int, loop: Loop | None, stream: Stream) -> None:
     """The kernel before the node: it sets the handle (and zeroes a loop's counter).
     The graph keeps the flag or index alive: its kernels read it at every replay."""
@@ -320,7 +344,7 @@ def _start(kind: str, handle: int, pred, size: int, loop: Loop | None, stream: S
     elif kind != "while":
         set_from_flag(handle, pred, stream)
     else:
-        cap = np.int64(NO_CAP if loop.max_iters is None else loop.max_iters)
+        cap = _cap(loop)
         if pred is None:
             _launch(ck.loop_start_do_while(), [h, *_loop_args(loop), cap], stream)
         else:
@@ -328,9 +352,16 @@ def _start(kind: str, handle: int, pred, size: int, loop: Loop | None, stream: S
 
 
 def _end_pass(node: OpenNode) -> None:
-    """The kernel at the end of a while node's pass: count it, cap it, set whether another runs."""
+    """The kernel at the end of a while node's pass: count it, cap it, set whether
+    another runs. None where a fused kernel did that as the body's last work; where
+    work followed it, one that sets the handle again from the flag as it is now."""
     loop = node.loop
-    h, cap = np.uint64(node.handle), np.int64(NO_CAP if loop.max_iters is None else loop.max_iters)
+    h, cap = np.uint64(node.handle), _cap(loop)
+    if node.ended_at is not None:
+        if get_backend().graph_node_count(node.bodies[0]) == node.ended_at:
+            return
+        _launch(ck.loop_recheck(), [h, node.pred.reshape(1)._flat(), *_loop_args(loop), cap], node.body)
+        return
     if node.copies:
         handles = [np.uint64(c) for c in node.copies] + [np.uint64(0)] * (ck.MAX_UNROLL - 1 - len(node.copies))
         k = np.int64(len(node.copies) + 1)

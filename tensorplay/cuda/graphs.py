@@ -331,6 +331,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
         H200 (driver 580) ending either it or its body's capture crashes the process."""
         set_stream(self._open[0].previous)
         for node in self._open:
+            conditional.forget(node)
             allocator.route_to_pool(node.body, None)
         self._open.clear()
         self._stream = None

@@ -23,13 +23,14 @@ from ._target import DISK_CACHE
 __all__ = ["cache_dir", "jit_source"]
 
 
-def jit_source(name: str, text: str, kind: str, qualname: str):
+def jit_source(name: str, text: str, kind: str, qualname: str, cache: bool = True):
     """The kernel ``name`` defined by ``text``, compiled by ``numba.cuda.jit``
-    (kept on disk under the cache folder's ``kind`` on a GPU); ``qualname`` is
-    how DOT views and errors name it."""
-    fn = (_from_file(name, text, kind) if DISK_CACHE else None) or _from_text(name, text, kind)
+    (kept on disk under the cache folder's ``kind`` on a GPU, unless not
+    ``cache``); ``qualname`` is how DOT views and errors name it."""
+    cache = cache and DISK_CACHE
+    fn = (_from_file(name, text, kind) if cache else None) or _from_text(name, text, kind)
     fn.__qualname__ = qualname
-    return cuda.jit(fn, cache=DISK_CACHE and fn.__module__.startswith("tensorplay_cached_"))
+    return cuda.jit(fn, cache=cache and fn.__module__.startswith("tensorplay_cached_"))
 
 
 def cache_dir(kind: str) -> Path:

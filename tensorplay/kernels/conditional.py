@@ -31,7 +31,7 @@ from ._target import device_function
 
 __all__ = [
     "MAX_UNROLL", "STOPPED_AT_CAP", "STOPPED_BY_CANCEL", "loop_pass", "loop_pass_do_while", "loop_pass_unrolled",
-    "loop_start", "loop_start_do_while", "set_from_flag", "set_from_index",
+    "loop_recheck", "loop_start", "loop_start_do_while", "pass_end", "set_from_flag", "set_from_index",
 ]  # fmt: skip
 
 
@@ -119,27 +119,54 @@ def loop_start_do_while():
 
 
 @functools.cache
+def pass_end():
+    """The device function ``(handle, go, counter, cancel, max_iters, new_pass)``
+    that ends a while node's pass on one thread: count it (``new_pass`` 1; 0
+    where a kernel before counted it already), and loop again iff ``go`` and
+    neither the cap is reached nor a cancel requested (then mark why it
+    stopped). ``loop_pass`` calls it, and so does a fused kernel of
+    ``tp.compile`` that computes a loop's flag as the last work of its pass."""
+    setter = get_backend().conditional_setter()
+
+    def end_pass(handle, go, counter, cancel, max_iters, new_pass):
+        cancelled = cancel[0] != 0  # the loads first, together: none waits for another or for a store
+        passes = counter[0] + new_pass
+        counter[0] = passes
+        if go and cancelled:
+            go = False
+            counter[1] = 2
+        elif go and passes >= max_iters:
+            go = False
+            counter[1] = 1
+        setter(handle, np.uint32(1 if go else 0))
+
+    return device_function(end_pass)
+
+
+def _flag_pass_kernel(name: str, new_pass: int):
+    finish = pass_end()
+
+    def end_flag_pass(handle, flag, counter, cancel, max_iters):
+        wait_for_prior_grids()
+        if cuda.grid(1) == 0:
+            finish(handle, flag[0] != 0, counter, cancel, max_iters, new_pass)
+
+    return _one_thread_kernel(name, end_flag_pass)
+
+
+@functools.cache
 def loop_pass():
     """``(handle, flag, counter, cancel, max_iters)`` at the end of a pass: count it;
     loop again iff ``flag[0]`` and the cap is not reached (then mark the cap hit)."""
-    setter = get_backend().conditional_setter()
+    return _flag_pass_kernel("loop_pass", 1)
 
-    def end_pass(handle, flag, counter, cancel, max_iters):
-        wait_for_prior_grids()
-        if cuda.grid(1) == 0:
-            go = flag[0] != 0  # the loads first, together: none waits for another or for a store
-            cancelled = cancel[0] != 0
-            passes = counter[0] + 1
-            counter[0] = passes
-            if go and cancelled:
-                go = False
-                counter[1] = 2
-            elif go and passes >= max_iters:
-                go = False
-                counter[1] = 1
-            setter(handle, np.uint32(1 if go else 0))
 
-    return _one_thread_kernel("loop_pass", end_pass)
+@functools.cache
+def loop_recheck():
+    """``loop_pass`` for a pass that a fused kernel counted and ended already
+    (``pass_end``) when more work followed it in the body: set the handle again
+    from the flag as it is now, without counting the pass twice."""
+    return _flag_pass_kernel("loop_recheck", 0)
 
 
 MAX_UNROLL = 8  # copies of a while body per driver pass

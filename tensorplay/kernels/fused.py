@@ -104,10 +104,13 @@ class Tail:
     """Steps on one-element tensors that one thread runs once the chain's
     elements are done (after its full reductions, if any); ``stores[k]`` is the
     tail step whose value output ``q{k}`` takes. Their one-element inputs are
-    read when the tail runs."""
+    read when the tail runs. ``go``: the tail step whose value is the flag of
+    the while node whose pass the kernel ends (``conditional.pass_end``, after
+    the stores), or None."""
 
     steps: tuple = ()
     stores: tuple = ()
+    go: int | None = None
 
 
 def _fn_name(op: str) -> str:
@@ -147,6 +150,8 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     elif reductions:
         params += ["ticket", "scale", *[f"{p}{m}" for m in range(len(reductions)) for p in ("partials", "red", "init")]]
     params += [f"q{k}" for k in range(len(tail.stores))]
+    if tail.go is not None:
+        params += ["loop", "counter", "cancel", "max_iters"]
     body = [f"def {name}({', '.join(params)}):"]
     body += [f"    y{k} = b{k}[0]" for k in sorted({arg[1] for s in steps for arg in s.args if arg[0] == "b"})]
     if draws:
@@ -165,7 +170,11 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
         head += ["from tensorplay.kernels.random import _advance, _unit"]
     if reductions:
         head += ["from tensorplay.kernels.reduce import COMBINE, FINALIZE"]
+    if tail.go is not None:
+        head += ["from tensorplay.kernels.conditional import pass_end"]
     head += ["", f"{names} = op_functions({', '.join(repr(op) for op in ops)})"]
+    if tail.go is not None:
+        head += ["end_pass = pass_end()"]
     for m, r in enumerate(reductions):
         head += [f"combine{m} = COMBINE[{'sum' if r.op == 'mean' else r.op!r}]"]
         head += [f"finalize{m} = FINALIZE[{'mean' if r.op == 'mean' else 'sum'!r}]"]
@@ -290,7 +299,10 @@ def _operand(arg: tuple, cast: str, tag: str = "") -> str:
 def _tail_lines(tail: Tail) -> list[str]:
     """The tail's steps and stores, indented to run in the finish's ``if t == 0:``."""
     lines = [f"            {_assign(f'w{j}', s, 'tail')}" for j, s in enumerate(tail.steps)]
-    return lines + [f"            q{k}[0] = w{j}" for k, j in enumerate(tail.stores)]
+    lines += [f"            q{k}[0] = w{j}" for k, j in enumerate(tail.stores)]
+    if tail.go is not None:  # the while node's pass ends here: no kernel of its own after this one
+        lines += [f"            end_pass(loop, w{tail.go} != 0, counter, cancel, max_iters, 1)"]
+    return lines
 
 
 def _offset(index: str, shape: tuple, strides: tuple, shifts: tuple = ()) -> str:
@@ -387,6 +399,10 @@ def _tree(each, half: str = str(BLOCK // 2)) -> list[str]:
 def kernel(name: str, text: str):
     """The kernel ``name`` compiled from ``text`` (a ``source``), once per text
     in a process and, on a GPU, once per text on this machine (``_source``)."""
-    compiled = jit_source(name, text, "fused", name)
+    ends_pass = "end_pass = pass_end()" in text
+    # one that ends a loop's pass links the driver's setter, which Numba's disk cache does not keep
+    compiled = jit_source(name, text, "fused", name, cache=not ends_pass)
     compiled.tp_recipe = ("fused", "kernel", (name, text))  # how to build it again elsewhere
+    if ends_pass:
+        compiled.tp_polled = frozenset({"cancel"})  # read while CUDAGraph.cancel() may write it, on purpose
     return compiled

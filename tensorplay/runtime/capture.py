@@ -77,6 +77,10 @@ class _CaptureState:
         # every other launch of that thread writes out what it holds first (see
         # flush_fused). Empty almost always, so hot paths test it and go on.
         self.fusers: dict[int, object] = {}
+        # The while nodes with a flag (not unrolled) whose body a stream captures, by
+        # stream handle: a fused kernel of tp.compile that computes the flag last may
+        # end the pass itself (tensorplay/cuda/conditional.py, OpenNode.pass_end_args).
+        self.loops: dict[int, object] = {}
         # What a capture's kernels may read that must be made eagerly first (the
         # random generator's state): run by capture_begin, before the capture.
         self.preparers: list[Callable[[], None]] = []
