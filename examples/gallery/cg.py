@@ -6,19 +6,13 @@ by conjugate gradient to a relative residual of 1e-8 in float64. Three
 versions, each one graph launch whose while node runs every iteration:
 
 * ``stencil``: two kernels of our own per iteration, the matrix applied
-  matrix-free, r and p double-buffered (pass i reads buffer i % 2 and writes
-  the other): ``stencil_direction`` (p = r + βp and Ap formed on the fly from
-  r and the old p at the five points, p·Ap summed per block with one atomic
-  add each; nothing stored) and ``stencil_update`` (p and Ap formed again, p,
-  x and r stored, r·r summed the same way; its last block to finish, counted
-  by a ticket, does the scalar work: β, the convergence test,
-  ``tp.cuda.set_conditional`` on the loop: a do-while driven by our kernel).
-  The update reads r and p anyway, so forming Ap again costs no pass over
-  memory, and Ap is neither stored nor read back: eight passes over a vector
-  an iteration, not ten;
+  matrix-free: ``direction`` (p = r + βp read on the fly, Ap, and p·Ap summed
+  per block with one atomic add each) and ``update`` (p, x and r, and r·r
+  summed the same way; its last block to finish, counted by a ticket, does the
+  scalar work: β, the convergence test, ``tp.cuda.set_conditional`` on the
+  loop: a do-while driven by our kernel);
 * ``csr``: the same with the matrix as a CSR sparse matrix (built here, in
-  NumPy) and a sparse matrix-vector kernel of our own, which stores Ap (a
-  row's indices and values cost more to read again than Ap does);
+  NumPy) and a sparse matrix-vector kernel of our own;
 * ``ops``: what a user writes first, tensor ops in a ``tp.compile``d step (the
   stencil as five in-place shifted-slice updates of a padded array, two dot
   products, α and β as one-element tensors) inside ``g.while_(flag)``.
@@ -127,30 +121,59 @@ def atomic_sum(value, total, slot):
 add_block_sum = shared_block_sum if tp.cuda.backend() == "cuda" else atomic_sum
 
 
-@cuda.jit(device=True)
-def stencil_at(r, p, beta, k, n):
-    """(p_k, (Ap)_k) for p = r + βp read on the fly at the five points."""
-    i = k // n
-    j = k - i * n
-    c = r[k] + beta * p[k]
-    a = 4.0 * c
-    if i > 0:
-        a -= r[k - n] + beta * p[k - n]
-    if i < n - 1:
-        a -= r[k + n] + beta * p[k + n]
-    if j > 0:
-        a -= r[k - 1] + beta * p[k - 1]
-    if j < n - 1:
-        a -= r[k + 1] + beta * p[k + 1]
-    return c, a
+@tp.jit
+def stencil_direction(r, p, ap, s, n):
+    """Ap for p = r + βp (read on the fly: ``update`` stores it), matrix-free; p·Ap into s[PAP]."""
+    k = tp.cuda.grid(1)
+    beta, v = s[BETA], 0.0
+    if k < n * n:
+        i = k // n
+        j = k - i * n
+        c = r[k] + beta * p[k]
+        a = 4.0 * c
+        if i > 0:
+            a -= r[k - n] + beta * p[k - n]
+        if i < n - 1:
+            a -= r[k + n] + beta * p[k + n]
+        if j > 0:
+            a -= r[k - 1] + beta * p[k - 1]
+        if j < n - 1:
+            a -= r[k + 1] + beta * p[k + 1]
+        ap[k] = a
+        v = c * a
+    add_block_sum(v, s, PAP)
 
 
-@cuda.jit(device=True)
-def finish_pass(v, s, done, iters, history, loop):
-    """The end of ``update``: r·r summed into s[RR_NEW]; the block that finishes
-    last (``done`` counts them) then does the pass's scalar work: β for the next
-    pass, the sums zeroed, the residual kept, and the loop goes on while
-    r·r > tol² b·b."""
+@tp.jit
+def csr_direction(indptr, indices, values, r, p, ap, s):
+    """As ``stencil_direction``, A a CSR sparse matrix: one row per thread."""
+    k = tp.cuda.grid(1)
+    beta, v = s[BETA], 0.0
+    if k < r.size:
+        a = 0.0
+        for e in range(indptr[k], indptr[k + 1]):
+            j = indices[e]
+            a += values[e] * (r[j] + beta * p[j])
+        ap[k] = a
+        v = (r[k] + beta * p[k]) * a
+    add_block_sum(v, s, PAP)
+
+
+@tp.jit
+def update(x, r, p, ap, s, done, iters, history, loop):
+    """p = r + βp, x += αp, r -= αAp with α = r·r / p·Ap; the new r·r into
+    s[RR_NEW]. The block that finishes last (``done`` counts them) then does the
+    pass's scalar work: β for the next pass, the sums zeroed, the residual kept,
+    and the loop goes on while r·r > tol² b·b."""
+    k = tp.cuda.grid(1)
+    alpha, beta, v = s[RR] / s[PAP], s[BETA], 0.0
+    if k < r.size:
+        pk = r[k] + beta * p[k]
+        p[k] = pk
+        x[k] += alpha * pk
+        rk = r[k] - alpha * ap[k]
+        r[k] = rk
+        v = rk * rk
     add_block_sum(v, s, RR_NEW)
     cuda.syncthreads()  # every thread's share of r·r added before the block counts itself done
     if cuda.threadIdx.x == 0:
@@ -169,69 +192,9 @@ def finish_pass(v, s, done, iters, history, loop):
             tp.cuda.set_conditional(loop, np.uint32(1 if rr > s[STOP] else 0))
 
 
-@tp.jit
-def stencil_direction(r, p, s, iters, n):
-    """p·Ap into s[PAP] for p = r + βp, matrix-free, nothing stored: ``stencil_update``
-    forms Ap again where it needs it."""
-    k = tp.cuda.grid(1)
-    q, beta, v = iters[0] & 1, s[BETA], 0.0
-    if k < n * n:
-        c, a = stencil_at(r[q], p[q], beta, k, n)
-        v = c * a
-    add_block_sum(v, s, PAP)
-
-
-@tp.jit
-def stencil_update(x, r, p, s, done, iters, history, loop, n):
-    """x += αp, r -= αAp (Ap formed again from this pass's r and p, so the new p
-    and r go to the other buffer of each) with α = r·r / p·Ap."""
-    k = tp.cuda.grid(1)
-    q, alpha, beta, v = iters[0] & 1, s[RR] / s[PAP], s[BETA], 0.0
-    if k < n * n:
-        c, a = stencil_at(r[q], p[q], beta, k, n)
-        p[1 - q, k] = c
-        x[k] += alpha * c
-        rk = r[q, k] - alpha * a
-        r[1 - q, k] = rk
-        v = rk * rk
-    finish_pass(v, s, done, iters, history, loop)
-
-
-@tp.jit
-def csr_direction(indptr, indices, values, r, p, ap, s, iters):
-    """Ap for p = r + βp with A a CSR sparse matrix, one row per thread, stored
-    (a row costs more to read again than Ap does); p·Ap into s[PAP]."""
-    k = tp.cuda.grid(1)
-    q, beta, v = iters[0] & 1, s[BETA], 0.0
-    if k < ap.size:
-        a = 0.0
-        for e in range(indptr[k], indptr[k + 1]):
-            j = indices[e]
-            a += values[e] * (r[q, j] + beta * p[q, j])
-        ap[k] = a
-        v = (r[q, k] + beta * p[q, k]) * a
-    add_block_sum(v, s, PAP)
-
-
-@tp.jit
-def csr_update(x, r, p, ap, s, done, iters, history, loop):
-    """As ``stencil_update``, Ap read from ``csr_direction``."""
-    k = tp.cuda.grid(1)
-    q, alpha, beta, v = iters[0] & 1, s[RR] / s[PAP], s[BETA], 0.0
-    if k < ap.size:
-        c = r[q, k] + beta * p[q, k]
-        p[1 - q, k] = c
-        x[k] += alpha * c
-        rk = r[q, k] - alpha * ap[k]
-        r[1 - q, k] = rk
-        v = rk * rk
-    finish_pass(v, s, done, iters, history, loop)
-
-
 class KernelCG:
     """CG with the kernels above, the solve one graph: ``with g.while_() as loop``
-    (a do-while that the update's last block drives), two kernels a pass. r and
-    p are double-buffered: pass i reads buffer i % 2 and writes the other."""
+    (a do-while that ``update``'s last block drives), two kernels a pass."""
 
     def __init__(self, problem: Poisson, matrix: str = "stencil", max_iters: int | None = None) -> None:
         if matrix not in ("stencil", "csr"):
@@ -240,11 +203,10 @@ class KernelCG:
         self.max_iters = max_iters or 20 * problem.n + 100
         size = problem.n * problem.n
         self.b = tp.tensor(problem.b.ravel())
-        self.x, self.ap = tp.zeros(size, dtype=tp.float64), tp.zeros(size, dtype=tp.float64)
-        self.r, self.p = tp.zeros(2, size, dtype=tp.float64), tp.zeros(2, size, dtype=tp.float64)
+        self.x, self.r, self.p, self.ap = (tp.zeros(size, dtype=tp.float64) for _ in range(4))
         self.s = tp.zeros(5, dtype=tp.float64)
         self.iters = tp.zeros(1, dtype=tp.int64)
-        self.done = tp.zeros(1, dtype=tp.int32)  # blocks of the update done this pass
+        self.done = tp.zeros(1, dtype=tp.int32)  # blocks of ``update`` done this pass
         self.history = tp.zeros(self.max_iters + 1, dtype=tp.float64)
         self.csr = tuple(tp.tensor(a) for a in problem.csr()) if matrix == "csr" else None
         self.blocks = (size + BLOCK - 1) // BLOCK
@@ -256,21 +218,21 @@ class KernelCG:
         """x = 0, r = b, p = 0, β = 0: the first pass's direction is r."""
         for t in (self.x, self.p, self.iters, self.history, self.done):
             t.zero_()
-        self.r[0].copy_(self.b)
+        self.r.copy_(self.b)
         self.s.copy_(self.start)
         self.history[:1].copy_(self.start[:1])
 
     def _capture(self) -> tp.cuda.CUDAGraph:
-        g, n, launch = tp.cuda.CUDAGraph(), self.problem.n, (self.blocks, BLOCK)
+        g = tp.cuda.CUDAGraph()
         with tp.cuda.graph(g):
             with g.while_(max_iters=self.max_iters) as loop:
-                tail = (self.s, self.done, self.iters, self.history, loop)
                 if self.csr is None:
-                    stencil_direction[launch](self.r, self.p, self.s, self.iters, n)
-                    stencil_update[launch](self.x, self.r, self.p, *tail, n)
+                    stencil_direction[self.blocks, BLOCK](self.r, self.p, self.ap, self.s, self.problem.n)
                 else:
-                    csr_direction[launch](*self.csr, self.r, self.p, self.ap, self.s, self.iters)
-                    csr_update[launch](self.x, self.r, self.p, self.ap, *tail)
+                    csr_direction[self.blocks, BLOCK](*self.csr, self.r, self.p, self.ap, self.s)
+                update[self.blocks, BLOCK](
+                    self.x, self.r, self.p, self.ap, self.s, self.done, self.iters, self.history, loop
+                )
         return g
 
     def solve(self) -> None:
