@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 
 import numpy as np
@@ -59,11 +60,18 @@ sim_only = pytest.mark.skipif(tp.cuda.backend() != "sim", reason="what only the 
 
 @pytest.fixture
 def checked():
-    """Checking on, the device idle before and after (a test's streams may be left racing)."""
+    """Checking on, the device idle before and after (a test's streams may be left racing).
+    No garbage collection inside: a graph of an earlier test, collected there, would
+    give its pool back after a device-wide wait, which orders every stream (no race left to see)."""
+    gc.collect()
     tp.cuda.synchronize()
-    with tp.cuda.sanitize(seed=7):
-        yield
-        tp.cuda.synchronize()
+    gc.disable()
+    try:
+        with tp.cuda.sanitize(seed=7):
+            yield
+            tp.cuda.synchronize()
+    finally:
+        gc.enable()
 
 
 def _forked(main: tp.cuda.Stream) -> tp.cuda.Stream:
