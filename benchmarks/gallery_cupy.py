@@ -39,26 +39,35 @@ def cg(xp, b, stop: float, cap: int):
     return {"x": x}, k
 
 
+def cg_iteration(xp, x, r, p, rr, rr_new) -> None:
+    """One CG iteration in place, its scalars in one-element arrays (what a graph can replay)."""
+    q = _apply(xp, p)
+    alpha = rr / (p * q).sum()
+    x += alpha * p
+    r -= alpha * q
+    rr_new[...] = (r * r).sum()
+    p *= rr_new / rr
+    p += r
+    rr[...] = rr_new
+
+
 def cg_graph(cp, b, stop: float, cap: int):
     """The same, one iteration captured as a CuPy graph (temporaries from a
     stream-ordered pool) and replayed, r·r read back after each replay. The
     dot products inside the capture are CuPy's own reductions: ``vdot`` goes
     through cuBLAS, whose calls CuPy does not support during a capture (its
-    issue #6290), and the capture with it failed on the H100 at 67ee162
-    (cudaErrorInvalidValue). This form has not run on a GPU yet."""
+    issue #6290). The iteration runs once on copies before the capture, so
+    that every kernel is compiled and loaded outside it (with ``vdot``
+    alone, and without that warm-up, the capture failed on the H100 and the
+    H200 with cudaErrorInvalidValue)."""
     stream = cp.cuda.Stream(non_blocking=True)
     x, r, p = cp.zeros_like(b), b.copy(), b.copy()
     rr, rr_new = cp.vdot(b, b).reshape(1), cp.zeros(1)
     with cp.cuda.using_allocator(cp.cuda.MemoryAsyncPool().malloc), stream:
+        cg_iteration(cp, *[a.copy() for a in (x, r, p, rr, rr_new)])  # the warm-up
+        stream.synchronize()
         stream.begin_capture()
-        q = _apply(cp, p)
-        alpha = rr / (p * q).sum()
-        x += alpha * p
-        r -= alpha * q
-        rr_new[...] = (r * r).sum()
-        p *= rr_new / rr
-        p += r
-        rr[...] = rr_new
+        cg_iteration(cp, x, r, p, rr, rr_new)
         graph = stream.end_capture()
     k = 0
     with stream:  # the read-back waits for the replays on this stream

@@ -182,6 +182,13 @@ def test_the_cupy_versions_on_numpy():
     x_ref, iters, _ = cg.scipy_cg(problem)
     (x, got) = gc.cg(np, problem.b, cg.TOL**2 * float(np.sum(problem.b**2)), 200)
     assert got == iters and np.abs(x["x"].ravel() - x_ref).max() < 1e-12
+    b = problem.b  # the iteration that cg_graph captures, run on the host
+    x, r, p, rr, rr_new = np.zeros_like(b), b.copy(), b.copy(), np.array([np.vdot(b, b)]), np.zeros(1)
+    steps = 0
+    while rr[0] > cg.TOL**2 * float(np.sum(b**2)) and steps < 200:
+        gc.cg_iteration(np, x, r, p, rr, rr_new)
+        steps += 1
+    assert steps == iters and np.abs(x.ravel() - x_ref).max() < 1e-12
     sim = cavity.Cavity(6, 10)
     u, _ = gc.cavity(np, sim.at_rest(), sim.omega, cavity.U, 5)
     assert np.abs(u["u"] - cavity.numpy_steps(sim, 5)).max() < 1e-13
