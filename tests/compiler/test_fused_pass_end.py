@@ -144,3 +144,29 @@ def test_the_hazard_check_passes_the_fused_kernel_that_ends_a_pass():
         g.replay()
         tp.cuda.synchronize()
     assert loop.iterations.item() == _host_relax(1.0)[0]
+
+
+def test_a_failed_capture_leaves_no_loop_for_a_later_kernel_to_end():
+    from tensorplay.runtime.capture import capture_state
+
+    body = tp.compile(relax)
+    u, it, go = _state()
+    g = tp.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="inside the body"):
+        with tp.cuda.graph(g):
+            with g.while_(go):
+                body(u, it, go)
+                raise RuntimeError("an error inside the body")
+    assert capture_state.loops == {}
+    body(u, it, go)  # eagerly, and then in a new capture: as before
+    g2 = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g2):
+        with g2.while_(go) as loop:
+            body(u, it, go)
+    u.fill_(1.0)
+    it.zero_()
+    go.fill_(True)
+    g2.replay()
+    passes, host = _host_relax(1.0)
+    assert loop.iterations.item() == passes
+    np.testing.assert_array_equal(u.numpy(), np.full(256, host, np.float32))
