@@ -132,12 +132,13 @@ def pass_end():
         cancelled = cancel[0] != 0  # the loads first, together: none waits for another or for a store
         passes = counter[0] + new_pass
         counter[0] = passes
+        stopped = 0
         if go and cancelled:
-            go = False
-            counter[1] = 2
+            go, stopped = False, 2
         elif go and passes >= max_iters:
-            go = False
-            counter[1] = 1
+            go, stopped = False, 1
+        if stopped != 0 or new_pass == 0:  # a second look undoes what the first marked
+            counter[1] = stopped
         setter(handle, np.uint32(1 if go else 0))
 
     return device_function(end_pass)

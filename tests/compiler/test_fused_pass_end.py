@@ -170,3 +170,15 @@ def test_a_failed_capture_leaves_no_loop_for_a_later_kernel_to_end():
     passes, host = _host_relax(1.0)
     assert loop.iterations.item() == passes
     np.testing.assert_array_equal(u.numpy(), np.full(256, host, np.float32))
+
+
+def test_a_second_look_at_the_flag_decides_whether_the_loop_hit_its_cap():
+    body = tp.compile(relax)
+    u, it, go = _state()
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(go, max_iters=2) as loop:
+            body(u, it, go)  # at the second pass its flag holds, at the cap: the fused kernel marks the cap hit
+            tp.logical_and(go, tp.lt(it, 2), out=go)  # then the flag fails: the loop ended by its condition
+    g.replay()
+    assert loop.iterations.item() == it.item() == 2 and not loop.hit_limit
