@@ -38,25 +38,35 @@ def _state(start: float = 1.0):
     return tp.full((256,), start), tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
 
 
+def _relax_loop(**options):
+    """(graph, loop, u, it, go, compiled body): ``relax`` compiled, in ``g.while_(go, **options)``."""
+    body = tp.compile(relax)
+    u, it, go = _state()
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(go, **options) as loop:
+            body(u, it, go)
+    return g, loop, u, it, go, body
+
+
+def _replay_from(start: float, g, u, it, go) -> None:
+    u.fill_(start)
+    it.zero_()
+    go.fill_(True)
+    g.replay()
+
+
 def _text(g: tp.cuda.CUDAGraph, tmp_path) -> str:
     return open(g.debug_dump(str(tmp_path / "g.dot"))).read()
 
 
 def test_a_compiled_body_that_computes_the_flag_ends_the_pass_without_a_kernel_of_its_own(tmp_path):
-    body = tp.compile(relax)
-    u, it, go = _state()
-    g = tp.cuda.CUDAGraph()
-    with tp.cuda.graph(g):
-        with g.while_(go) as loop:
-            body(u, it, go)
+    g, loop, u, it, go, body = _relax_loop()
     text = _text(g, tmp_path)
     assert "conditional.loop_pass" not in text and "conditional.loop_recheck" not in text
     assert any("end_pass(loop, " in source for source in body.kernels())
     for start in (1.0, 8.0):  # replays count from zero again
-        u.fill_(start)
-        it.zero_()
-        go.fill_(True)
-        g.replay()
+        _replay_from(start, g, u, it, go)
         passes, host = _host_relax(start)
         assert loop.iterations.item() == it.item() == passes
         assert not loop.hit_limit and not loop.cancelled
@@ -64,12 +74,7 @@ def test_a_compiled_body_that_computes_the_flag_ends_the_pass_without_a_kernel_o
 
 
 def test_the_cap_stops_a_loop_whose_pass_a_fused_kernel_ends():
-    body = tp.compile(relax)
-    u, it, go = _state()
-    g = tp.cuda.CUDAGraph()
-    with tp.cuda.graph(g):
-        with g.while_(go, max_iters=4) as loop:
-            body(u, it, go)
+    g, loop, u, it, go, _ = _relax_loop(max_iters=4)
     g.replay()
     passes, host = _host_relax(1.0, cap=4)
     assert passes == 4 and loop.iterations.item() == it.item() == 4 and loop.hit_limit
@@ -133,14 +138,9 @@ def test_loops_the_fused_kernel_does_not_end_keep_their_end_of_pass_kernel(where
 
 
 def test_the_hazard_check_passes_the_fused_kernel_that_ends_a_pass():
-    body = tp.compile(relax)
-    u, it, go = _state()
-    g = tp.cuda.CUDAGraph()
     tp.cuda.synchronize()
     with tp.cuda.sanitize(seed=5):
-        with tp.cuda.graph(g):
-            with g.while_(go, max_iters=50) as loop:
-                body(u, it, go)
+        g, loop, *_ = _relax_loop(max_iters=50)
         g.replay()
         tp.cuda.synchronize()
     assert loop.iterations.item() == _host_relax(1.0)[0]
@@ -159,14 +159,8 @@ def test_a_failed_capture_leaves_no_loop_for_a_later_kernel_to_end():
                 raise RuntimeError("an error inside the body")
     assert capture_state.loops == {}
     body(u, it, go)  # eagerly, and then in a new capture: as before
-    g2 = tp.cuda.CUDAGraph()
-    with tp.cuda.graph(g2):
-        with g2.while_(go) as loop:
-            body(u, it, go)
-    u.fill_(1.0)
-    it.zero_()
-    go.fill_(True)
-    g2.replay()
+    g, loop, u, it, go, _ = _relax_loop()
+    _replay_from(1.0, g, u, it, go)
     passes, host = _host_relax(1.0)
     assert loop.iterations.item() == passes
     np.testing.assert_array_equal(u.numpy(), np.full(256, host, np.float32))
