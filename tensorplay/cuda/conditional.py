@@ -355,13 +355,10 @@ def _end_pass(node: OpenNode) -> None:
     """The kernel at the end of a while node's pass: count it, cap it, set whether
     another runs. None where a fused kernel did that as the body's last work; where
     work followed it, one that sets the handle again from the flag as it is now."""
+    if node.ended_at is not None and get_backend().graph_node_count(node.bodies[0]) == node.ended_at:
+        return
     loop = node.loop
     h, cap = np.uint64(node.handle), _cap(loop)
-    if node.ended_at is not None:
-        if get_backend().graph_node_count(node.bodies[0]) == node.ended_at:
-            return
-        _launch(ck.loop_recheck(), [h, node.pred.reshape(1)._flat(), *_loop_args(loop), cap], node.body)
-        return
     if node.copies:
         handles = [np.uint64(c) for c in node.copies] + [np.uint64(0)] * (ck.MAX_UNROLL - 1 - len(node.copies))
         k = np.int64(len(node.copies) + 1)
@@ -370,4 +367,5 @@ def _end_pass(node: OpenNode) -> None:
     elif node.pred is None:
         _launch(ck.loop_pass_do_while(), [h, *_loop_args(loop), cap], node.body)
     else:
-        _launch(ck.loop_pass(), [h, node.pred.reshape(1)._flat(), *_loop_args(loop), cap], node.body)
+        kernel = ck.loop_pass() if node.ended_at is None else ck.loop_recheck()
+        _launch(kernel, [h, node.pred.reshape(1)._flat(), *_loop_args(loop), cap], node.body)

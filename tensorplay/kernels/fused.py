@@ -65,6 +65,7 @@ __all__ = ["BLOCK", "Reduction", "Step", "Tail", "kernel", "op_functions", "sour
 
 UNROLL = 4  # elements a thread loads before it computes (while it has that many left)
 BLOCK = 32 if SMALL_BLOCKS else 256  # threads per block of a fused reduction (its shared scratch has this size)
+_ENDS_PASS = "end_pass = pass_end()"  # the line of a kernel that ends a while node's pass (Tail.go)
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
         head += ["from tensorplay.kernels.conditional import pass_end"]
     head += ["", f"{names} = op_functions({', '.join(repr(op) for op in ops)})"]
     if tail.go is not None:
-        head += ["end_pass = pass_end()"]
+        head += [_ENDS_PASS]
     for m, r in enumerate(reductions):
         head += [f"combine{m} = COMBINE[{'sum' if r.op == 'mean' else r.op!r}]"]
         head += [f"finalize{m} = FINALIZE[{'mean' if r.op == 'mean' else 'sum'!r}]"]
@@ -399,7 +400,7 @@ def _tree(each, half: str = str(BLOCK // 2)) -> list[str]:
 def kernel(name: str, text: str):
     """The kernel ``name`` compiled from ``text`` (a ``source``), once per text
     in a process and, on a GPU, once per text on this machine (``_source``)."""
-    ends_pass = "end_pass = pass_end()" in text
+    ends_pass = _ENDS_PASS in text
     # one that ends a loop's pass links the driver's setter, which Numba's disk cache does not keep
     compiled = jit_source(name, text, "fused", name, cache=not ends_pass)
     compiled.tp_recipe = ("fused", "kernel", (name, text))  # how to build it again elsewhere
