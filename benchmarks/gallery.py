@@ -258,7 +258,7 @@ def nbody_rows(rows: list, progress) -> None:
         sim.reset()
         graph.replay()
         per_step[version] = _best(graph.replay, tp.cuda.synchronize, before=sim.reset) / steps
-        state[version] = sim.x.numpy() if version == "kernel" else sim.x.numpy().T
+        state[version] = sim.x.numpy()
     progress.step("nbody tensorplay")
     inputs = {"m": bodies.m, "x": bodies.x, "v": bodies.v, "dt": dt, "eps2": eps * eps, "steps": steps}
     others = _jax("nbody", inputs)

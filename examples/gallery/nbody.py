@@ -2,11 +2,14 @@
 
 Bodies attract each other with Newton's law (G = 1), softened by ε
 (the force of a mass m at distance r is m r / (r² + ε²)^(3/2)), integrated in
-float64 by leapfrog (kick, drift, kick): two kernels a step, ``half_kick_drift``
-and ``accelerate_kick``, which sums the pull of every body on its own one
-tile at a time through shared memory (the simulator runs the same sum without
-tiles unless ``--shared-tiles``: a kernel with shared memory costs a Python
-thread per CUDA thread there). A while node runs the steps: a fixed number of
+float64 by leapfrog (kick, drift, kick): three kernels a step,
+``half_kick_drift``, ``pulls`` and ``gather_kick``. The pulling bodies are cut
+into pieces (``pieces_for``), so that a few thousand bodies still give every SM
+of the GPU work: ``pulls`` sums each piece's pull on every body in a block of
+its own, one tile of the piece at a time through shared memory, and
+``gather_kick`` adds the pieces' sums and kicks. The simulator runs the same
+sums without tiles unless ``--shared-tiles`` (a kernel with shared memory costs
+a Python thread per CUDA thread there). A while node runs the steps: a fixed number of
 them for a cluster, and for a pair of bodies until the pair has come round
 ``--orbits`` times, which a one-thread kernel watches on the device (the
 relative position crossing the x axis, the time interpolated in the step).
@@ -20,8 +23,9 @@ P = 2π sqrt(a³ / (G M)), within 1e-6. At ``--quick`` sizes: 16 bodies for a
 few steps against NumPy's leapfrog, and a coarse orbit against Kepler within 1 %.
 
 The ops-only version (``--only ops``) is the same step as tensor ops under
-``tp.compile``: all pair separations as one broadcast (N x N x 3), the pulls
-summed over one axis.
+``tp.compile``: the pair separations coordinate by coordinate as broadcasts
+(N x N each), the pulls summed along rows, which the compiler makes one kernel
+with three reductions that stores nothing N x N.
 
     python examples/gallery/nbody.py [--quick] [--n 4096] [--steps 10000] [--only kernel ops] [--plot]
 """
@@ -41,7 +45,7 @@ from charts import Series, chart
 from numba import cuda, float64
 from validation import Validation, backend_line, parser, pictures_folder, timed, timing_note
 
-TILE = 256 if tp.cuda.backend() == "cuda" else 8
+TILE = 64 if tp.cuda.backend() == "cuda" else 8
 VERSIONS = ["kernel", "ops"]
 ECCENTRICITY = 0.5
 
@@ -127,27 +131,37 @@ def half_kick_drift(x, v, a, half_dt, dt):
             x[c, i] += v[c, i] * dt
 
 
+def pieces_for(n: int) -> int:
+    """Pieces the bodies that pull are cut into, one row of blocks each, so that
+    a launch has about ``2**16`` threads (a few waves of every SM of a GPU)
+    however few bodies there are, each piece at least a tile."""
+    return max(1, min(n // TILE, (1 << 16) // max(n, 1)))
+
+
 @tp.jit
-def accelerate_kick_tiled(x, m, a, v, half_dt, eps2):
-    """a = the pull of every other body, one tile of bodies at a time through
-    shared memory (every thread of the block loads one); then v += a dt/2."""
+def pulls_tiled(x, m, part, eps2):
+    """``part[s, :, i]``: the pull on body i of the bodies of piece s (the
+    block's row, ``blockIdx.y``), one tile of them at a time through shared
+    memory (every thread of the block loads one)."""
     sx = cuda.shared.array(TILE, float64)
     sy = cuda.shared.array(TILE, float64)
     sz = cuda.shared.array(TILE, float64)
     sm = cuda.shared.array(TILE, float64)
-    i, t = tp.cuda.grid(1), cuda.threadIdx.x
+    i, t, s = tp.cuda.grid(1), cuda.threadIdx.x, cuda.blockIdx.y
     n = m.size
+    per = (n + cuda.gridDim.y - 1) // cuda.gridDim.y
+    first, end = s * per, min(n, s * per + per)
     mine = i < n
     xi = x[0, i] if mine else 0.0
     yi = x[1, i] if mine else 0.0
     zi = x[2, i] if mine else 0.0
     ax, ay, az = 0.0, 0.0, 0.0
-    for start in range(0, n, TILE):
+    for start in range(first, end, TILE):
         j = start + t
-        if j < n:
+        if j < end:
             sx[t], sy[t], sz[t], sm[t] = x[0, j], x[1, j], x[2, j], m[j]
         cuda.syncthreads()
-        for k in range(min(TILE, n - start)):
+        for k in range(min(TILE, end - start)):
             if start + k != i:
                 dx, dy, dz = sx[k] - xi, sy[k] - yi, sz[k] - zi
                 r2 = dx * dx + dy * dy + dz * dz + eps2
@@ -157,21 +171,19 @@ def accelerate_kick_tiled(x, m, a, v, half_dt, eps2):
                 az += dz * w
         cuda.syncthreads()
     if mine:
-        a[0, i], a[1, i], a[2, i] = ax, ay, az
-        v[0, i] += ax * half_dt
-        v[1, i] += ay * half_dt
-        v[2, i] += az * half_dt
+        part[s, 0, i], part[s, 1, i], part[s, 2, i] = ax, ay, az
 
 
 @tp.jit
-def accelerate_kick_direct(x, m, a, v, half_dt, eps2):
-    """The same sum in the same order, read from global memory: the simulator's."""
-    i = tp.cuda.grid(1)
+def pulls_direct(x, m, part, eps2):
+    """The same sums in the same order, read from global memory: the simulator's."""
+    i, s = tp.cuda.grid(1), cuda.blockIdx.y
     n = m.size
+    per = (n + cuda.gridDim.y - 1) // cuda.gridDim.y
     if i < n:
         xi, yi, zi = x[0, i], x[1, i], x[2, i]
         ax, ay, az = 0.0, 0.0, 0.0
-        for j in range(n):
+        for j in range(s * per, min(n, s * per + per)):
             if j != i:
                 dx, dy, dz = x[0, j] - xi, x[1, j] - yi, x[2, j] - zi
                 r2 = dx * dx + dy * dy + dz * dz + eps2
@@ -179,13 +191,23 @@ def accelerate_kick_direct(x, m, a, v, half_dt, eps2):
                 ax += dx * w
                 ay += dy * w
                 az += dz * w
-        a[0, i], a[1, i], a[2, i] = ax, ay, az
-        v[0, i] += ax * half_dt
-        v[1, i] += ay * half_dt
-        v[2, i] += az * half_dt
+        part[s, 0, i], part[s, 1, i], part[s, 2, i] = ax, ay, az
 
 
-accelerate_kick = accelerate_kick_tiled if tp.cuda.backend() == "cuda" else accelerate_kick_direct
+pulls = pulls_tiled if tp.cuda.backend() == "cuda" else pulls_direct
+
+
+@tp.jit
+def gather_kick(part, a, v, half_dt):
+    """a = the pieces' pulls summed; then v += a dt/2."""
+    i = tp.cuda.grid(1)
+    if i < a.shape[1]:
+        for c in range(3):
+            total = 0.0
+            for s in range(part.shape[0]):
+                total += part[s, c, i]
+            a[c, i] = total
+            v[c, i] += total * half_dt
 
 
 @tp.jit
@@ -214,18 +236,23 @@ class KernelNBody:
         self.m = tp.tensor(bodies.m)
         self.x, self.v, self.a = (tp.zeros(3, n, dtype=tp.float64) for _ in range(3))
         self.blocks = (n + TILE - 1) // TILE
+        self.part = tp.zeros(pieces_for(n), 3, n, dtype=tp.float64)
+
+    def accelerate_kick(self, half_dt: float) -> None:
+        """a = the pull of every other body (each piece's, then their sum); then v += a dt/2."""
+        pulls[(self.blocks, self.part.shape[0]), TILE](self.x, self.m, self.part, self.bodies.eps**2)
+        gather_kick[self.blocks, TILE](self.part, self.a, self.v, half_dt)
 
     def reset(self) -> None:
         """The bodies' start, and their accelerations (a first step with dt = 0)."""
         self.x.copy_(tp.tensor(self.bodies.x))
         self.v.copy_(tp.tensor(self.bodies.v))
-        self.a.zero_()
-        accelerate_kick[self.blocks, TILE](self.x, self.m, self.a, self.v, 0.0, self.bodies.eps**2)
+        self.accelerate_kick(0.0)
 
     def step(self) -> None:
         half = 0.5 * self.dt
         half_kick_drift[self.blocks, TILE](self.x, self.v, self.a, half, self.dt)
-        accelerate_kick[self.blocks, TILE](self.x, self.m, self.a, self.v, half, self.bodies.eps**2)
+        self.accelerate_kick(half)
 
     def steps_graph(self, steps: int) -> tp.cuda.CUDAGraph:
         """``steps`` steps in one while node (a flag that stays true, and a cap)."""
@@ -247,18 +274,29 @@ class KernelNBody:
                 watch_orbit[1, 1](self.x, clock, crossings, self.dt, loop)
         return g, crossings, clock
 
+    def state(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.x.numpy(), self.v.numpy()
+
 
 # -- what a user writes first: tensor ops, tp.compile --------------------------------------------
 
 
-def ops_step(x, v, a, m, others, dt: float, eps2: float):
-    """One leapfrog step of positions ``x`` [n, 3]; ``others`` = 1 - identity [n, n]."""
+def pulls_by_coordinate(x, m, eps2: float) -> list:
+    """The pull of every other body on each of positions ``x`` [3, n], one
+    coordinate at a time (three tensors [n]). The pair terms [n, n] die when it
+    returns, before the compiler writes its kernel out: none is stored."""
+    dx, dy, dz = (x[c][None, :] - x[c][:, None] for c in range(3))  # dx[i, j] = x_j - x_i
+    r2 = dx * dx + dy * dy + dz * dz + eps2
+    w = tp.where(r2 > 0.0, m[None, :] / (r2 * r2.sqrt()), 0.0)  # no body pulls itself when ε = 0
+    return [(d * w).sum(dim=1) for d in (dx, dy, dz)]
+
+
+def ops_step(x, v, a, m, dt: float, eps2: float):
+    """One leapfrog step of positions ``x`` [3, n]."""
     v.add_(a * (0.5 * dt))
     x.add_(v * dt)
-    d = x[None, :, :] - x[:, None, :]  # d[i, j] = x_j - x_i
-    r2 = (d * d).sum(dim=2) + eps2
-    w = m[None, :] * others / (r2 * r2.sqrt() + (1.0 - others))  # 1 on the diagonal: no 0 / 0 when ε = 0
-    a.copy_((d * w[:, :, None]).sum(dim=1))
+    for c, pull in enumerate(pulls_by_coordinate(x, m, eps2)):
+        a[c].copy_(pull)
     v.add_(a * (0.5 * dt))
 
 
@@ -269,30 +307,25 @@ class OpsNBody:
         self.bodies, self.dt = bodies, dt
         n = bodies.m.size
         self.m = tp.tensor(bodies.m)
-        self.others = tp.tensor(1.0 - np.eye(n))
-        self.x, self.v, self.a = (tp.zeros(n, 3, dtype=tp.float64) for _ in range(3))
+        self.x, self.v, self.a = (tp.zeros(3, n, dtype=tp.float64) for _ in range(3))
         self.step = tp.compile(ops_step)
 
     def reset(self) -> None:
         """The bodies' start, and their accelerations (a first step with dt = 0, eagerly)."""
-        self.x.copy_(tp.tensor(self.bodies.x.T.copy()))
-        self.v.copy_(tp.tensor(self.bodies.v.T.copy()))
-        ops_step(self.x, self.v, self.a, self.m, self.others, 0.0, self.bodies.eps**2)
+        self.x.copy_(tp.tensor(self.bodies.x))
+        self.v.copy_(tp.tensor(self.bodies.v))
+        ops_step(self.x, self.v, self.a, self.m, 0.0, self.bodies.eps**2)
 
     def steps_graph(self, steps: int) -> tp.cuda.CUDAGraph:
         self.go = tp.ones(1, dtype=tp.bool)  # held here: the graph reads it at every replay
         g = tp.cuda.CUDAGraph()
         with tp.cuda.graph(g):
             with g.while_(self.go, max_iters=steps):
-                self.step(self.x, self.v, self.a, self.m, self.others, self.dt, self.bodies.eps**2)
+                self.step(self.x, self.v, self.a, self.m, self.dt, self.bodies.eps**2)
         return g
 
     def state(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.x.numpy().T, self.v.numpy().T
-
-
-def _kernel_state(sim: KernelNBody) -> tuple[np.ndarray, np.ndarray]:
-    return sim.x.numpy(), sim.v.numpy()
+        return self.x.numpy(), self.v.numpy()
 
 
 # -- references ---------------------------------------------------------------------------------
@@ -338,8 +371,8 @@ def main() -> int:
     p.add_argument("--shared-tiles", action="store_true", help="on the simulator too, the GPU's tiled kernel (slow)")
     args = p.parse_args()
     if args.shared_tiles:
-        global accelerate_kick
-        accelerate_kick = accelerate_kick_tiled  # the kernels read it when they first run
+        global pulls
+        pulls = pulls_tiled  # the steps read it when they first run
     quick = args.quick
     steps = args.steps or (6 if quick else 10_000)
     folder = pictures_folder(args)
@@ -349,15 +382,14 @@ def main() -> int:
         n = args.n or (16 if quick else 4096 if name == "kernel" else 1024)
         bodies = plummer(n, args.eps)
         sim = KernelNBody(bodies, args.dt) if name == "kernel" else OpsNBody(bodies, args.dt)
-        state = (lambda s=sim: _kernel_state(s)) if name == "kernel" else sim.state
         g = sim.steps_graph(steps)
         sim.reset()
-        a0 = sim.a.numpy() if name == "kernel" else sim.a.numpy().T
+        a0 = sim.a.numpy()
         want = bodies.accelerations(bodies.x)
         validation.at_most(f"{name}: accelerations at the start against NumPy's (max, relative)",
                            np.abs(a0 - want).max() / np.abs(want).max(), 1e-12)  # fmt: skip
         seconds = timed(g.replay)
-        x, v = state()
+        x, v = sim.state()
         e0, e1 = bodies.energy(bodies.x, bodies.v), bodies.energy(x, v)
         drift = abs(e1 / e0 - 1)
         print(f"\n{name}: {n} bodies, {steps} steps of {args.dt:g}, ε = {args.eps:g}: "

@@ -204,12 +204,12 @@ class Fuser:
         """A reduction of a result of the open group, over all its dimensions
         (beside the group's other full reductions) or a block of them (the
         last ones, or middle ones such as an N-body step's sum over partners:
-        the group's only one, after a tail only where that tail came without
-        a reduction, so that it touches nothing the other threads do), as the
-        kernel's epilogue: the reduction's output (None: not taken, the eager
-        reduction runs)."""
+        beside the group's other reductions along the same rows only, after a
+        tail only where that tail came without a reduction, so that it
+        touches nothing the other threads do), as the kernel's epilogue: the
+        reduction's output (None: not taken, the eager reduction runs)."""
         g = self.group
-        if g is None or ends_in_rows(g) or len(g.reductions) >= MAX_REDUCTIONS or op not in REDUCTIONS:
+        if g is None or len(g.reductions) >= MAX_REDUCTIONS or op not in REDUCTIONS:
             return None
         if g.shape == ():  # one element: nothing to reduce in blocks
             return None
@@ -224,8 +224,11 @@ class Fuser:
         kept = x.ndim - len(dims)
         block = bool(dims) and dims == list(range(dims[0], dims[-1] + 1))
         trail = math.prod(x.shape[dims[-1] + 1 :]) if block else 0
-        if not block or trail > MAX_TRAIL or 0 in x.shape or (kept and g.reductions):
+        if not block or trail > MAX_TRAIL or 0 in x.shape:
             return None  # not a block of dimensions (or nothing to reduce): the eager kernel's layouts
+        k = 0 if kept == 0 else g.n // math.prod(x.shape[d] for d in range(x.ndim) if d not in dims)
+        if g.reductions and (g.reductions[0].k, g.reductions[0].trail) != (k, trail):
+            return None  # full reductions beside full ones only, rows beside the same rows only
         if kept == 0 and not g.ticket:
             g.ticket = tickets.take() or 0
             if not g.ticket:
@@ -233,7 +236,6 @@ class Fuser:
         out_dtype, acc = _reduce_types(op, x.dtype)
         kept_shape = tuple(size for d, size in enumerate(x.shape) if d not in dims)
         out = Tensor._empty(kept_shape or (1,), out_dtype)
-        k = 0 if kept == 0 else g.n // out.numel()
         g.reductions.append(Reducing(op, w.step, acc, out, k, trail))
         shape = tuple(1 if d in dims else size for d, size in enumerate(x.shape)) if keepdim else kept_shape
         return out._view(shape, contiguous_strides(shape))
@@ -291,12 +293,16 @@ class Fuser:
         with stream(g.stream), self._launching_own():
             if not g.reductions:
                 launch(kernel, *grid_1d(g.n), args + tail_outputs, g.stream)
-            elif ends_in_rows(g):  # a block a row
-                r = g.reductions[0]
-                lanes = min(fused.BLOCK, max(32, 1 << (r.k - 1).bit_length()))
-                args += [array_arg(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)]
-                args.append(np.float64(1.0 / r.k))
-                launch(kernel, (min(r.out.numel(), 65535), 1, 1), (lanes, 1, 1), args + tail_outputs, g.stream)
+            elif ends_in_rows(g):  # a thread a short row, else a block a row
+                for r in g.reductions:
+                    args += [array_arg(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)]
+                k, rows = g.reductions[0].k, g.reductions[0].out.numel()
+                args.append(np.float64(1.0 / k))
+                if k <= fused.THREAD_ROWS:
+                    grid, block = grid_1d(rows)
+                else:
+                    grid, block = (min(rows, 65535), 1, 1), (min(fused.BLOCK, max(32, 1 << (k - 1).bit_length())), 1, 1)
+                launch(kernel, grid, block, args + tail_outputs, g.stream)
             else:
                 blocks = _reduction_blocks(g.n)
                 args += [array_arg(g.ticket, 1, dt.int32), np.float64(1.0 / g.n)]

@@ -32,7 +32,10 @@ one-element tensors that follow the reductions, such as a loop's counter and
 convergence test) on one thread, and sets the ticket back to zero. A chain
 without a reduction may have a tail too, of ops that touch nothing the chain
 reads or writes: the first thread runs it. A reduction along the last
-dimensions instead is done a block a row (``_rows``), the chain's only one.
+dimensions instead is done a block a row, or a thread a row where rows are
+short (``_rows``); several such reductions of one chain may share the kernel
+where they reduce the same rows (the three components of an N-body step's
+pulls), but not with full reductions.
 
 The source is what runs: it is compiled from the same text that
 ``compiled.kernels()`` prints, and it can be pasted into a file as it stands;
@@ -46,9 +49,9 @@ scalars ``s0, ...``, the outputs ``o0, ...``, the generator's state ``rng``
 where the chain draws, then for full reductions the
 ``ticket`` and the means' ``scale`` (1/n), and for each reduction ``m`` its
 ``partials{m}`` array (one element per block), its one-element output
-``red{m}`` and its accumulator's starting value ``init{m}`` (a reduction along
-the last dimensions: ``red0``, ``init0`` and ``scale``), and last the tail's
-one-element outputs ``q0, ...``.
+``red{m}`` and its accumulator's starting value ``init{m}`` (reductions along
+rows: each one's ``red{m}`` and ``init{m}``, then ``scale``), and last the
+tail's one-element outputs ``q0, ...``.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ __all__ = ["BLOCK", "Reduction", "Step", "Tail", "kernel", "op_functions", "sour
 
 UNROLL = 4  # elements a thread loads before it computes (while it has that many left)
 BLOCK = 32 if SMALL_BLOCKS else 256  # threads per block of a fused reduction (its shared scratch has this size)
+THREAD_ROWS = 16  # rows of at most this many elements are reduced a thread a row (a block would idle most lanes)
 _ENDS_PASS = "end_pass = pass_end()"  # the line of a kernel that ends a while node's pass (Tail.go)
 
 
@@ -90,7 +94,8 @@ class Reduction:
     ``acc``, its result of dtype ``dtype``; ``k`` > 0: along a block of
     dimensions instead, ``k`` elements into each value, the dimensions after
     the block ``trail`` elements (1: the last dimensions), the chain's only
-    reduction (its tail, if any, run by the first thread, as without one)."""
+    reduction but for others along the same rows (its tail, if any, run by
+    the first thread, as without one)."""
 
     op: str
     step: int
@@ -147,7 +152,7 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     params += [f"o{k}" for k in range(len(stores))] + (["rng"] if draws else [])
     rows = bool(reductions) and reductions[0].k
     if rows:
-        params += ["red0", "init0", "scale"]
+        params += [*[f"{p}{m}" for m in range(len(reductions)) for p in ("red", "init")], "scale"]
     elif reductions:
         params += ["ticket", "scale", *[f"{p}{m}" for m in range(len(reductions)) for p in ("partials", "red", "init")]]
     params += [f"q{k}" for k in range(len(tail.stores))]
@@ -159,7 +164,7 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
         body += ["    seed, base = np.uint64(rng[0]), rng[1]"]
     layout = (shape, strided, shifts or ((),) * len(strided), out_strides, draws)
     if rows:
-        body += _rows(steps, stores, reductions[0], layout) + _first_thread(tail)
+        body += _rows(steps, stores, reductions, layout) + _first_thread(tail)
     else:
         body += _grid_stride(steps, stores, reductions, layout, tail)
     names = ", ".join(_fn_name(op) for op in ops) + ("," if len(ops) == 1 else "")
@@ -355,28 +360,48 @@ def _finish(reductions, tail: Tail) -> list[str]:
     ]
 
 
-def _rows(steps, stores, r: Reduction, layout: tuple) -> list[str]:
-    """The body of a kernel whose chain ends in a reduction along a block of
-    its dimensions: ``r.k`` elements into each value, a block a value (its
-    threads along the reduced elements, a power of two of them, ``r.trail``
-    elements apart), each value stored at ``red0[row]``."""
-    k, trail = r.k, r.trail
+def _rows(steps, stores, reductions, layout: tuple) -> list[str]:
+    """The body of a kernel whose chain ends in reductions along a block of its
+    dimensions, all along the same rows: ``k`` elements into each value,
+    ``trail`` elements apart, each value stored at ``red{m}[row]``. Rows of at
+    most ``THREAD_ROWS`` elements are a thread's each (a grid-stride loop over
+    rows); longer ones a block's, its threads along the row (a power of two
+    of them), their accumulators combined through shared memory."""
+    k, trail = reductions[0].k, reductions[0].trail
+    each, values = range(len(reductions)), list(enumerate(reductions))
     index = f"row * {k} + j" if trail == 1 else f"(row // {trail}) * {k * trail} + j * {trail} + row % {trail}"
+    elements = ["    " + line for line in _elements(steps, stores, reductions, [("i", "")], layout)]
+
+    def stored(value: str) -> list[str]:  # the row's values, from ``value`` (a format of ``m``)
+        return [f"red{m}[row] = {_CONVERT[r.dtype]}(finalize{m}({value.format(m=m)}, scale))" for m, r in values]
+
+    if k <= THREAD_ROWS:
+        return [
+            "    row = cuda.grid(1)",
+            f"    while row < n // {k}:",
+            *[f"        acc{m} = init{m}" for m in each],
+            f"        for j in range({k}):",
+            f"            i = {index}",
+            *elements,
+            *[f"        {line}" for line in stored("acc{m}")],
+            "        row += cuda.gridsize(1)",
+            *_advance_lines(layout[4]),
+        ]
     return [
         "    t = cuda.threadIdx.x",
-        f"    scratch0 = cuda.shared.array({BLOCK}, np.{r.acc})",
+        *[f"    scratch{m} = cuda.shared.array({BLOCK}, np.{r.acc})" for m, r in values],
         "    row = cuda.blockIdx.x",
         f"    while row < n // {k}:",
-        "        acc0 = init0",
+        *[f"        acc{m} = init{m}" for m in each],
         "        j = t",
         f"        while j < {k}:",
         f"            i = {index}",
-        *["    " + line for line in _elements(steps, stores, (r,), [("i", "")], layout)],
+        *elements,
         "            j += cuda.blockDim.x",
-        *["    " + line for line in _tree(range(1), "cuda.blockDim.x // 2")],
+        *["    " + line for line in _tree(each, "cuda.blockDim.x // 2")],
         "        if t == 0:",
-        f"            red0[row] = {_CONVERT[r.dtype]}(finalize0(scratch0[0], scale))",
-        "        cuda.syncthreads()  # before the next row uses scratch0",
+        *[f"            {line}" for line in stored("scratch{m}[0]")],
+        "        cuda.syncthreads()  # before the next row uses the scratch arrays",
         "        row += cuda.gridDim.x",
         *_advance_lines(layout[4]),
     ]

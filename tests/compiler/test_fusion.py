@@ -259,7 +259,7 @@ def test_a_reduction_along_the_last_dimensions_is_the_chains_epilogue(dim):
         assert a.shape == b.shape
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5)
     names = [name for name, _ in _names(compiled)]
-    assert names == ["fused_mul_sub_abs_sum"]  # a second reduction reads the stored d, as eagerly
+    assert names == ["fused_mul_sub_abs_sum_max"]  # both along the same rows: one kernel, d never stored
 
 
 def test_fuse_false_keeps_one_kernel_per_op():
@@ -364,6 +364,57 @@ def test_a_reduction_over_a_middle_dimension_is_the_chains_epilogue(keepdim):
     assert [name for name, _ in _names(compiled)] == ["fused_sub_mul_sum"]
     d = x[None, :, :] - x[:, None, :]
     np.testing.assert_allclose(got.numpy(), (d * w[:, :, None]).sum(axis=1, keepdims=keepdim), rtol=1e-12)
+
+
+def test_an_n_body_steps_three_pulls_are_reductions_of_one_kernel():
+    # the pulls by coordinate: the pair terms of a row of partners summed three ways, nothing n x n stored
+    def pulls(x, m, eps2):
+        dx, dy, dz = (x[c][None, :] - x[c][:, None] for c in range(3))
+        r2 = dx * dx + dy * dy + dz * dz + eps2
+        w = tp.where(r2 > eps2, m[None, :] / (r2 * r2.sqrt()), 0.0)
+        return (dx * w).sum(dim=1), (dy * w).sum(dim=1), (dz * w).mean(dim=1, keepdim=True)
+
+    rng = np.random.default_rng(10)
+    x, m = rng.standard_normal((3, 40)), rng.random(40)
+    compiled = tp.compile(pulls)
+    compiled(tp.tensor(x), tp.tensor(m), 0.01)
+    got = compiled(tp.tensor(x), tp.tensor(m), 0.01)
+    (name, text), *others = _names(compiled)
+    assert not others and name.endswith("_sum_mean") and "o0[" not in text  # the pair terms died unstored
+    d = x[:, None, :] - x[:, :, None]
+    r2 = (d * d).sum(axis=0) + 0.01
+    w = np.where(r2 > 0.01, m[None, :] / (r2 * np.sqrt(r2)), 0.0)
+    want = (d * w).sum(axis=2)
+    for c in range(3):
+        np.testing.assert_allclose(got[c].numpy().ravel(), want[c] / (40 if c == 2 else 1), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("shape, dim", [((50, 3), 1), ((6, 3, 4), 1), ((7, 16), -1), ((7, 17), -1)])
+def test_short_rows_are_a_threads_each_and_long_ones_a_blocks(shape, dim):
+    # rows of up to 16 elements: a thread sums each; a block would leave most of its lanes idle
+    compiled = tp.compile(lambda x: ((x * x).sum(dim=dim), (x - 1.0).amin(dim=dim)))
+    x = np.random.default_rng(11).standard_normal(shape)
+    compiled(tp.tensor(x))
+    got = compiled(tp.tensor(x))
+    (name, text), *others = _names(compiled)
+    assert not others and ("cuda.shared" in text) == (shape[dim] > 16)
+    np.testing.assert_allclose(got[0].numpy(), (x * x).sum(axis=dim), rtol=1e-12)
+    np.testing.assert_array_equal(got[1].numpy(), (x - 1.0).min(axis=dim))
+
+
+def test_reductions_along_other_rows_or_everything_are_kernels_of_their_own():
+    def f(x):
+        y = x * 2.0
+        return y.sum(dim=1), y.amax(dim=1), y.sum(dim=(0, 1)), y.sum()
+
+    x = np.random.default_rng(12).standard_normal((4, 5, 6))
+    compiled = tp.compile(f)
+    compiled(tp.tensor(x))
+    got = compiled(tp.tensor(x))
+    want = (2 * x).sum(axis=1), (2 * x).max(axis=1), (2 * x).sum(axis=(0, 1)), (2 * x).sum()
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a.numpy(), b, rtol=1e-12)
+    assert [name for name, _ in _names(compiled)] == ["fused_mul_sum_max"]  # the two along the same rows
 
 
 def test_a_reduction_over_leading_dimensions_of_wide_rows_stays_with_the_eager_kernel():
