@@ -307,7 +307,7 @@ def reduction_of(g: Group, t: Tensor) -> int | None:
 
 
 def ends_in_rows(g: Group) -> bool:
-    """True when the group ends in a reduction along its last dimensions (its only one)."""
+    """True when the group ends in reductions along rows (a block of its dimensions), not full ones."""
     return bool(g.reductions) and g.reductions[0].k > 0
 
 
