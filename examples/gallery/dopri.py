@@ -7,9 +7,9 @@ oscillators, stiff-ish as μ grows) integrated together, one trajectory per
 thread, with one step size: the error of an attempt is the root mean square
 over every component of every trajectory, as for one system of all of them.
 A pass of the while node: ``attempt`` (the six stages of every trajectory, the
-fifth-order result and the embedded error, summed per block), ``decide`` (one
-thread: the error norm; it sets the if/else node's handle and the loop's),
-then the if/else node: ``accept`` (the new state, the derivative kept for the
+fifth-order result and the embedded error, summed per block; the last block to
+finish takes the error norm and sets the if/else node's handle and the
+loop's), then the if/else node: ``accept`` (the new state, the derivative kept for the
 next step, time and step size moved on) or ``reject`` (a smaller step). The
 step size control is SciPy's RK45's (safety 0.9, factors between 0.2 and 10,
 no growth right after a rejection, the last step cut at the end).
@@ -115,9 +115,11 @@ SYSTEMS = {
 
 
 @cuda.jit(device=True)
-def shared_block_sum(value, total, slot):
+def shared_block_sum(value, total, slot, ticket):
     """Add the ``value`` of every thread of the block to ``total[slot]``:
-    summed in shared memory, then one atomic add per block."""
+    summed in shared memory, then one atomic add per block. True on one thread
+    of the grid, after every block has added its sum (the first thread of the
+    last block to count itself on ``ticket``)."""
     partial = cuda.shared.array(BLOCK, float64)
     t = cuda.threadIdx.x
     partial[t] = value
@@ -128,16 +130,22 @@ def shared_block_sum(value, total, slot):
             partial[t] += partial[t + half]
         cuda.syncthreads()
         half //= 2
+    last = False
     if t == 0:
         cuda.atomic.add(total, slot, partial[0])
+        cuda.threadfence()  # the sum is in before the count
+        last = cuda.atomic.add(ticket, 0, 1) == cuda.gridDim.x - 1
+    return last
 
 
 @cuda.jit(device=True)
-def atomic_sum(value, total, slot):
-    """The same sum, an atomic add per thread: what the simulator runs, where a
-    kernel that names no shared memory or barrier runs one thread after another
-    instead of a Python thread each, ten times faster."""
+def atomic_sum(value, total, slot, ticket):
+    """The same sum, an atomic add per thread, and True on the thread that adds
+    last: what the simulator runs, where a kernel that names no shared memory
+    or barrier runs one thread after another instead of a Python thread each,
+    ten times faster."""
     cuda.atomic.add(total, slot, value)
+    return cuda.atomic.add(ticket, 0, 1) == cuda.gridDim.x * cuda.blockDim.x - 1
 
 
 add_block_sum = shared_block_sum if tp.cuda.backend() == "cuda" else atomic_sum
@@ -164,9 +172,12 @@ def kernels(system: str):
             rhs(t, y[b], f[b], p[b])
 
     @tp.jit
-    def attempt(y, f, y_new, f_new, p, s, t_bound, rtol, atol):
+    def attempt(y, f, y_new, f_new, p, s, t_bound, rtol, atol, components, ticket, branch, loop):
         """One attempt of every trajectory: the six stages, y_new and f_new (the
-        derivative there), and the sum of the squared scaled errors into s[ERR_SUM]."""
+        derivative there), and the sum of the squared scaled errors into
+        s[ERR_SUM]; then, on the thread that adds last, the decision: the error
+        norm, the if/else node's handle (``accept`` when it is below 1) and the
+        loop's (it stops after an accepted step that reached ``t_bound``)."""
         b = tp.cuda.grid(1)
         t_new, h = step_to(s, t_bound)
         t = s[T]
@@ -196,21 +207,15 @@ def kernels(system: str):
                     err += E[j] * k[j, d]
                 scale = atol + max(abs(y[b, d]), abs(y_new[b, d])) * rtol
                 squares += (err * h / scale) ** 2
-        add_block_sum(squares, s, ERR_SUM)
+        if add_block_sum(squares, s, ERR_SUM, ticket):  # every thread's squares are in
+            cuda.threadfence()
+            err = math.sqrt(cuda.atomic.add(s, ERR_SUM, 0.0) / components)  # read where the adds went
+            s[ERR], s[ERR_SUM] = err, 0.0
+            ticket[0] = 0  # for the next attempt
+            tp.cuda.set_conditional(branch, np.uint32(1 if err < 1.0 else 0))
+            tp.cuda.set_conditional(loop, np.uint32(0 if err < 1.0 and t_new == t_bound else 1))
 
     return derivative, attempt
-
-
-@tp.jit
-def decide(s, components, t_bound, branch, loop):
-    """The error norm; the if/else runs ``accept`` when it is below 1; the loop
-    stops after an accepted step that reached ``t_bound``."""
-    if tp.cuda.grid(1) == 0:
-        err = math.sqrt(s[ERR_SUM] / components)
-        s[ERR], s[ERR_SUM] = err, 0.0
-        t_new, h = step_to(s, t_bound)
-        tp.cuda.set_conditional(branch, np.uint32(1 if err < 1.0 else 0))
-        tp.cuda.set_conditional(loop, np.uint32(0 if err < 1.0 and t_new == t_bound else 1))
 
 
 @tp.jit
@@ -251,13 +256,14 @@ def reject(s, t_bound):
 
 class KernelDopri:
     """The ensemble's whole integration as one graph:
-    ``do { attempt; decide; if (err < 1) accept else reject } while (t < t_end)``."""
+    ``do { attempt (and decide); if (err < 1) accept else reject } while (t < t_end)``."""
 
     def __init__(self, system: System, y0: np.ndarray, p: np.ndarray, first_step: float, rtol: float, atol: float):
         self.system, self.first_step, self.rtol, self.atol = system, first_step, rtol, atol
         self.y0, self.p = tp.tensor(y0), tp.tensor(p)
         self.y, self.f, self.y_new, self.f_new = (tp.zeros(*y0.shape, dtype=tp.float64) for _ in range(4))
         self.s = tp.zeros(7, dtype=tp.float64)
+        self.ticket = tp.zeros(1, dtype=tp.int32)  # blocks of an attempt done: zero between attempts
         self.path = tp.zeros(4096, 2 + system.dim, dtype=tp.float64)
         self.blocks = (y0.shape[0] + BLOCK - 1) // BLOCK
         self.graph = self._capture()
@@ -268,11 +274,11 @@ class KernelDopri:
         g = tp.cuda.CUDAGraph()
         with tp.cuda.graph(g):
             with g.while_(max_iters=10_000_000) as loop:
-                attempt_[self.blocks, BLOCK](
-                    self.y, self.f, self.y_new, self.f_new, self.p, self.s, t_end, self.rtol, self.atol
-                )
                 branch = g.conditional_handle()
-                decide[1, 1](self.s, size, t_end, branch, loop)
+                attempt_[self.blocks, BLOCK](
+                    self.y, self.f, self.y_new, self.f_new, self.p, self.s, t_end, self.rtol, self.atol, size,
+                    self.ticket, branch, loop,
+                )  # fmt: skip
                 with g.if_else(branch) as choice:
                     accept[self.blocks, BLOCK](self.y, self.f, self.y_new, self.f_new, self.s, t_end, self.path)
                     choice.else_()
@@ -284,6 +290,7 @@ class KernelDopri:
         self.y.copy_(self.y0)
         derivative[self.blocks, BLOCK](self.y, self.f, self.p, 0.0)
         self.s.copy_(tp.tensor(np.array([0.0, self.first_step, 0, 0, 0, 0, 0])))
+        self.ticket.zero_()
 
     def solve(self) -> None:
         self.reset()
