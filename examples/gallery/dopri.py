@@ -21,8 +21,9 @@ trajectories integrated one by one by ``scipy.integrate.solve_ivp`` at a tight
 tolerance, within 100 times the requested one.
 
 The ops-only version (``--only ops``) is the same algorithm in tensor ops: the
-stages of the whole ensemble as [trajectories, components] tensors, the
-scalars as one-element tensors, the if/else on a flag tensor.
+state held component by component ([components, trajectories], each
+component a tensor of every trajectory), the scalars as one-element tensors,
+the if/else on a flag tensor.
 
     python examples/gallery/dopri.py [--quick] [--system lorenz vdp] [--trajectories 4096] [--only kernel ops]
 """
@@ -310,45 +311,56 @@ class KernelDopri:
 
 
 def lorenz_ops(t, y, p):
-    x, v, z = y[:, 0], y[:, 1], y[:, 2]
-    return tp.stack([10.0 * (v - x), x * (p[:, 0] - z) - v, x * v - 8.0 / 3.0 * z], dim=1)
+    """The Lorenz system on components: ``y`` holds x, y, z ([n] each), ``p`` ρ."""
+    x, v, z = y
+    return [10.0 * (v - x), x * (p[0] - z) - v, x * v - 8.0 / 3.0 * z]
 
 
 def van_der_pol_ops(t, y, p):
-    return tp.stack([y[:, 1], p[:, 0] * (1.0 - y[:, 0] * y[:, 0]) * y[:, 1] - y[:, 0]], dim=1)
+    """Van der Pol on components: ``y`` holds y, dy/dt ([n] each), ``p`` μ."""
+    return [y[1], p[0] * (1.0 - y[0] * y[0]) * y[1] - y[0]]
 
 
 OPS_RHS = {"lorenz": lorenz_ops, "vdp": van_der_pol_ops}
 
 
+def combination(weights, k, d: int, h):
+    """h times the sum of ``weights[j] * k[j][d]`` over the stages whose weight is not zero."""
+    return h * sum(float(w) * k[j][d] for j, w in enumerate(weights) if w != 0.0)
+
+
 def ops_attempt(y, f, y_new, f_new, p, t, h_abs, err, accepted, go, system: str, t_end: float, rtol, atol):
-    """The stages of the whole ensemble; ``accepted`` = the error norm ``err`` < 1;
-    ``go`` = not (accepted and at the end)."""
-    rhs = OPS_RHS[system]
+    """The stages of the whole ensemble, component by component (``y`` [dim, n]:
+    ``y[d]`` is component d of every trajectory); ``accepted`` = the error norm
+    ``err`` < 1; ``go`` = not (accepted and at the end)."""
+    rhs, dim = OPS_RHS[system], y.shape[0]
     t_new = tp.minimum(t + h_abs, t_end)
     h = t_new - t
-    k = [f]
+    k = [[f[d] for d in range(dim)]]
     for stage in range(1, 6):
-        dy = sum(float(A[stage, j]) * k[j] for j in range(stage) if A[stage, j] != 0.0)
-        k.append(rhs(t + float(C[stage]) * h, y + dy * h, p))
-    y_new.copy_(y + h * sum(float(B[j]) * k[j] for j in range(6) if B[j] != 0.0))
-    f_new.copy_(rhs(t_new, y_new, p))
-    k.append(f_new)
-    error = h * sum(float(E[j]) * k[j] for j in range(7) if E[j] != 0.0)
-    scale = atol + tp.maximum(y.abs(), y_new.abs()) * rtol
-    err.copy_((((error / scale) ** 2).sum() / y.numel()).sqrt().reshape(1))
+        z = [y[d] + combination(A[stage, :stage], k, d, h) for d in range(dim)]
+        k.append(rhs(t + float(C[stage]) * h, z, p))
+    for d in range(dim):
+        y_new[d].copy_(y[d] + combination(B, k, d, h))
+    k.append(rhs(t_new, [y_new[d] for d in range(dim)], p))
+    squares = []
+    for d in range(dim):
+        f_new[d].copy_(k[6][d])
+        scale = atol + tp.maximum(y[d].abs(), y_new[d].abs()) * rtol
+        squares.append(((combination(E, k, d, h) / scale) ** 2).sum())
+    err.copy_((sum(squares) / y.numel()).sqrt().reshape(1))
     tp.lt(err, 1.0, out=accepted)
     tp.logical_not(tp.logical_and(accepted, t_new == t_end), out=go)
 
 
 def ops_accept(y, f, y_new, f_new, t, h_abs, err, just_rejected, counts, t_end: float):
+    y.copy_(y_new)
+    f.copy_(f_new)
     t_new = tp.minimum(t + h_abs, t_end)
     factor = tp.where(err == 0.0, MAX_FACTOR, tp.minimum(SAFETY * err**-0.2, MAX_FACTOR))
     factor = tp.where(just_rejected, tp.minimum(factor, 1.0), factor)
     h_abs.copy_((t_new - t) * factor)
     t.copy_(t_new)
-    y.copy_(y_new)
-    f.copy_(f_new)
     just_rejected.fill_(False)
     counts[0:1].add_(1)
 
@@ -362,12 +374,15 @@ def ops_reject(t, h_abs, err, just_rejected, counts, t_end: float):
 
 class OpsDopri:
     """The ops-only version: the three functions above, compiled, in a while node
-    whose body ends with ``g.if_else(accepted)``."""
+    whose body ends with ``g.if_else(accepted)``. The state is held component by
+    component, ``[dim, n]`` (a structure of arrays), so that every op of an
+    attempt runs over the trajectories alone and the compiler fuses a stage with
+    its right-hand side."""
 
     def __init__(self, system: System, y0: np.ndarray, p: np.ndarray, first_step: float, rtol: float, atol: float):
         self.system, self.first_step, self.rtol, self.atol = system, first_step, rtol, atol
-        self.y0, self.p = tp.tensor(y0), tp.tensor(p)
-        self.y, self.f, self.y_new, self.f_new = (tp.zeros(*y0.shape, dtype=tp.float64) for _ in range(4))
+        self.y0, self.p = tp.tensor(np.ascontiguousarray(y0.T)), tp.tensor(np.ascontiguousarray(p.T))
+        self.y, self.f, self.y_new, self.f_new = (tp.zeros(*self.y0.shape, dtype=tp.float64) for _ in range(4))
         self.t, self.h_abs, self.err = (tp.zeros(1, dtype=tp.float64) for _ in range(3))
         self.accepted, self.go, self.just_rejected = (tp.zeros(1, dtype=tp.bool) for _ in range(3))
         self.counts = tp.zeros(2, dtype=tp.int64)
@@ -395,7 +410,8 @@ class OpsDopri:
 
     def reset(self) -> None:
         self.y.copy_(self.y0)
-        self.f.copy_(OPS_RHS[self.system.name](0.0, self.y0, self.p))
+        for d, value in enumerate(OPS_RHS[self.system.name](0.0, list(self.y0), self.p)):
+            self.f[d].copy_(value)
         self.t.zero_()
         self.h_abs.fill_(self.first_step)
         self.just_rejected.fill_(False)
@@ -407,7 +423,7 @@ class OpsDopri:
 
     def result(self) -> tuple[np.ndarray, int, int]:
         counts = self.counts.numpy()
-        return self.y.numpy(), int(counts[0]), int(counts[1])
+        return self.y.numpy().T, int(counts[0]), int(counts[1])
 
 
 # -- references ---------------------------------------------------------------------------------
