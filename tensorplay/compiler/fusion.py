@@ -227,6 +227,8 @@ class Fuser:
         if not block or trail > MAX_TRAIL or 0 in x.shape:
             return None  # not a block of dimensions (or nothing to reduce): the eager kernel's layouts
         k = 0 if kept == 0 else g.n // math.prod(x.shape[d] for d in range(x.ndim) if d not in dims)
+        if k > 16 * fused.BLOCK and (g.n // k) * fused.BLOCK * 8 < get_backend().max_threads_per_launch:
+            return None  # few long rows: a block a row would leave the device idle; the eager kernels chunk them
         if g.reductions and (g.reductions[0].k, g.reductions[0].trail) != (k, trail):
             return None  # full reductions beside full ones only, rows beside the same rows only
         if kept == 0 and not g.ticket:
