@@ -43,6 +43,12 @@ def test_cg_matches_scipy_in_every_version(tmp_path):
     assert (tmp_path / "cg_solution_6.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_cg_kernels_loop_when_the_grid_has_more_points_than_their_blocks_threads():
+    # 12 x 12 points, at most MAX_BLOCKS (4) blocks of 32 threads on the simulator: threads take several
+    text = _run("cg.py", "--quick", "--n", "12", "--only", "stencil", "csr")
+    assert _checks(text) == 8 and "12x12 csr: iterations against scipy's (relative)" in text
+
+
 def test_cavity_steps_match_numpy_in_both_versions(tmp_path):
     text = _run("cavity.py", "--quick", "--plot", "--pictures", str(tmp_path))
     assert _checks(text) == 4  # kernel and ops: the velocity against NumPy's, the mass

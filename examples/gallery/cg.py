@@ -44,6 +44,10 @@ from validation import Validation, backend_line, parser, pictures_folder, timed,
 
 TOL = 1e-8
 BLOCK = 256 if tp.cuda.backend() == "cuda" else 32  # the simulator runs a Python thread per CUDA thread
+# Blocks of a kernel at most (about a wave of the H100's or H200's 132 SMs; the threads loop over the
+# rest): each block adds its share of a dot product to one float64 with an atomic add, and the adds to
+# one address queue up (a block per 256 points was 4096 of them a dot product on the 1024² grid).
+MAX_BLOCKS = 1056 if tp.cuda.backend() == "cuda" else 4
 VERSIONS = ["stencil", "csr", "ops"]
 RR, RR_NEW, PAP, BETA, STOP = range(5)  # the solver's scalars, in one float64 tensor on the device
 
@@ -124,9 +128,9 @@ add_block_sum = shared_block_sum if tp.cuda.backend() == "cuda" else atomic_sum
 @tp.jit
 def stencil_direction(r, p, ap, s, n):
     """Ap for p = r + βp (read on the fly: ``update`` stores it), matrix-free; p·Ap into s[PAP]."""
-    k = tp.cuda.grid(1)
+    k, step = tp.cuda.grid(1), cuda.gridsize(1)
     beta, v = s[BETA], 0.0
-    if k < n * n:
+    while k < n * n:
         i = k // n
         j = k - i * n
         c = r[k] + beta * p[k]
@@ -140,22 +144,24 @@ def stencil_direction(r, p, ap, s, n):
         if j < n - 1:
             a -= r[k + 1] + beta * p[k + 1]
         ap[k] = a
-        v = c * a
+        v += c * a
+        k += step
     add_block_sum(v, s, PAP)
 
 
 @tp.jit
 def csr_direction(indptr, indices, values, r, p, ap, s):
-    """As ``stencil_direction``, A a CSR sparse matrix: one row per thread."""
-    k = tp.cuda.grid(1)
+    """As ``stencil_direction``, A a CSR sparse matrix: a row per thread at a time."""
+    k, step = tp.cuda.grid(1), cuda.gridsize(1)
     beta, v = s[BETA], 0.0
-    if k < r.size:
+    while k < r.size:
         a = 0.0
         for e in range(indptr[k], indptr[k + 1]):
             j = indices[e]
             a += values[e] * (r[j] + beta * p[j])
         ap[k] = a
-        v = (r[k] + beta * p[k]) * a
+        v += (r[k] + beta * p[k]) * a
+        k += step
     add_block_sum(v, s, PAP)
 
 
@@ -165,15 +171,16 @@ def update(x, r, p, ap, s, done, iters, history, loop):
     s[RR_NEW]. The block that finishes last (``done`` counts them) then does the
     pass's scalar work: β for the next pass, the sums zeroed, the residual kept,
     and the loop goes on while r·r > tol² b·b."""
-    k = tp.cuda.grid(1)
+    k, step = tp.cuda.grid(1), cuda.gridsize(1)
     alpha, beta, v = s[RR] / s[PAP], s[BETA], 0.0
-    if k < r.size:
+    while k < r.size:
         pk = r[k] + beta * p[k]
         p[k] = pk
         x[k] += alpha * pk
         rk = r[k] - alpha * ap[k]
         r[k] = rk
-        v = rk * rk
+        v += rk * rk
+        k += step
     add_block_sum(v, s, RR_NEW)
     cuda.syncthreads()  # every thread's share of r·r added before the block counts itself done
     if cuda.threadIdx.x == 0:
@@ -209,7 +216,7 @@ class KernelCG:
         self.done = tp.zeros(1, dtype=tp.int32)  # blocks of ``update`` done this pass
         self.history = tp.zeros(self.max_iters + 1, dtype=tp.float64)
         self.csr = tuple(tp.tensor(a) for a in problem.csr()) if matrix == "csr" else None
-        self.blocks = (size + BLOCK - 1) // BLOCK
+        self.blocks = min((size + BLOCK - 1) // BLOCK, MAX_BLOCKS)
         bb = float(np.sum(problem.b**2))
         self.start = tp.tensor([bb, 0.0, 0.0, 0.0, TOL * TOL * bb], dtype=tp.float64)
         self.graph = self._capture()

@@ -408,8 +408,10 @@ def test_a_few_long_rows_are_left_to_the_eager_kernels_that_chunk_them(monkeypat
     from tensorplay.runtime.backend import get as get_backend
 
     monkeypatch.setattr(get_backend(), "max_threads_per_launch", 270_336)  # an H100's 132 SMs of 2048 threads
+    from tensorplay.kernels.fused import BLOCK
+
     compiled = tp.compile(lambda x: (x * 2.0).sum(dim=(1, 2)))
-    x = np.random.default_rng(13).standard_normal((4, 32, 32))
+    x = np.random.default_rng(13).standard_normal((4, 32, BLOCK // 2 + 1))  # rows of over 16 blocks' worth
     compiled(tp.tensor(x))
     got = compiled(tp.tensor(x))
     np.testing.assert_allclose(got.numpy(), (2 * x).sum(axis=(1, 2)), rtol=1e-12)
