@@ -56,7 +56,8 @@ def _inputs(shape: tuple, seed: int) -> list:
 def _programs(draw):
     """(shape, steps, reduction, more): steps pick their operands by index
     (modulo the values made so far), so that any draw is a program; ``more``
-    are full reductions of the latest values (``(op, k)``: of the k-th latest)."""
+    are reductions of the latest values (``(op, k, along)``: of the k-th
+    latest, along the reduction's dimensions or over every element)."""
     shape = draw(st.sampled_from(SHAPES))
     steps = []
     for _ in range(draw(st.integers(1, 8))):
@@ -67,7 +68,9 @@ def _programs(draw):
         steps.append((kind, op, picks, scalars))
     op = draw(st.sampled_from((None, *REDUCTIONS)))
     reduction = op and (op, draw(st.sampled_from((None, -1, 0, 1, "last two"))), draw(st.booleans()))
-    more = draw(st.lists(st.tuples(st.sampled_from(REDUCTIONS), st.integers(0, 2)), min_size=1, max_size=3))
+    more = draw(
+        st.lists(st.tuples(st.sampled_from(REDUCTIONS), st.integers(0, 2), st.booleans()), min_size=1, max_size=3)
+    )
     return shape, steps, reduction, tuple(more)
 
 
@@ -91,8 +94,10 @@ def _may_update(x, y) -> bool:
 
 def _run(program, *inputs):
     """The program on ``inputs`` (which it may change in place): its last value
-    and the reduction's result(s), then those of the full reductions of other
-    values after it (several full reductions of a chain share its kernel)."""
+    and the reduction's result(s), then those of the reductions of other
+    values after it, each over every element or, where ``more`` says so and
+    the reduction has dimensions, along the reduction's (several full
+    reductions of a chain share its kernel, and so do several along the same rows)."""
     _, steps, reduction, more = program
     values = list(inputs)
     for kind, op, (i, j, k), (s, t) in steps:
@@ -122,25 +127,29 @@ def _run(program, *inputs):
         else:
             values.append(getattr(tp, op)(x, y))
     last = values[-1]
-    others = tuple(_full(values[-1 - k % len(values)], more_op) for more_op, k in more)
-    if not reduction:
-        return last, *others
-    op, dim, keepdim = reduction
-    source = last.double() if op == "mean" and last.dtype.kind != "f" else last
-    if dim is None:
-        return last, getattr(source, op)(), *others
-    dim = _dims(last, dim)
-    if isinstance(dim, tuple) and op in ("max", "min"):  # max(dim) takes one dimension; amax/amin any
-        op = "amax" if op == "max" else "amin"
-    result = getattr(source, op)(dim=dim, keepdim=keepdim)
-    result = result if isinstance(result, tuple) else (result,)  # max(dim): values and indices
+    dim, keepdim = (reduction[1], reduction[2]) if reduction else (None, False)
+    result = ()
+    if reduction:
+        result = _reduced(last, reduction[0], dim, keepdim)
+        result = result if isinstance(result, tuple) else (result,)  # max(dim): values and indices
+    others = tuple(
+        _reduced(values[-1 - k % len(values)], more_op, dim if along else None, keepdim, values_only=True)
+        for more_op, k, along in more
+    )
     return last, *result, *others
 
 
-def _full(x, op: str):
-    """``op`` over every element of ``x`` (a mean of integers or bools in float64)."""
+def _reduced(x, op: str, dim, keepdim: bool, values_only: bool = False):
+    """``op`` of ``x`` over every element (``dim`` None) or along ``dim`` (a
+    mean of integers or bools in float64); ``values_only``: max and min as
+    amax and amin, which give no indices."""
     x = x.double() if op == "mean" and x.dtype.kind != "f" else x
-    return getattr(x, op)()
+    if dim is None:
+        return getattr(x, op)()
+    dim = _dims(x, dim)
+    if op in ("max", "min") and (isinstance(dim, tuple) or values_only):  # max(dim) takes one dimension
+        op = "amax" if op == "max" else "amin"
+    return getattr(x, op)(dim=dim, keepdim=keepdim)
 
 
 def _dims(x, dim):
@@ -182,7 +191,7 @@ def test_random_programs_of_mixed_dtypes_equal_eager(program):
     assert fn.graph(*args) is not None
     exact_elementwise = SIM  # on a GPU a multiply and an add may contract into one FMA
     _assert_equal_values(got[0].numpy(), eager[0].numpy(), exact_elementwise)
-    ops = {op for op, _ in more} | ({reduction[0]} if reduction else set())
+    ops = {op for op, _, _ in more} | ({reduction[0]} if reduction else set())
     exact_reduction = not {"sum", "mean"} & ops
     for a, b in zip(got[1:], eager[1:], strict=True):
         _assert_equal_values(a.numpy(), b.numpy(), exact_reduction and exact_elementwise)
