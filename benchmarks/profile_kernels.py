@@ -5,10 +5,12 @@ launched by driver calls or inside graph replays, and the libraries').
 
 Workloads: the whole ``wide bfloat16`` training step of ``benchmarks.training``
 as one graph (``step``), ``cumsum`` of 2^26 float32 and ``sort`` of 2^24
-float32. For each, a table of the kernels of most total time, per call of the
-workload, tensorplay's and torch's::
+float32, each tensorplay's beside torch's; and the gallery's conjugate gradient
+on the 1024² grid (``cg``), its kernel version beside its ops-only version, a
+call 200 passes of the solve's while node. For each, a table of the kernels of
+most total time, per call of the workload::
 
-    python -m benchmarks.profile_kernels [--workload step cumsum sort] [--calls 20] [--top 15]
+    python -m benchmarks.profile_kernels [--workload step cumsum sort cg] [--calls 20] [--top 15]
 
 Needs a GPU and torch.
 """
@@ -20,6 +22,7 @@ import os
 import re
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 
@@ -60,8 +63,12 @@ def _kernel_table(torch, run, calls: int) -> list[tuple[str, float, int]]:
     return sorted(((k, total[k], count[k] // calls) for k in total), key=lambda r: -r[1])
 
 
+CG_PASSES = 200  # passes of the CG solve's while node a call (it converges after 3258 on the 1024² grid)
+
+
 def _workloads(torch, names: list[str]) -> dict:
-    """name -> (tensorplay's call, torch's call)."""
+    """name -> ((who, call), (who, call)): tensorplay's and torch's, or the
+    gallery entry's two versions."""
     out = {}
     if "step" in names:
         from benchmarks.training import MODELS, _torch_steps, _tp_steps, _weights
@@ -74,22 +81,31 @@ def _workloads(torch, names: list[str]) -> dict:
         tx, ty = (torch.tensor(v, dtype=torch.float32, device="cuda").to(torch.bfloat16) for v in (xv, yv))
         ours = _tp_steps(sizes, weights, x, y, optimizer, dtype)[2]
         theirs = _torch_steps(torch, sizes, weights, tx, ty, optimizer, dtype)[2]
-        out["step"] = (ours, theirs)
+        out["step"] = (("tensorplay", ours), ("torch", theirs))
     rng = np.random.default_rng(2)
     if "cumsum" in names:
         v = rng.standard_normal(1 << 26).astype(np.float32)
         x, tx = tp.tensor(v), torch.tensor(v, device="cuda")
-        out["cumsum"] = (lambda: tp.cumsum(x, 0), lambda: torch.cumsum(tx, 0))
+        out["cumsum"] = (("tensorplay", lambda: tp.cumsum(x, 0)), ("torch", lambda: torch.cumsum(tx, 0)))
     if "sort" in names:
         v = rng.standard_normal(1 << 24).astype(np.float32)
         x, tx = tp.tensor(v), torch.tensor(v, device="cuda")
-        out["sort"] = (lambda: tp.sort(x), lambda: torch.sort(tx))
+        out["sort"] = (("tensorplay", lambda: tp.sort(x)), ("torch", lambda: torch.sort(tx)))
+    if "cg" in names:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "gallery"))
+        import cg
+
+        problem = cg.Poisson(1024)
+        kernels, ops = cg.KernelCG(problem, max_iters=CG_PASSES), cg.OpsCG(problem, max_iters=CG_PASSES)
+        out["cg"] = ((f"kernels, {CG_PASSES} passes", kernels.solve), (f"ops-only, {CG_PASSES} passes", ops.solve))
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workload", nargs="*", default=["step", "cumsum", "sort"], choices=["step", "cumsum", "sort"])
+    parser.add_argument(
+        "--workload", nargs="*", default=["step", "cumsum", "sort"], choices=["step", "cumsum", "sort", "cg"]
+    )
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args()
@@ -97,7 +113,7 @@ def main() -> None:
     if torch is None or tp.cuda.backend() != "cuda":
         raise SystemExit("profile_kernels needs a GPU and torch")
     for name, pair in _workloads(torch, args.workload).items():
-        for who, run in zip(("tensorplay", "torch"), pair, strict=True):
+        for who, run in pair:
             table = _kernel_table(torch, run, args.calls)
             print(f"\n{name}, {who}: {sum(r[1] for r in table):.1f} us of kernels a call")
             for kernel, us, launches in table[: args.top]:
