@@ -227,8 +227,8 @@ class Fuser:
         if not block or trail > MAX_TRAIL or 0 in x.shape:
             return None  # not a block of dimensions (or nothing to reduce): the eager kernel's layouts
         k = 0 if kept == 0 else g.n // math.prod(x.shape[d] for d in range(x.ndim) if d not in dims)
-        if k > 16 * fused.BLOCK and (g.n // k) * fused.BLOCK * 8 < get_backend().max_threads_per_launch:
-            return None  # few long rows: a block a row would leave the device idle; the eager kernels chunk them
+        if k and _few_long_rows(k, g.n // k):
+            return None
         if g.reductions and (g.reductions[0].k, g.reductions[0].trail) != (k, trail):
             return None  # full reductions beside full ones only, rows beside the same rows only
         if kept == 0 and not g.ticket:
@@ -347,6 +347,15 @@ def _loop_ended_by(g: Group) -> tuple:
     if w is None or w.dtype is not dt.bool or not w.alive():
         return None, None
     return node, w.step
+
+
+def _few_long_rows(k: int, rows: int) -> bool:
+    """True when ``rows`` rows of ``k`` elements, a block a row, would leave the
+    device idle: rows of more than 16 blocks' worth of elements, too few for an
+    eighth of a wave of threads (four rows of 65 536 spins: the whole chain on
+    four blocks). The eager reduction, which cuts such rows into chunks
+    first, takes them."""
+    return k > 16 * fused.BLOCK and rows * fused.BLOCK * 8 < get_backend().max_threads_per_launch
 
 
 def _reduction_blocks(n: int) -> int:
