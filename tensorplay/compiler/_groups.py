@@ -27,6 +27,7 @@ __all__ = [
     "after_tail",
     "apply_step",
     "ends_in_rows",
+    "headed",
     "plan",
     "reduction_of",
     "take_tail",
@@ -131,25 +132,29 @@ class Group:
         self.ticket = 0  # the address of the full reductions' ticket
         self.tail: list[fused.Step] = []  # one-element ops after the full-size ones
         self.tail_writes: dict[int, Write] = {}  # the tail's: data pointer -> its latest write
+        self.head: list[fused.Step] = []  # one-element ops before the full-size ones, run by every thread
+        self.head_writes: dict[int, Write] = {}  # the head's: data pointer -> its latest write
         self.state: Tensor | None = None  # the generator's, where the group draws
         self.draws = 0
 
     def full(self) -> bool:
         """True when one more op could take the kernel past a limit."""
         return (
-            len(self.steps) + len(self.tail) >= MAX_STEPS
+            len(self.steps) + len(self.tail) + len(self.head) >= MAX_STEPS
             or self.arrays() >= MAX_ARRAYS
             or len(self.scalars) + 3 > MAX_SCALARS  # an op has three operands at most
         )
 
     def arrays(self) -> int:
-        """Array parameters its kernel would have after one more op (which adds at most four)."""
-        extra = len(self.tail_writes) + 2 * len(self.reductions) + 2
-        return len(self.inputs) + len(self.ones) + len(self.strided) + len(self.writes) + extra + 4
+        """Array parameters its kernel would have after one more op (which adds at
+        most four). Results already dead count for nothing: they are not stored."""
+        extra = len(self.tail_writes) + len(self.head_writes) + 2 * len(self.reductions) + 2
+        stored = sum(w.alive() for w in self.writes.values())
+        return len(self.inputs) + len(self.ones) + len(self.strided) + stored + extra + 4
 
     def reads(self, lo: int, hi: int) -> bool:
         """True when bytes [lo, hi) overlap what the group's full-size ops read."""
-        ones = {arg[1] for s in self.steps for arg in s.args if arg[0] == "b"}
+        ones = {arg[1] for s in (*self.head, *self.steps) for arg in s.args if arg[0] == "b"}
         read = [*self.inputs, *[self.ones[k] for k in ones], *[t for t, _, _ in self.strided]]
         return any(spans_overlap(byte_span(t), (lo, hi)) for t in read)
 
@@ -160,6 +165,8 @@ class Group:
         element comes before the stores)."""
         if any(w.overlaps(lo, hi) and not (view and sharing(w.at(), view, self.shape) == "none")
                for w in self.writes.values()):  # fmt: skip
+            return True
+        if any(w.overlaps(lo, hi) for w in self.head_writes.values()):  # stored by the first thread
             return True
         return any(spans_overlap(byte_span(r.out), (lo, hi)) for r in self.reductions)
 
@@ -184,6 +191,10 @@ def plan(g: Group, out: Tensor, operands):
             continue
         if not isinstance(o, Tensor):
             args.append(("s", o))
+            continue
+        h = g.head_writes.get(o._ptr)
+        if h is not None and o.numel() == 1 and h.dtype is o.dtype and h.alive():
+            args.append(("h", h.step))  # the head's value, which every thread holds
             continue
         full = (o._contig and space_of(o) == g.shape) or (g.n == 1 and o.numel() == 1)
         strides = None if full or o.numel() == 1 else read_strides(o, out)
@@ -215,6 +226,8 @@ def plan(g: Group, out: Tensor, operands):
             return CONFLICT
     if any(spans_overlap(byte_span(t), (lo, hi)) for t in [*g.ones, *[v for kind, v in args if kind == "b"]]):
         return CONFLICT  # read at [0] by every thread
+    if any(w.overlaps(lo, hi) for w in g.head_writes.values()):
+        return CONFLICT  # stored by the first thread as the kernel starts
     shadowed = []
     for key, w in list(g.writes.items()):
         if w.lo < hi and lo < w.hi:
@@ -251,10 +264,13 @@ def take_tail(g: Group, op: str, out: Tensor, operands, cast: str) -> bool:
             return False
         w = g.tail_writes.get(o._ptr)
         m = reduction_of(g, o)
+        h = g.head_writes.get(o._ptr)
         if w is not None and w.dtype is o.dtype and w.alive():
             args.append(("w", w.step))
         elif m is not None:
             args.append(("r", m))
+        elif h is not None and h.dtype is o.dtype and h.alive():
+            args.append(("h", h.step))
         elif _tail_touches(g, *byte_span(o)):
             return False  # memory the group's threads write
         else:
@@ -262,6 +278,35 @@ def take_tail(g: Group, op: str, out: Tensor, operands, cast: str) -> bool:
     g.tail.append(fused.Step(op, _refs(g, args), cast, out.dtype.name))
     g.tail_writes[out._ptr] = Write(len(g.tail) - 1, out)
     return True
+
+
+def headed(g: Group, space: tuple, n: int, s) -> Group | None:
+    """A group over ``space`` (``n`` elements) whose *head* is the one-element
+    group ``g``'s ops: every thread runs them before its elements, and the
+    first thread stores their results (the scalar algebra that full-size ops
+    then read, such as a step size from a time and its bound). None where
+    ``g`` is not such a group (it has reductions, a tail or draws, or writes
+    memory it reads: every thread reads the head's inputs)."""
+    if g.shape != () or g.reductions or g.tail or g.draws or g.head or g.stream != s:
+        return None
+    h = Group(space, n, s)
+    for step in g.steps:
+        refs = []
+        for kind, k in step.args:
+            if kind == "a":  # a one-element input, every thread's to read
+                refs.append(("b", _index(h.ones, g.inputs[k])))
+            elif kind == "s":
+                h.scalars.append(g.scalars[k])
+                refs.append(("s", len(h.scalars) - 1))
+            elif kind == "v":
+                refs.append(("h", k))
+            else:
+                return None
+        h.head.append(fused.Step(step.op, tuple(refs), step.cast, step.dtype))
+    h.head_writes = {w.ptr: w for w in g.writes.values() if w.alive()}
+    if any(w.overlaps(*byte_span(t)) for w in h.head_writes.values() for t in h.ones):
+        return None  # an update in place: the first thread's store would race the others' reads
+    return h
 
 
 def after_tail(g: Group, out: Tensor, operands) -> bool:
@@ -288,7 +333,7 @@ def _tail_writable(g: Group, out: Tensor) -> bool:
     other threads may still read), and the tail's or a reduction's only as
     the same element."""
     lo, hi = byte_span(out)
-    if any(w.overlaps(lo, hi) for w in g.writes.values()):
+    if any(w.overlaps(lo, hi) for w in (*g.writes.values(), *g.head_writes.values())):
         return False
     if not g.reductions and g.reads(lo, hi):
         return False

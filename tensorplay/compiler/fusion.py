@@ -33,6 +33,11 @@ What joins a group, so that each element's value is the eager one:
   its dimension's size): a periodic grid's neighbours; ``tp.rand``'s uniform
   draws of float32 or float64, the numbers it would draw (one generator's
   state a kernel);
+- a head: one-element ops before the first full-size op, which every thread
+  runs first and whose results the first thread stores (a step size from a
+  time and its bound), where they update nothing in place and the full-size
+  ops neither write what they read or store nor read their results through
+  another view;
 - a tail op: one-element operands and output, none of them memory that the
   group's full-size ops write. After a full reduction the tail runs once
   every block is done; in a group without one, one thread runs it while the
@@ -84,6 +89,7 @@ from ._groups import (
     after_tail,
     apply_step,
     ends_in_rows,
+    headed,
     plan,
     take_tail,
 )
@@ -180,6 +186,8 @@ class Fuser:
         if g is not None and not ends_in_rows(g) and g.stream == s and space == () != g.shape:
             if take_tail(g, op, out, operands, cast):
                 return True
+        if g is not None and g.shape == () != space and self._join_as_head(g, op, out, operands, cast, space, s):
+            return True
         if g is not None and (
             g.shape != space or g.stream != s or g.full() or (g.tail and not after_tail(g, out, operands))
         ):  # fmt: skip
@@ -198,6 +206,18 @@ class Fuser:
             return False
         apply_step(g, op, out, cast, args)
         self.group = g
+        return True
+
+    def _join_as_head(self, g: Group, op: str, out: Tensor, operands, cast: str, space: tuple, s) -> bool:
+        """Make the open group of one-element ops the head of a new group over
+        ``space`` that the op starts (True), where it can be one (``headed``)
+        and the op may follow it; else False, the group left as it was."""
+        h = headed(g, space, out.numel(), s)
+        args = CONFLICT if h is None else plan(h, out, operands)
+        if args in (CONFLICT, EAGER):
+            return False
+        apply_step(h, op, out, cast, args)
+        self.group = h
         return True
 
     def reduce(self, op: str, x: Tensor, dim, keepdim: bool) -> Tensor | None:
@@ -274,21 +294,23 @@ class Fuser:
             return
         live = [w for w in g.writes.values() if w.alive()]
         stored = [w for w in g.tail_writes.values() if w.alive()]
+        head_stored = [w for w in g.head_writes.values() if w.alive()]
         loop, go = _loop_ended_by(g) if last else (None, None)
         tail = fused.Tail(tuple(g.tail), tuple(w.step for w in stored), go)
+        head = fused.Head(tuple(g.head), tuple(w.step for w in head_stored))
         reductions = tuple(
             fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, r.k, r.trail) for r in g.reductions
         )
-        name = _kernel_name(g.steps, reductions, g.tail)
+        name = _kernel_name((*g.head, *g.steps), reductions, g.tail)
         counts = (len(g.inputs), len(g.ones), len(g.scalars))
         strided, shifts = tuple(strides for _, strides, _ in g.strided), tuple(sh for _, _, sh in g.strided)
         out_strides = tuple(w.strides for w in live)
         text = fused.source(name, counts, tuple(g.steps), tuple(w.step for w in live), reductions, g.shape, strided,
-                            out_strides, tail, shifts, g.draws)  # fmt: skip
+                            out_strides, tail, shifts, g.draws, head)  # fmt: skip
         kernel = fused.kernel(name, text)
         args = [np.int64(g.n), *[array_arg(t._ptr, t.numel(), t.dtype) for t in (*g.inputs, *g.ones)]]
         args += [*[spanned(t, g.shape, strides) for t, strides, _ in g.strided], *g.scalars]
-        args += [w.array() for w in live]
+        args += [w.array() for w in (*live, *head_stored)]
         if g.draws:
             args.append(array_arg(g.state._ptr, g.state.numel(), g.state.dtype))
         tail_outputs = [w.array() for w in stored] + (loop.pass_end_args() if loop is not None else [])

@@ -37,6 +37,10 @@ short (``_rows``); several such reductions of one chain may share the kernel
 where they reduce the same rows (the three components of an N-body step's
 pulls), but not with full reductions.
 
+A chain may begin with a *head*: ops on one-element tensors that every
+thread runs before its elements (a step size from a time and its bound, which
+the elements then read), the first thread storing their results.
+
 The source is what runs: it is compiled from the same text that
 ``compiled.kernels()`` prints, and it can be pasted into a file as it stands;
 on a GPU it is kept on disk, compiled, for other processes (``_source``).
@@ -45,7 +49,8 @@ Parameters of a kernel, in order: ``n``, the full-size inputs ``a0, a1, ...``
 (read at ``[i]``), the one-element inputs ``b0, ...`` (read at ``[0]``), the
 broadcast or strided inputs ``c0, ...`` (read at an offset computed from
 ``i``, the group's shape and the input's strides, which the text holds), the
-scalars ``s0, ...``, the outputs ``o0, ...``, the generator's state ``rng``
+scalars ``s0, ...``, the outputs ``o0, ...``, the head's one-element outputs
+``e0, ...``, the generator's state ``rng``
 where the chain draws, then for full reductions the
 ``ticket`` and the means' ``scale`` (1/n), and for each reduction ``m`` its
 ``partials{m}`` array (one element per block), its one-element output
@@ -64,7 +69,7 @@ from . import elementwise as ew
 from ._source import jit_source
 from ._target import SMALL_BLOCKS
 
-__all__ = ["BLOCK", "Reduction", "Step", "Tail", "kernel", "op_functions", "source"]
+__all__ = ["BLOCK", "Head", "Reduction", "Step", "Tail", "kernel", "op_functions", "source"]
 
 UNROLL = 4  # elements a thread loads before it computes (while it has that many left)
 BLOCK = 32 if SMALL_BLOCKS else 256  # threads per block of a fused reduction (its shared scratch has this size)
@@ -76,10 +81,11 @@ _ENDS_PASS = "end_pass = pass_end()"  # the line of a kernel that ends a while n
 class Step:
     """One op of a chain: ``op`` (a key of the op table, ``where``, ``clamp`` or
     ``fill``) of ``args``, each ``("a", k)`` full-size input k, ``("b", k)``
-    one-element input k, ``("c", k)`` strided input k, ``("s", k)`` scalar k, ``("u", d)`` the
-    uniform draw d, ``("v", j)`` the value of step
-    j, and in a tail ``("r", m)`` the value of reduction m or ``("w", j)`` the
-    value of tail step j; ``cast`` is the eager kernel's (``"none"`` or ``"int64"``), ``dtype``
+    one-element input k, ``("c", k)`` strided input k, ``("s", k)`` scalar k,
+    ``("u", d)`` the uniform draw d, ``("v", j)`` the value of step j,
+    ``("h", j)`` the value of head step j, and in a tail ``("r", m)`` the
+    value of reduction m or ``("w", j)`` the value of tail step j; ``cast`` is
+    the eager kernel's (``"none"`` or ``"int64"``), ``dtype``
     the NumPy name of the result's dtype."""
 
     op: str
@@ -103,6 +109,17 @@ class Reduction:
     dtype: str
     k: int = 0  # 0: over all elements; else along a block of dimensions, k elements a value
     trail: int = 1  # elements of the dimensions after the block
+
+
+@dataclass(frozen=True)
+class Head:
+    """Steps on one-element tensors that every thread runs before the chain's
+    elements (the chain's steps read their values as ``("h", j)``);
+    ``stores[k]`` is the head step whose value output ``e{k}`` takes, stored
+    by the first thread."""
+
+    steps: tuple = ()
+    stores: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -136,20 +153,23 @@ _CONVERT = {"bool": "np.bool_", **{d: f"np.{d}" for d in ("int32", "int64", "flo
 
 def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], stores: tuple[int, ...],
            reductions: tuple[Reduction, ...] = (), shape: tuple = (), strided: tuple = (),
-           out_strides: tuple = (), tail: Tail = Tail(), shifts: tuple = (), draws: int = 0) -> str:  # fmt: skip
+           out_strides: tuple = (), tail: Tail = Tail(), shifts: tuple = (), draws: int = 0,
+           head: Head = Head()) -> str:  # fmt: skip
     """The kernel's Python source. ``counts`` is (full-size inputs, one-element
     inputs, scalars); ``stores[k]`` is the step whose value output ``k`` takes;
     ``strided[k]`` are the element strides of strided input ``k`` over ``shape``
     and ``shifts[k]`` (left out: none) what it is read rolled by along each
     dimension (element ``c`` reads the input's ``(c + shift) % size``);
     ``out_strides[k]`` are those of output ``k`` (None, or left out:
-    contiguous); ``draws`` is how many uniform draws of ``n`` numbers it makes."""
+    contiguous); ``draws`` is how many uniform draws of ``n`` numbers it makes;
+    ``head`` the one-element steps every thread runs first."""
     na, nb, ns = counts
     out_strides = out_strides or (None,) * len(stores)
-    ops = sorted({s.op for s in (*steps, *tail.steps)})
+    ops = sorted({s.op for s in (*head.steps, *steps, *tail.steps)})
     params = ["n", *[f"a{k}" for k in range(na)], *[f"b{k}" for k in range(nb)]]
     params += [*[f"c{k}" for k in range(len(strided))], *[f"s{k}" for k in range(ns)]]
-    params += [f"o{k}" for k in range(len(stores))] + (["rng"] if draws else [])
+    params += [f"o{k}" for k in range(len(stores))] + [f"e{k}" for k in range(len(head.stores))]
+    params += ["rng"] if draws else []
     rows = bool(reductions) and reductions[0].k
     if rows:
         params += [*[f"{p}{m}" for m in range(len(reductions)) for p in ("red", "init")], "scale"]
@@ -159,7 +179,11 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     if tail.go is not None:
         params += ["loop", "counter", "cancel", "max_iters"]
     body = [f"def {name}({', '.join(params)}):"]
-    body += [f"    y{k} = b{k}[0]" for k in sorted({arg[1] for s in steps for arg in s.args if arg[0] == "b"})]
+    body += [
+        f"    y{k} = b{k}[0]"
+        for k in sorted({arg[1] for s in (*head.steps, *steps) for arg in s.args if arg[0] == "b"})
+    ]
+    body += _head_lines(head)
     if draws:
         body += ["    seed, base = np.uint64(rng[0]), rng[1]"]
     layout = (shape, strided, shifts or ((),) * len(strided), out_strides, draws)
@@ -185,6 +209,17 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
         head += [f"combine{m} = COMBINE[{'sum' if r.op == 'mean' else r.op!r}]"]
         head += [f"finalize{m} = FINALIZE[{'mean' if r.op == 'mean' else 'sum'!r}]"]
     return "\n".join(head) + "\n\n\n" + "\n".join(body) + "\n"
+
+
+def _head_lines(head: Head) -> list[str]:
+    """The head's steps, on every thread, then its stores, by the first thread."""
+    lines = [f"    {_assign(f'h{j}', s)}" for j, s in enumerate(head.steps)]
+    if head.stores:
+        lines += [
+            "    if cuda.grid(1) == 0:  # the head's results",
+            *[f"        e{k}[0] = h{j}" for k, j in enumerate(head.stores)],
+        ]
+    return lines
 
 
 def _grid_stride(steps, stores, reductions, layout: tuple, tail: Tail) -> list[str]:
@@ -279,7 +314,7 @@ def _accumulate(m: int, r: Reduction, tag: str) -> str:
     return f"        acc{m} = combine{m}(acc{m}, np.{r.acc}(v{r.step}{tag}))"
 
 
-_NAMES = {"a": "x", "c": "z", "u": "u", "v": "v", "b": "y", "w": "w", "s": "s", "r": "r"}  # a kind -> its name
+_NAMES = {"a": "x", "c": "z", "u": "u", "v": "v", "b": "y", "w": "w", "s": "s", "r": "r", "h": "h"}  # kind -> name
 _PER_ELEMENT = frozenset("acuv")  # kinds with a value per element (their names take the element's suffix)
 
 

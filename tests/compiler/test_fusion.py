@@ -169,6 +169,60 @@ def test_one_element_tensors_broadcast_and_a_written_one_is_not_read_by_other_th
         _assert_as_eager(a, b)
 
 
+def test_one_element_ops_before_a_chain_are_its_head_in_the_same_kernel():
+    # a Runge-Kutta attempt's start: the step size from the time and its bound, then the stages read it
+    rng = np.random.default_rng(14)
+    y, k = tp.tensor(rng.standard_normal(300)), tp.tensor(rng.standard_normal(300))
+    t, h_abs, flag = tp.tensor([0.9]), tp.tensor([0.25]), tp.zeros(1, dtype=tp.bool)
+
+    def attempt(y, k, t, h_abs, flag):
+        t_new = tp.minimum(t + h_abs, 1.0)
+        h = t_new - t
+        y_new = y + h * k
+        change = (y_new - y).abs().max()
+        tp.logical_and(change > 0.01, t_new < 1.0, out=flag)  # the tail reads the head's t_new
+        return y_new, t_new
+
+    eager_flag = flag.clone()
+    eager = attempt(y, k, t, h_abs, eager_flag)
+    compiled = tp.compile(attempt)
+    compiled(y, k, t, h_abs, flag.clone())
+    got = compiled(y, k, t, h_abs, flag)
+    (name, text), *others = _names(compiled)
+    assert not others and name.startswith("fused_add_minimum_sub_mul") and "e0[0] = h" in text
+    for a, b in zip((*_values(got), flag.numpy()), (*_values(eager), eager_flag.numpy()), strict=True):
+        _assert_as_eager(a, b)
+    np.testing.assert_allclose(got[1].numpy(), [1.0])  # stored by the head's first thread: it is returned
+
+
+def test_a_head_is_left_where_the_chain_writes_what_it_reads_or_writes():
+    x = tp.tensor(np.arange(16.0))
+
+    def rewrites_what_the_head_read(x, buf):
+        first = buf[0:1] * 2.0  # every thread would read buf[0] while the chain stores over it
+        buf.copy_(x * first)
+        return buf
+
+    def reads_a_head_result_through_another_view(x, pair):
+        pair[1:2].copy_(pair[0:1] + 1.0)  # the head's result, then all of pair read at [i]
+        return x[:2] * pair
+
+    def a_tail_writes_what_the_head_read(x, t):
+        scale = t * 2.0
+        total = (x * scale).sum()
+        t.copy_(total)  # after the reduction: every block has read t by then
+        return total
+
+    cases = [
+        (rewrites_what_the_head_read, tp.tensor(np.full(16, 3.0))),
+        (reads_a_head_result_through_another_view, tp.tensor([5.0, 0.0])),
+        (a_tail_writes_what_the_head_read, tp.tensor([0.5])),
+    ]
+    for fn, second in cases:
+        eager, compiled, _ = _eager_and_compiled(fn, x, second)
+        _assert_as_eager(compiled.numpy(), eager.numpy())
+
+
 def test_broadcast_and_strided_operands_join_the_chain_and_float16_runs_eagerly():
     rng = np.random.default_rng(2)
     x, row = tp.tensor(rng.standard_normal((6, 50), np.float32)), tp.tensor(rng.standard_normal(50, np.float32))
