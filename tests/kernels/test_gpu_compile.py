@@ -153,8 +153,9 @@ def _launch_every_fused_kind() -> set[str]:
     two full reductions with a tail of one-element ops and full-size ops after
     the tail, a chain of mixed dtypes,
     and an in-place update of a slice with a tail and no reduction, with
-    rolled reads and uniform draws, and a reduction over a leading dimension
-    with a tail. Returns their sources."""
+    rolled reads and uniform draws, a reduction over a leading dimension
+    with a tail, and a head of one-element ops before two reductions along
+    short rows, then two along long ones. Returns their sources."""
 
     def f(x, row, w, it, go):
         rows = (x * row * tp.rand(4, 40)).exp().sum(-1)  # uniform draws in a kernel of rows
@@ -174,16 +175,27 @@ def _launch_every_fused_kind() -> set[str]:
         tp.lt(it, 5, out=go)
         return twice.sum(dim=0)  # over a leading dimension, after the tail: a kernel of rows with a tail
 
+    def heads_and_rows(x, z, t, h_abs):
+        t_new = tp.minimum(t + h_abs, 1.0)  # one-element ops first: the next kernel's head, its result stored
+        y = x * (t_new - t)
+        short = y.sum(-1), y.amax(-1)  # rows of 3: a thread a row, two reductions in one kernel
+        w = z * 2.0
+        return t_new, *short, w.sum(-1), w.amin(-1)  # rows of 40: a block a row
+
     compiled, compiled_mixed, compiled_stencil = tp.compile(f), tp.compile(mixed), tp.compile(stencil)
+    compiled_rows = tp.compile(heads_and_rows)
     args = tp.ones((4, 40)), tp.ones(40), tp.ones(64), tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
     mixed_args = tp.ones(64, dtype=tp.int16), tp.ones(64, dtype=tp.float16), tp.ones(64, dtype=tp.bfloat16)
     with tp.cuda.graph(tp.cuda.CUDAGraph()):
         compiled(*args)
         compiled_mixed(*mixed_args)
         compiled_stencil(tp.ones((6, 9)), tp.ones((4, 7)), tp.zeros(1, dtype=tp.int64), tp.ones(1, dtype=tp.bool))
+        compiled_rows(tp.ones((50, 3)), tp.ones((4, 40)), tp.zeros(1), tp.full((1,), 0.5))
     assert len(compiled.kernels()) == 2 and len(compiled_mixed.kernels()) == 1  # its reduction reads the chain
     assert len(compiled_stencil.kernels()) == 3  # a shifted read of what a chain writes ends it: mul_, +, add_
-    return set(compiled.kernels()) | set(compiled_mixed.kernels()) | set(compiled_stencil.kernels())
+    assert len(compiled_rows.kernels()) == 2
+    every = (compiled, compiled_mixed, compiled_stencil, compiled_rows)
+    return set().union(*(set(c.kernels()) for c in every))
 
 
 def _gather_kernels() -> list:
