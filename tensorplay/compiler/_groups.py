@@ -192,9 +192,9 @@ def plan(g: Group, out: Tensor, operands):
         if not isinstance(o, Tensor):
             args.append(("s", o))
             continue
-        h = g.head_writes.get(o._ptr)
-        if h is not None and o.numel() == 1 and h.dtype is o.dtype and h.alive():
-            args.append(("h", h.step))  # the head's value, which every thread holds
+        j = _head_value(g, o)
+        if j is not None:
+            args.append(("h", j))  # the head's value, which every thread holds
             continue
         full = (o._contig and space_of(o) == g.shape) or (g.n == 1 and o.numel() == 1)
         strides = None if full or o.numel() == 1 else read_strides(o, out)
@@ -264,13 +264,13 @@ def take_tail(g: Group, op: str, out: Tensor, operands, cast: str) -> bool:
             return False
         w = g.tail_writes.get(o._ptr)
         m = reduction_of(g, o)
-        h = g.head_writes.get(o._ptr)
+        j = _head_value(g, o)
         if w is not None and w.dtype is o.dtype and w.alive():
             args.append(("w", w.step))
         elif m is not None:
             args.append(("r", m))
-        elif h is not None and h.dtype is o.dtype and h.alive():
-            args.append(("h", h.step))
+        elif j is not None:
+            args.append(("h", j))
         elif _tail_touches(g, *byte_span(o)):
             return False  # memory the group's threads write
         else:
@@ -290,23 +290,22 @@ def headed(g: Group, space: tuple, n: int, s) -> Group | None:
     if g.shape != () or g.reductions or g.tail or g.draws or g.head or g.stream != s:
         return None
     h = Group(space, n, s)
+    as_head = {"a": lambda k: ("b", g.inputs[k]), "s": lambda k: ("s", g.scalars[k]), "v": lambda k: ("h", k)}
     for step in g.steps:
-        refs = []
-        for kind, k in step.args:
-            if kind == "a":  # a one-element input, every thread's to read
-                refs.append(("b", _index(h.ones, g.inputs[k])))
-            elif kind == "s":
-                h.scalars.append(g.scalars[k])
-                refs.append(("s", len(h.scalars) - 1))
-            elif kind == "v":
-                refs.append(("h", k))
-            else:
-                return None
-        h.head.append(fused.Step(step.op, tuple(refs), step.cast, step.dtype))
+        if any(kind not in as_head for kind, _ in step.args):
+            return None
+        args = [as_head[kind](k) for kind, k in step.args]  # its one-element inputs every thread's to read
+        h.head.append(fused.Step(step.op, _refs(h, args), step.cast, step.dtype))
     h.head_writes = {w.ptr: w for w in g.writes.values() if w.alive()}
     if any(w.overlaps(*byte_span(t)) for w in h.head_writes.values() for t in h.ones):
         return None  # an update in place: the first thread's store would race the others' reads
     return h
+
+
+def _head_value(g: Group, o: Tensor) -> int | None:
+    """The head step whose value ``o`` (one element, of its dtype) holds, or None."""
+    w = g.head_writes.get(o._ptr)
+    return w.step if w is not None and o.numel() == 1 and w.dtype is o.dtype and w.alive() else None
 
 
 def after_tail(g: Group, out: Tensor, operands) -> bool:
