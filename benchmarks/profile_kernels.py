@@ -8,9 +8,12 @@ as one graph (``step``), ``cumsum`` of 2^26 float32 and ``sort`` of 2^24
 float32, each tensorplay's beside torch's; and the gallery's conjugate gradient
 on the 1024² grid (``cg``), its kernel version beside its ops-only version, a
 call 200 passes of the solve's while node. For each, a table of the kernels of
-most total time, per call of the workload::
+most total time, per call of the workload, and with ``--idle`` where the GPU
+ran no kernel of it: the time from the first kernel's start to the last one's
+end a call, and the gaps between kernels summed by the pair of kernels either
+side (a gap between calls included)::
 
-    python -m benchmarks.profile_kernels [--workload step cumsum sort cg] [--calls 20] [--top 15]
+    python -m benchmarks.profile_kernels [--workload step cumsum sort cg] [--calls 20] [--top 15] [--idle]
 
 Needs a GPU and torch.
 """
@@ -42,8 +45,8 @@ def _short(name: str) -> str:
     return name[:90]
 
 
-def _kernel_table(torch, run, calls: int) -> list[tuple[str, float, int]]:
-    """(kernel, microseconds per call of ``run``, launches per call), most time first."""
+def _device_events(torch, run, calls: int) -> list:
+    """The device's records of ``calls`` calls of ``run`` (after one unrecorded)."""
     from torch.profiler import ProfilerActivity, profile
 
     run()
@@ -54,13 +57,32 @@ def _kernel_table(torch, run, calls: int) -> list[tuple[str, float, int]]:
             run()
         torch.cuda.synchronize()
         tp.cuda.synchronize()
+    return [e for e in prof.events() if "CUDA" in str(getattr(e, "device_type", None))]
+
+
+def _kernel_table(events: list, calls: int) -> list[tuple[str, float, int]]:
+    """(kernel, microseconds per call, launches per call), most time first."""
     total, count = defaultdict(float), defaultdict(int)
-    for event in prof.events():
-        if getattr(event, "device_type", None) is not None and "CUDA" in str(event.device_type):
-            key = _short(event.name)
-            total[key] += event.device_time / calls  # microseconds
-            count[key] += 1
+    for event in events:
+        key = _short(event.name)
+        total[key] += event.device_time / calls  # microseconds
+        count[key] += 1
     return sorted(((k, total[k], count[k] // calls) for k in total), key=lambda r: -r[1])
+
+
+def _idle(events: list, calls: int) -> tuple[float, list[tuple[str, float]]]:
+    """(microseconds from the first kernel's start to the last one's end, per
+    call; the time no kernel ran, per call, by the pair of kernels either side
+    of each gap, most first)."""
+    spans = sorted((e.time_range.start, e.time_range.end, _short(e.name)) for e in events)
+    gaps = defaultdict(float)
+    end, before = spans[0][1], spans[0][2]
+    for start, stop, name in spans[1:]:
+        if start > end:
+            gaps[f"{before[:40]}  ->  {name[:40]}"] += (start - end) / calls
+        if stop >= end:
+            end, before = stop, name
+    return (end - spans[0][0]) / calls, sorted(gaps.items(), key=lambda g: -g[1])
 
 
 CG_PASSES = 200  # passes of the CG solve's while node a call (it converges after 3258 on the 1024² grid)
@@ -108,16 +130,24 @@ def main() -> None:
     )
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--idle", action="store_true", help="where the GPU ran no kernel of the workload")
     args = parser.parse_args()
     torch = peer("torch")
     if torch is None or tp.cuda.backend() != "cuda":
         raise SystemExit("profile_kernels needs a GPU and torch")
     for name, pair in _workloads(torch, args.workload).items():
         for who, run in pair:
-            table = _kernel_table(torch, run, args.calls)
+            events = _device_events(torch, run, args.calls)
+            table = _kernel_table(events, args.calls)
             print(f"\n{name}, {who}: {sum(r[1] for r in table):.1f} us of kernels a call")
             for kernel, us, launches in table[: args.top]:
                 print(f"  {us:9.1f} us  x{launches:<3d} {kernel}")
+            if args.idle:
+                span, gaps = _idle(events, args.calls)
+                print(f"  {span:.1f} us from the first kernel's start to the last one's end a call;")
+                print(f"  {sum(g for _, g in gaps):.1f} us of it with no kernel running, most between:")
+                for pair, us in gaps[: args.top]:
+                    print(f"  {us:9.1f} us  {pair}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ same in the same process, for three models: a small one with SGD, a wide one
 (four layers of 4096, batch 256) with Adam, and the wide one in bfloat16
 (parameters and data; products on the tensor cores through cuBLAS) with SGD. The losses of the first steps are
 checked against PyTorch's from the same initial weights before anything is
-timed.
+timed. The two sides are sampled in turn (a sample of tensorplay's step, then
+one of torch's, ``REPEATS`` times), so that a drift of the GPU's clocks over
+the run weighs on both alike.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ MODELS = {  # (features of the layers, batch, optimizer, dtype of the parameters
     "wide bfloat16": ((4096,) * 5, 256, "SGD", "bfloat16"),  # issue 38's `training step bfloat16`
 }
 TARGETS = (1.25, 1.0, 1.0)  # at most these times torch's: eager, graphed, whole step
+REPEATS = 9  # samples a side, in turn with the other side's
 
 
 def _weights(sizes, seed: int = 0) -> list:
@@ -40,19 +43,23 @@ def _weights(sizes, seed: int = 0) -> list:
     return out
 
 
-def step_us(step, sync, n: int, repeats: int = 5) -> float:
-    """Median wall microseconds per step, with the GPU's work included."""
-    for _ in range(3):
-        step()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(n):
+def step_us(sides, n: int, repeats: int = REPEATS) -> list[float]:
+    """Median wall microseconds per step, with the GPU's work included, of each
+    of ``sides`` (``(step, sync)`` pairs), sampled in turn: ``n`` steps of the
+    first side, then of the next, ``repeats`` times."""
+    for step, sync in sides:
+        for _ in range(3):
             step()
         sync()
-        samples.append((time.perf_counter() - t0) / n * 1e6)
-    return statistics.median(samples)
+    samples = [[] for _ in sides]
+    for _ in range(repeats):
+        for (step, sync), out in zip(sides, samples, strict=True):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                step()
+            sync()
+            out.append((time.perf_counter() - t0) / n * 1e6)
+    return [statistics.median(out) for out in samples]
 
 
 def _tp_model(sizes, weights, optimizer="SGD", dtype="float32"):
@@ -154,7 +161,7 @@ def _torch_steps(torch, sizes, weights, x, y, optimizer, dtype="float32"):
 
 def training_step(model: str, rows: list, progress) -> None:
     sizes, batch, optimizer, dtype = MODELS[model] if on_gpu() else ((4, 8, 3), 2, *MODELS[model][2:])
-    n = (50 if model == "small" else 10) if on_gpu() else 1
+    n = (50 if model == "small" else 20) if on_gpu() else 1
     rng = np.random.default_rng(1)
     xv, yv = rng.standard_normal((batch, sizes[0])), rng.standard_normal((batch, sizes[-1]))
     weights = _weights(sizes)
@@ -169,17 +176,18 @@ def training_step(model: str, rows: list, progress) -> None:
          "lower_is_better": True}
         for what in names
     ]  # fmt: skip
-    for row, fn in zip(rows_here, (eager, graphed, whole), strict=True):
-        row["tensorplay"] = step_us(fn, tp.cuda.synchronize, n)
     progress.step("training tensorplay")
     torch = peer("torch")
+    theirs = [None] * 3
     if torch is not None:
         tx, ty = (torch.tensor(v, dtype=torch.float32, device="cuda").to(getattr(torch, dtype)) for v in (xv, yv))
-        t_eager, t_graphed, t_whole, t_losses = _torch_steps(torch, sizes, weights, tx, ty, optimizer, dtype)
+        *theirs, t_losses = _torch_steps(torch, sizes, weights, tx, ty, optimizer, dtype)
         err = max(abs(a - b) / abs(b) for a, b in zip(losses, t_losses, strict=True))
         check("training losses against torch's", err, 1e-3 if dtype == "float32" else 3e-2)
-        for row, fn in zip(rows_here, (t_eager, t_graphed, t_whole), strict=True):
-            row["torch"] = step_us(fn, torch.cuda.synchronize, n)
+    for row, ours, their in zip(rows_here, (eager, graphed, whole), theirs, strict=True):
+        sides = [(ours, tp.cuda.synchronize)] + ([(their, torch.cuda.synchronize)] if their else [])
+        for who, us in zip(("tensorplay", "torch"), step_us(sides, n, REPEATS if on_gpu() else 2), strict=False):
+            row[who] = us
     progress.step("training torch")
     for row, bound in zip(rows_here, TARGETS, strict=True):
         at_most(row, bound)

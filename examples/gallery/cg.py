@@ -171,16 +171,16 @@ def update(x, r, p, ap, s, done, iters, history, loop):
     s[RR_NEW]. The block that finishes last (``done`` counts them) then does the
     pass's scalar work: β for the next pass, the sums zeroed, the residual kept,
     and the loop goes on while r·r > tol² b·b."""
-    k, step = tp.cuda.grid(1), cuda.gridsize(1)
+    k, step = r.size - 1 - tp.cuda.grid(1), cuda.gridsize(1)
     alpha, beta, v = s[RR] / s[PAP], s[BETA], 0.0
-    while k < r.size:
+    while k >= 0:  # from the end: what stencil_direction wrote last is still in the L2 cache, and so for it
         pk = r[k] + beta * p[k]
         p[k] = pk
         x[k] += alpha * pk
         rk = r[k] - alpha * ap[k]
         r[k] = rk
         v += rk * rk
-        k += step
+        k -= step
     add_block_sum(v, s, RR_NEW)
     cuda.syncthreads()  # every thread's share of r·r added before the block counts itself done
     if cuda.threadIdx.x == 0:

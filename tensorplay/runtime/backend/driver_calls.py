@@ -71,24 +71,34 @@ def _done(function: str, err) -> bool:
     return True
 
 
+SPIN_S = 2e-3  # a wait polls the driver flat out this long,
+YIELD_S = 50e-3  # then up to this long polls giving the CPU to any other thread or process between polls,
+SLEEP_S = 1e-4  # then sleeps this long between polls (a sleep wakes 0.05 to 0.2 ms late on Linux)
+
+
 def _wait_until_done(function: str, query, handle) -> None:
     """Wait for a stream or an event as its synchronise call would, but in
     Python, so that Ctrl-C (KeyboardInterrupt) reaches a waiting main thread:
-    poll for 2 ms, then sleep 0.1 ms between polls. Ctrl-C runs the interrupt
-    hooks (they stop running graphs' loops) before it goes on."""
+    poll for ``SPIN_S``, then yield the CPU between polls up to ``YIELD_S``
+    (so that the wait ends within microseconds of the work, as the driver's
+    own spinning wait does), then sleep ``SLEEP_S`` between polls. Ctrl-C runs
+    the interrupt hooks (they stop running graphs' loops) before it goes on."""
     err = query(handle)[0]
     if err != R.CUDA_ERROR_NOT_READY:
         _done(function, err)
         return
-    spin_until = time.perf_counter() + 2e-3
+    start = time.perf_counter()
     try:
         while True:
             err = query(handle)[0]
             if err != R.CUDA_ERROR_NOT_READY:
                 _done(function, err)
                 return
-            if time.perf_counter() > spin_until:
-                time.sleep(1e-4)
+            waited = time.perf_counter() - start
+            if waited > YIELD_S:
+                time.sleep(SLEEP_S)
+            elif waited > SPIN_S:
+                time.sleep(0)  # lets other threads and processes run; back at once where none waits
     except KeyboardInterrupt:
         interrupted()
         raise
