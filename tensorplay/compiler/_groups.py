@@ -5,13 +5,24 @@ value is the eager one. ``compiler/fusion.py`` feeds groups and writes them out.
 
 from __future__ import annotations
 
+import copy
 import weakref
 
 from .._overlap import byte_span
+from .._shape import contiguous_strides
 from .._tensor import Tensor
 from ..kernels import fused
 from ..runtime.launch import ArrayArg
-from ._views import array_arg, read_strides, sharing, space_of, spans_overlap, squeezed, view_at
+from ._views import (
+    array_arg,
+    broadcast_strides,
+    read_strides,
+    sharing,
+    space_of,
+    spans_overlap,
+    squeezed,
+    view_at,
+)
 
 __all__ = [
     "CONFLICT",
@@ -31,6 +42,7 @@ __all__ = [
     "plan",
     "reduction_of",
     "take_tail",
+    "widened",
 ]
 
 # A fused kernel's limits; a longer chain is split (docs/internals.md). Its parameters must fit the
@@ -136,6 +148,7 @@ class Group:
         self.head_writes: dict[int, Write] = {}  # the head's: data pointer -> its latest write
         self.state: Tensor | None = None  # the generator's, where the group draws
         self.draws = 0
+        self.dims: tuple | None = None  # the shape of every step's result, while they share one
 
     def full(self) -> bool:
         """True when one more op could take the kernel past a limit."""
@@ -308,6 +321,69 @@ def _head_value(g: Group, o: Tensor) -> int | None:
     return w.step if w is not None and o.numel() == 1 and w.dtype is o.dtype and w.alive() else None
 
 
+def widened(g: Group, out: Tensor, space: tuple, n: int, s) -> Group | None:
+    """A group over ``space`` (``n`` elements, ``out``'s), into which the
+    smaller group ``g``'s results broadcast, whose first steps are ``g``'s,
+    each element computing the values of the element of ``g``'s it reads (a
+    ``-2.0 * beta`` over a few temperatures before the lattices' chain that
+    reads it): one kernel where there were two. Its results are stored by
+    the threads of the first element along the dimensions they are broadcast
+    in (most die before the kernel is written out, and are not stored). None
+    where ``g`` is not such a group: reductions, a tail, a head or draws;
+    results of more than one shape; an operand read rolled; or a result over
+    memory it reads (a thread would store it while others read)."""
+    if g.dims is None or g.reductions or g.tail or g.head or g.draws or g.stream != s or g.n >= n:
+        return None
+    if broadcast_strides_of(g.dims, out.shape) is None:
+        return None
+    w = Group(space, n, s)
+    for step in g.steps:
+        args = []
+        for kind, k in step.args:
+            if kind in ("a", "c"):
+                t, shifts = (g.inputs[k], ()) if kind == "a" else (g.strided[k][0], g.strided[k][2])
+                strides = read_strides(t, out)
+                if any(shifts) or broadcast_strides(t, g.dims) is None or strides is None:
+                    return None
+                args.append(("c", (t, strides, ())))
+            elif kind == "b":
+                args.append(("b", g.ones[k]))
+            elif kind == "s":
+                args.append(("s", g.scalars[k]))
+            elif kind == "v":
+                args.append(("v", k))
+            else:
+                return None
+        w.steps.append(fused.Step(step.op, _refs(w, args), step.cast, step.dtype))
+    read = [*w.ones, *[t for t, _, _ in w.strided]]
+    for write in g.writes.values():
+        if any(write.overlaps(*byte_span(t)) for t in read):
+            return None  # an update in place
+        moved = copy.copy(write)
+        moved.strides = squeezed(broadcast_strides_of(g.dims, out.shape, write.strides), out.shape)
+        w.writes[moved.key] = moved
+    w.dims = out.shape
+    return w
+
+
+def broadcast_strides_of(dims: tuple, shape: tuple, strides: tuple | None = None) -> tuple | None:
+    """The element strides over ``shape`` of a tensor of shape ``dims`` that
+    broadcasts to it (None where it does not): its own ``strides`` over its
+    dimensions of more than one element (None: contiguous) along the
+    dimensions where it has them, 0 along the others."""
+    if len(dims) > len(shape):
+        return None
+    full = list(contiguous_strides(dims))
+    if strides is not None:
+        placed = iter(strides)
+        full = [next(placed) if size != 1 else 0 for size in dims]
+    padded = [0] * (len(shape) - len(dims)) + [st if size != 1 else 0 for st, size in zip(full, dims, strict=True)]
+    padded_dims = (1,) * (len(shape) - len(dims)) + tuple(dims)
+    if any(size not in (1, want) for size, want in zip(padded_dims, shape, strict=True)):
+        return None
+    return tuple(padded)
+
+
 def after_tail(g: Group, out: Tensor, operands) -> bool:
     """True when a full-size op may join the group after its tail: it neither
     reads nor writes what the tail writes, so the tail (on the first thread,
@@ -357,6 +433,7 @@ def ends_in_rows(g: Group) -> bool:
 
 def apply_step(g: Group, op: str, out: Tensor, cast: str, args: list) -> None:
     """Add the step (and its new inputs) to the group; ``out`` becomes a result."""
+    g.dims = out.shape if not g.steps or g.dims == out.shape else None
     g.steps.append(fused.Step(op, _refs(g, args), cast, out.dtype.name))
     w = Write(len(g.steps) - 1, out)
     g.writes.pop(w.key, None)  # last in the stores' order: a view sharing elements with another stores after it

@@ -92,6 +92,7 @@ from ._groups import (
     headed,
     plan,
     take_tail,
+    widened,
 )
 from ._views import (
     array_arg,
@@ -188,6 +189,8 @@ class Fuser:
                 return True
         if g is not None and g.shape == () != space and self._join_as_head(g, op, out, operands, cast, space, s):
             return True
+        if g is not None and () != g.shape != space and self._join_widened(g, op, out, operands, cast, space, s):
+            return True
         if g is not None and (
             g.shape != space or g.stream != s or g.full() or (g.tail and not after_tail(g, out, operands))
         ):  # fmt: skip
@@ -218,6 +221,19 @@ class Fuser:
             return False
         apply_step(h, op, out, cast, args)
         self.group = h
+        return True
+
+    def _join_widened(self, g: Group, op: str, out: Tensor, operands, cast: str, space: tuple, s) -> bool:
+        """Make the open group, over fewer elements, the first steps of a group
+        over ``space`` that the op starts, into which its results broadcast
+        (True), where it can be (``widened``) and the op may follow it; else
+        False, the group left as it was."""
+        w = widened(g, out, space, out.numel(), s)
+        args = CONFLICT if w is None else plan(w, out, operands)
+        if args in (CONFLICT, EAGER):
+            return False
+        apply_step(w, op, out, cast, args)
+        self.group = w
         return True
 
     def reduce(self, op: str, x: Tensor, dim, keepdim: bool) -> Tensor | None:

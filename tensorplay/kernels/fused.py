@@ -39,7 +39,11 @@ pulls), but not with full reductions.
 
 A chain may begin with a *head*: ops on one-element tensors that every
 thread runs before its elements (a step size from a time and its bound, which
-the elements then read), the first thread storing their results.
+the elements then read), the first thread storing their results. Ops over
+fewer elements whose results the chain reads broadcast (``-2.0 * beta`` over a
+few temperatures, before the lattices' chain) are its first steps instead,
+each thread computing the values its elements read; an output whose strides
+are 0 along some dimensions is stored by the first element along them.
 
 The source is what runs: it is compiled from the same text that
 ``compiled.kernels()`` prints, and it can be pasted into a file as it stands;
@@ -292,7 +296,11 @@ def _elements(steps, stores, reductions, at: list[tuple[str, str]], layout: tupl
     for i, tag in at:
         for k, j in enumerate(stores):
             where = i if out_strides[k] is None else _offset(i, shape, out_strides[k])
-            lines.append(f"        o{k}[{where}] = v{j}{tag}")
+            first = None if out_strides[k] is None else _first_along_broadcast(i, shape, out_strides[k])
+            if first is None:
+                lines.append(f"        o{k}[{where}] = v{j}{tag}")
+            else:  # a result broadcast over some dimensions: stored by the first element along them
+                lines += [f"        if {first}:", f"            o{k}[{where}] = v{j}{tag}"]
         lines += [_accumulate(m, r, tag) for m, r in enumerate(reductions)]
     return lines
 
@@ -361,6 +369,19 @@ def _offset(index: str, shape: tuple, strides: tuple, shifts: tuple = ()) -> str
             terms.append(coord if strides[d] == 1 else f"({coord}) * {strides[d]}")
         inner *= shape[d]
     return " + ".join(reversed(terms)) or "0"
+
+
+def _first_along_broadcast(index: str, shape: tuple, strides: tuple) -> str | None:
+    """The test that the element at flat ``index`` of ``shape`` is the first
+    along every dimension an output's ``strides`` broadcast it in (stride 0),
+    or None where there is none: one thread stores each of its elements."""
+    terms, inner = [], 1
+    for d in range(len(shape) - 1, -1, -1):
+        if strides[d] == 0 and shape[d] > 1:
+            coord = index if inner == 1 else f"{index} // {inner}"
+            terms.append(f"({coord}) % {shape[d]} == 0" if d else f"{coord} == 0")
+        inner *= shape[d]
+    return " and ".join(reversed(terms)) or None
 
 
 def _finish(reductions, tail: Tail) -> list[str]:

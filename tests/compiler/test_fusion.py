@@ -223,6 +223,54 @@ def test_a_head_is_left_where_the_chain_writes_what_it_reads_or_writes():
         _assert_as_eager(compiled.numpy(), eager.numpy())
 
 
+def test_ops_over_fewer_elements_before_a_chain_that_broadcasts_them_are_its_first_steps():
+    # the Ising sweep's acceptance: -2.0 * beta over the temperatures, then the lattices' chain reads it
+    rng = np.random.default_rng(15)
+    spins, near = tp.tensor(rng.standard_normal((3, 6, 5))), tp.tensor(rng.standard_normal((3, 6, 5)))
+    beta, row = tp.tensor(rng.uniform(0.3, 0.6, (3, 1, 1))), tp.tensor(rng.standard_normal(5))
+
+    def accept(spins, near, beta, row):
+        twice = -2.0 * beta
+        kept = twice + 1.0  # returned: stored by one element of each lattice
+        return tp.exp(twice * spins * near), kept
+
+    def scaled(spins, near, beta, row):
+        scale = row * 0.5 + 1.0  # over the last dimension
+        return spins * scale, scale
+
+    for fn, kernel in ((accept, "fused_mul_add_exp"), (scaled, "fused_mul_add")):
+        eager, compiled, compiled_fn = _eager_and_compiled(fn, spins, near, beta, row)
+        (name, text), *others = _names(compiled_fn)
+        assert not others and name == kernel, (name, others)
+        assert " == 0:" in text  # its small result stored by the first element along the broadcast dimensions
+        for a, b in zip(_values(compiled), _values(eager), strict=True):
+            _assert_as_eager(a, b)
+
+
+def test_ops_over_fewer_elements_stay_apart_where_they_update_what_they_read_or_are_read_rolled():
+    rng = np.random.default_rng(16)
+    x = tp.tensor(rng.standard_normal((4, 6)))
+
+    def updates_in_place(x, col):
+        col.mul_(2.0)  # every thread of the wider kernel would read col while the first ones store it
+        return x * col
+
+    def read_rolled(x, col):
+        return x + tp.roll(col, 1, 0) * 2.0
+
+    def results_of_two_shapes(x, col):
+        a = col * 2.0
+        b = a.reshape(1, 4) + 1.0
+        return x + a, b
+
+    for fn in (updates_in_place, read_rolled, results_of_two_shapes):
+        col = tp.tensor(rng.standard_normal((4, 1)))
+        eager, compiled, compiled_fn = _eager_and_compiled(fn, x, col)
+        assert len(_names(compiled_fn)) == 2, fn.__name__  # the small ops' kernel, then the chain's
+        for a, b in zip(_values(compiled), _values(eager), strict=True):
+            _assert_as_eager(a, b)
+
+
 def test_broadcast_and_strided_operands_join_the_chain_and_float16_runs_eagerly():
     rng = np.random.default_rng(2)
     x, row = tp.tensor(rng.standard_normal((6, 50), np.float32)), tp.tensor(rng.standard_normal(50, np.float32))

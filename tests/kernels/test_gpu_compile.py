@@ -155,7 +155,9 @@ def _launch_every_fused_kind() -> set[str]:
     and an in-place update of a slice with a tail and no reduction, with
     rolled reads and uniform draws, a reduction over a leading dimension
     with a tail, and a head of one-element ops before two reductions along
-    short rows, then two along long ones. Returns their sources."""
+    short rows, then two along long ones, and ops over fewer elements before
+    a chain that reads them broadcast, one of their results stored by the
+    first element along the broadcast dimensions. Returns their sources."""
 
     def f(x, row, w, it, go):
         rows = (x * row * tp.rand(4, 40)).exp().sum(-1)  # uniform draws in a kernel of rows
@@ -182,8 +184,13 @@ def _launch_every_fused_kind() -> set[str]:
         w = z * 2.0
         return t_new, *short, w.sum(-1), w.amin(-1)  # rows of 40: a block a row
 
+    def widened(x, beta):
+        twice = -2.0 * beta  # over the lattices, then the chain over their sites reads it broadcast
+        kept = twice + 1.0  # returned: stored by the first site of each lattice
+        return tp.exp(twice * x), kept
+
     compiled, compiled_mixed, compiled_stencil = tp.compile(f), tp.compile(mixed), tp.compile(stencil)
-    compiled_rows = tp.compile(heads_and_rows)
+    compiled_rows, compiled_widened = tp.compile(heads_and_rows), tp.compile(widened)
     args = tp.ones((4, 40)), tp.ones(40), tp.ones(64), tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
     mixed_args = tp.ones(64, dtype=tp.int16), tp.ones(64, dtype=tp.float16), tp.ones(64, dtype=tp.bfloat16)
     with tp.cuda.graph(tp.cuda.CUDAGraph()):
@@ -191,10 +198,11 @@ def _launch_every_fused_kind() -> set[str]:
         compiled_mixed(*mixed_args)
         compiled_stencil(tp.ones((6, 9)), tp.ones((4, 7)), tp.zeros(1, dtype=tp.int64), tp.ones(1, dtype=tp.bool))
         compiled_rows(tp.ones((50, 3)), tp.ones((4, 40)), tp.zeros(1), tp.full((1,), 0.5))
+        compiled_widened(tp.ones((3, 6, 5)), tp.ones((3, 1, 1)))
     assert len(compiled.kernels()) == 2 and len(compiled_mixed.kernels()) == 1  # its reduction reads the chain
     assert len(compiled_stencil.kernels()) == 3  # a shifted read of what a chain writes ends it: mul_, +, add_
-    assert len(compiled_rows.kernels()) == 2
-    every = (compiled, compiled_mixed, compiled_stencil, compiled_rows)
+    assert len(compiled_rows.kernels()) == 2 and len(compiled_widened.kernels()) == 1
+    every = (compiled, compiled_mixed, compiled_stencil, compiled_rows, compiled_widened)
     return set().union(*(set(c.kernels()) for c in every))
 
 
