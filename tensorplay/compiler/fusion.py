@@ -263,11 +263,9 @@ class Fuser:
         if not block or trail > MAX_TRAIL or 0 in x.shape:
             return None  # not a block of dimensions (or nothing to reduce): the eager kernel's layouts
         k = 0 if kept == 0 else g.n // math.prod(x.shape[d] for d in range(x.ndim) if d not in dims)
-        if k and _few_long_rows(k, g.n // k):
-            return None
         if g.reductions and (g.reductions[0].k, g.reductions[0].trail) != (k, trail):
             return None  # full reductions beside full ones only, rows beside the same rows only
-        if kept == 0 and not g.ticket:
+        if (kept == 0 or _few_long_rows(k, g.n // k)) and not g.ticket:  # its blocks count themselves done
             g.ticket = tickets.take() or 0
             if not g.ticket:
                 return None
@@ -321,8 +319,10 @@ class Fuser:
         counts = (len(g.inputs), len(g.ones), len(g.scalars))
         strided, shifts = tuple(strides for _, strides, _ in g.strided), tuple(sh for _, _, sh in g.strided)
         out_strides = tuple(w.strides for w in live)
+        rows = g.reductions[0].out.numel() if ends_in_rows(g) else 0
+        pieces = max(1, _reduction_blocks(g.n) // rows) if rows and g.ticket else 0  # a few long rows
         text = fused.source(name, counts, tuple(g.steps), tuple(w.step for w in live), reductions, g.shape, strided,
-                            out_strides, tail, shifts, g.draws, head)  # fmt: skip
+                            out_strides, tail, shifts, g.draws, head, pieces)  # fmt: skip
         kernel = fused.kernel(name, text)
         args = [np.int64(g.n), *[array_arg(t._ptr, t.numel(), t.dtype) for t in (*g.inputs, *g.ones)]]
         args += [*[spanned(t, g.shape, strides) for t, strides, _ in g.strided], *g.scalars]
@@ -333,10 +333,18 @@ class Fuser:
         with stream(g.stream), self._launching_own():
             if not g.reductions:
                 launch(kernel, *grid_1d(g.n), args + tail_outputs, g.stream)
-            elif ends_in_rows(g):  # a thread a short row, else a block a row
+            elif pieces:  # a few long rows: blocks share each row, the last one combines their partials
+                args.append(array_arg(g.ticket, 1, dt.int32))
+                for r in g.reductions:
+                    p = Tensor._empty((rows * pieces,), dt.from_numpy_dtype(r.acc))  # freed as the kernel is issued
+                    args += [array_arg(p._ptr, rows * pieces, p.dtype), array_arg(r.out._ptr, rows, r.out.dtype)]
+                    args.append(rk.identity_value(r.op, r.acc))
+                args.append(np.float64(1.0 / g.reductions[0].k))
+                launch(kernel, (rows * pieces, 1, 1), (fused.BLOCK, 1, 1), args + tail_outputs, g.stream)
+            elif rows:  # a thread a short row, else a block a row
                 for r in g.reductions:
                     args += [array_arg(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)]
-                k, rows = g.reductions[0].k, g.reductions[0].out.numel()
+                k = g.reductions[0].k
                 args.append(np.float64(1.0 / k))
                 if k <= fused.THREAD_ROWS:
                     grid, block = grid_1d(rows)
@@ -391,8 +399,9 @@ def _few_long_rows(k: int, rows: int) -> bool:
     """True when ``rows`` rows of ``k`` elements, a block a row, would leave the
     device idle: rows of more than 16 blocks' worth of elements, too few for an
     eighth of a wave of threads (four rows of 65 536 spins: the whole chain on
-    four blocks). The eager reduction, which cuts such rows into chunks
-    first, takes them."""
+    four blocks). Blocks then share each row, as many as a full reduction of
+    the chain's elements would take, and the last one to finish combines each
+    row's partials (``fused._pieced_rows``)."""
     return k > 16 * fused.BLOCK and rows * fused.BLOCK * 8 < get_backend().max_threads_per_launch
 
 

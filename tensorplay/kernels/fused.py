@@ -33,7 +33,9 @@ convergence test) on one thread, and sets the ticket back to zero. A chain
 without a reduction may have a tail too, of ops that touch nothing the chain
 reads or writes: the first thread runs it. A reduction along the last
 dimensions instead is done a block a row, or a thread a row where rows are
-short (``_rows``); several such reductions of one chain may share the kernel
+short (``_rows``), or where a few long rows would leave the device idle, by
+several blocks a row whose partials the last block combines (``_pieced_rows``,
+on a ticket as the full reductions); several such reductions of one chain may share the kernel
 where they reduce the same rows (the three components of an N-body step's
 pulls), but not with full reductions.
 
@@ -59,7 +61,9 @@ where the chain draws, then for full reductions the
 ``ticket`` and the means' ``scale`` (1/n), and for each reduction ``m`` its
 ``partials{m}`` array (one element per block), its one-element output
 ``red{m}`` and its accumulator's starting value ``init{m}`` (reductions along
-rows: each one's ``red{m}`` and ``init{m}``, then ``scale``), and last the
+rows: each one's ``red{m}`` and ``init{m}``, then ``scale``; shared by
+pieces: the ``ticket``, each one's ``partials{m}``, ``red{m}`` and ``init{m}``,
+then ``scale``), and last the
 tail's one-element outputs ``q0, ...``.
 """
 
@@ -158,7 +162,7 @@ _CONVERT = {"bool": "np.bool_", **{d: f"np.{d}" for d in ("int32", "int64", "flo
 def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], stores: tuple[int, ...],
            reductions: tuple[Reduction, ...] = (), shape: tuple = (), strided: tuple = (),
            out_strides: tuple = (), tail: Tail = Tail(), shifts: tuple = (), draws: int = 0,
-           head: Head = Head()) -> str:  # fmt: skip
+           head: Head = Head(), pieces: int = 0) -> str:  # fmt: skip
     """The kernel's Python source. ``counts`` is (full-size inputs, one-element
     inputs, scalars); ``stores[k]`` is the step whose value output ``k`` takes;
     ``strided[k]`` are the element strides of strided input ``k`` over ``shape``
@@ -166,7 +170,9 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     dimension (element ``c`` reads the input's ``(c + shift) % size``);
     ``out_strides[k]`` are those of output ``k`` (None, or left out:
     contiguous); ``draws`` is how many uniform draws of ``n`` numbers it makes;
-    ``head`` the one-element steps every thread runs first."""
+    ``head`` the one-element steps every thread runs first; ``pieces``, for
+    reductions along rows, the blocks that share each row (0: a block or a
+    thread a row)."""
     na, nb, ns = counts
     out_strides = out_strides or (None,) * len(stores)
     ops = sorted({s.op for s in (*head.steps, *steps, *tail.steps)})
@@ -175,7 +181,10 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     params += [f"o{k}" for k in range(len(stores))] + [f"e{k}" for k in range(len(head.stores))]
     params += ["rng"] if draws else []
     rows = bool(reductions) and reductions[0].k
-    if rows:
+    if rows and pieces:
+        params += ["ticket", *[f"{p}{m}" for m in range(len(reductions)) for p in ("partials", "red", "init")]]
+        params += ["scale"]
+    elif rows:
         params += [*[f"{p}{m}" for m in range(len(reductions)) for p in ("red", "init")], "scale"]
     elif reductions:
         params += ["ticket", "scale", *[f"{p}{m}" for m in range(len(reductions)) for p in ("partials", "red", "init")]]
@@ -191,7 +200,9 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     if draws:
         body += ["    seed, base = np.uint64(rng[0]), rng[1]"]
     layout = (shape, strided, shifts or ((),) * len(strided), out_strides, draws)
-    if rows:
+    if rows and pieces:
+        body += _pieced_rows(steps, stores, reductions, layout, pieces) + _first_thread(tail)
+    elif rows:
         body += _rows(steps, stores, reductions, layout) + _first_thread(tail)
     else:
         body += _grid_stride(steps, stores, reductions, layout, tail)
@@ -460,6 +471,48 @@ def _rows(steps, stores, reductions, layout: tuple) -> list[str]:
         "        cuda.syncthreads()  # before the next row uses the scratch arrays",
         "        row += cuda.gridDim.x",
         *_advance_lines(layout[4]),
+    ]
+
+
+def _pieced_rows(steps, stores, reductions, layout: tuple, pieces: int) -> list[str]:
+    """The body of a kernel whose chain ends in reductions along a few long
+    rows: ``pieces`` blocks a row (block ``b`` takes piece ``b % pieces`` of
+    row ``b // pieces``, its threads ``BLOCK`` elements apart), each writing a
+    partial of each reduction and counting itself done on the ticket; the last
+    block combines each row's partials in order (a thread a row) and stores
+    the row's value."""
+    k, trail = reductions[0].k, reductions[0].trail
+    each, values = range(len(reductions)), list(enumerate(reductions))
+    index = f"row * {k} + j" if trail == 1 else f"(row // {trail}) * {k * trail} + j * {trail} + row % {trail}"
+    return [
+        "    t = cuda.threadIdx.x",
+        *[f"    scratch{m} = cuda.shared.array({BLOCK}, np.{r.acc})" for m, r in values],
+        "    last = cuda.shared.array(1, np.int32)",
+        f"    row = cuda.blockIdx.x // {pieces}",
+        *[f"    acc{m} = init{m}" for m in each],
+        f"    j = (cuda.blockIdx.x % {pieces}) * {BLOCK} + t",
+        f"    while j < {k}:",
+        f"        i = {index}",
+        *_elements(steps, stores, reductions, [("i", "")], layout),
+        f"        j += {pieces * BLOCK}",
+        *_advance_lines(layout[4]),
+        *_tree(each),
+        "    if t == 0:",
+        *[f"        partials{m}[cuda.blockIdx.x] = scratch{m}[0]" for m in each],
+        "        cuda.threadfence()  # the partials are seen before the ticket",
+        "        last[0] = cuda.atomic.add(ticket, 0, 1) == cuda.gridDim.x - 1",
+        "    cuda.syncthreads()",
+        "    if last[0]:  # every other block has written its partials",
+        "        cuda.threadfence()",
+        "        row = t",
+        f"        while row < n // {k}:",
+        *[f"            acc{m} = init{m}" for m in each],
+        f"            for piece in range({pieces}):",
+        *[f"                acc{m} = combine{m}(acc{m}, partials{m}[row * {pieces} + piece])" for m in each],
+        *[f"            red{m}[row] = {_CONVERT[r.dtype]}(finalize{m}(acc{m}, scale))" for m, r in values],
+        f"            row += {BLOCK}",
+        "        if t == 0:",
+        "            ticket[0] = 0  # for the next launch",
     ]
 
 

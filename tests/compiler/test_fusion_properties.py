@@ -180,6 +180,26 @@ def _assert_equal_values(got, want, exact: bool) -> None:
 @hypothesis_settings(examples=(30, 60), steps=(1, 1))  # on a GPU each example compiles kernels
 @given(program=_programs())
 def test_random_programs_of_mixed_dtypes_equal_eager(program):
+    _check_against_eager(program)
+
+
+@hypothesis_settings(examples=(12, 30), steps=(1, 1))
+@given(program=_programs())
+def test_random_programs_reducing_a_few_long_rows_equal_eager(program):
+    # rows long enough, and few enough for a GPU's wave of threads, that blocks share each one
+    # (the simulator's device is given an H100's threads a launch so that it decides as one would)
+    from tensorplay.kernels.fused import BLOCK
+    from tensorplay.runtime.backend import get as get_backend
+
+    device = get_backend()
+    threads, device.max_threads_per_launch = device.max_threads_per_launch, max(device.max_threads_per_launch, 270_336)
+    try:
+        _check_against_eager(((2, 16 * BLOCK + 8), *program[1:]))
+    finally:
+        device.max_threads_per_launch = threads
+
+
+def _check_against_eager(program):
     shape, _, reduction, more = program
     inputs = _inputs(shape, len(program[1]))
     fn = tp.compile(lambda *xs: _run(program, *xs))

@@ -22,6 +22,7 @@ from helpers import EVERY_DTYPE
 from helpers.gpu_compile import MISSING_LIBRARIES, signatures
 
 import tensorplay as tp
+from tensorplay.runtime.backend import get as get_backend
 
 pytestmark = pytest.mark.skipif(tp.cuda.backend() != "sim", reason="on a GPU every test compiles its kernels")
 
@@ -157,7 +158,8 @@ def _launch_every_fused_kind() -> set[str]:
     with a tail, and a head of one-element ops before two reductions along
     short rows, then two along long ones, and ops over fewer elements before
     a chain that reads them broadcast, one of their results stored by the
-    first element along the broadcast dimensions. Returns their sources."""
+    first element along the broadcast dimensions, and a reduction along a
+    few long rows that blocks share. Returns their sources."""
 
     def f(x, row, w, it, go):
         rows = (x * row * tp.rand(4, 40)).exp().sum(-1)  # uniform draws in a kernel of rows
@@ -190,7 +192,11 @@ def _launch_every_fused_kind() -> set[str]:
         return tp.exp(twice * x), kept
 
     compiled, compiled_mixed, compiled_stencil = tp.compile(f), tp.compile(mixed), tp.compile(stencil)
+    def pieced(x):  # a few long rows, as on a GPU's wave of threads: blocks share each one
+        return (x * 2.0).sum(dim=(1, 2))
+
     compiled_rows, compiled_widened = tp.compile(heads_and_rows), tp.compile(widened)
+    compiled_pieced = tp.compile(pieced)
     args = tp.ones((4, 40)), tp.ones(40), tp.ones(64), tp.zeros(1, dtype=tp.int32), tp.ones(1, dtype=tp.bool)
     mixed_args = tp.ones(64, dtype=tp.int16), tp.ones(64, dtype=tp.float16), tp.ones(64, dtype=tp.bfloat16)
     with tp.cuda.graph(tp.cuda.CUDAGraph()):
@@ -199,10 +205,17 @@ def _launch_every_fused_kind() -> set[str]:
         compiled_stencil(tp.ones((6, 9)), tp.ones((4, 7)), tp.zeros(1, dtype=tp.int64), tp.ones(1, dtype=tp.bool))
         compiled_rows(tp.ones((50, 3)), tp.ones((4, 40)), tp.zeros(1), tp.full((1,), 0.5))
         compiled_widened(tp.ones((3, 6, 5)), tp.ones((3, 1, 1)))
+        device = get_backend()
+        threads, device.max_threads_per_launch = device.max_threads_per_launch, 270_336
+        try:
+            compiled_pieced(tp.ones((4, 32, 600)))
+        finally:
+            device.max_threads_per_launch = threads
     assert len(compiled.kernels()) == 2 and len(compiled_mixed.kernels()) == 1  # its reduction reads the chain
     assert len(compiled_stencil.kernels()) == 3  # a shifted read of what a chain writes ends it: mul_, +, add_
     assert len(compiled_rows.kernels()) == 2 and len(compiled_widened.kernels()) == 1
-    every = (compiled, compiled_mixed, compiled_stencil, compiled_rows, compiled_widened)
+    assert "partials0[row * " in compiled_pieced.kernels()[0]
+    every = (compiled, compiled_mixed, compiled_stencil, compiled_rows, compiled_widened, compiled_pieced)
     return set().union(*(set(c.kernels()) for c in every))
 
 
