@@ -192,6 +192,7 @@ def _launch_every_fused_kind() -> set[str]:
         return tp.exp(twice * x), kept
 
     compiled, compiled_mixed, compiled_stencil = tp.compile(f), tp.compile(mixed), tp.compile(stencil)
+
     def pieced(x):  # a few long rows, as on a GPU's wave of threads: blocks share each one
         return (x * 2.0).sum(dim=(1, 2))
 
