@@ -187,10 +187,10 @@ class Fuser:
         if g is not None and not ends_in_rows(g) and g.stream == s and space == () != g.shape:
             if take_tail(g, op, out, operands, cast):
                 return True
-        if g is not None and g.shape == () != space and self._join_as_head(g, op, out, operands, cast, space, s):
-            return True
-        if g is not None and () != g.shape != space and self._join_widened(g, op, out, operands, cast, space, s):
-            return True
+        if g is not None and g.shape != space:  # one-element ops as a head, or fewer elements as first steps
+            opened = headed(g, space, out.numel(), s) if g.shape == () else widened(g, out, space, out.numel(), s)
+            if self._join_opened(opened, op, out, operands, cast):
+                return True
         if g is not None and (
             g.shape != space or g.stream != s or g.full() or (g.tail and not after_tail(g, out, operands))
         ):  # fmt: skip
@@ -211,29 +211,16 @@ class Fuser:
         self.group = g
         return True
 
-    def _join_as_head(self, g: Group, op: str, out: Tensor, operands, cast: str, space: tuple, s) -> bool:
-        """Make the open group of one-element ops the head of a new group over
-        ``space`` that the op starts (True), where it can be one (``headed``)
-        and the op may follow it; else False, the group left as it was."""
-        h = headed(g, space, out.numel(), s)
+    def _join_opened(self, h: Group | None, op: str, out: Tensor, operands, cast: str) -> bool:
+        """Make ``h``, a group that the open one became (its head, or its first
+        steps: ``headed``, ``widened``; None where it cannot), the open group
+        with the op joined (True), where the op may follow it; else False, the
+        open group left as it was."""
         args = CONFLICT if h is None else plan(h, out, operands)
         if args in (CONFLICT, EAGER):
             return False
         apply_step(h, op, out, cast, args)
         self.group = h
-        return True
-
-    def _join_widened(self, g: Group, op: str, out: Tensor, operands, cast: str, space: tuple, s) -> bool:
-        """Make the open group, over fewer elements, the first steps of a group
-        over ``space`` that the op starts, into which its results broadcast
-        (True), where it can be (``widened``) and the op may follow it; else
-        False, the group left as it was."""
-        w = widened(g, out, space, out.numel(), s)
-        args = CONFLICT if w is None else plan(w, out, operands)
-        if args in (CONFLICT, EAGER):
-            return False
-        apply_step(w, op, out, cast, args)
-        self.group = w
         return True
 
     def reduce(self, op: str, x: Tensor, dim, keepdim: bool) -> Tensor | None:

@@ -405,14 +405,7 @@ def _finish(reductions, tail: Tail) -> list[str]:
         "    t = cuda.threadIdx.x",
         *[f"    scratch{m} = cuda.shared.array({BLOCK}, np.{r.acc})" for m, r in enumerate(reductions)],
         "    last = cuda.shared.array(1, np.int32)",
-        *_tree(each),
-        "    if t == 0:",
-        *[f"        partials{m}[cuda.blockIdx.x] = scratch{m}[0]" for m in each],
-        "        cuda.threadfence()  # the partials are seen before the ticket",
-        "        last[0] = cuda.atomic.add(ticket, 0, 1) == cuda.gridDim.x - 1",
-        "    cuda.syncthreads()",
-        "    if last[0]:  # every other block has written its partials",
-        "        cuda.threadfence()",
+        *_block_partials(each),
         *[f"        acc{m} = init{m}" for m in each],
         "        j = t",
         "        while j < cuda.gridDim.x:",
@@ -496,14 +489,7 @@ def _pieced_rows(steps, stores, reductions, layout: tuple, pieces: int) -> list[
         *_elements(steps, stores, reductions, [("i", "")], layout),
         f"        j += {pieces * BLOCK}",
         *_advance_lines(layout[4]),
-        *_tree(each),
-        "    if t == 0:",
-        *[f"        partials{m}[cuda.blockIdx.x] = scratch{m}[0]" for m in each],
-        "        cuda.threadfence()  # the partials are seen before the ticket",
-        "        last[0] = cuda.atomic.add(ticket, 0, 1) == cuda.gridDim.x - 1",
-        "    cuda.syncthreads()",
-        "    if last[0]:  # every other block has written its partials",
-        "        cuda.threadfence()",
+        *_block_partials(each),
         "        row = t",
         f"        while row < n // {k}:",
         *[f"            acc{m} = init{m}" for m in each],
@@ -513,6 +499,21 @@ def _pieced_rows(steps, stores, reductions, layout: tuple, pieces: int) -> list[
         f"            row += {BLOCK}",
         "        if t == 0:",
         "            ticket[0] = 0  # for the next launch",
+    ]
+
+
+def _block_partials(each) -> list[str]:
+    """Lines that combine the block's accumulators into its partials, count the
+    block done on the ticket, and open ``if last[0]:`` for the last block."""
+    return [
+        *_tree(each),
+        "    if t == 0:",
+        *[f"        partials{m}[cuda.blockIdx.x] = scratch{m}[0]" for m in each],
+        "        cuda.threadfence()  # the partials are seen before the ticket",
+        "        last[0] = cuda.atomic.add(ticket, 0, 1) == cuda.gridDim.x - 1",
+        "    cuda.syncthreads()",
+        "    if last[0]:  # every other block has written its partials",
+        "        cuda.threadfence()",
     ]
 
 
