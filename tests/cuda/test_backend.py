@@ -245,3 +245,44 @@ def test_a_bad_tensorplay_sim_memory_is_a_value_error_with_an_example(monkeypatc
         "ValueError: TENSORPLAY_SIM_MEMORY must be the simulated device's memory as a positive whole number of "
         f"bytes, optionally followed by K, M, G or T (e.g. 8G), got {value!r}"
     )
+
+
+def test_a_wait_spins_then_yields_then_sleeps_and_ends_at_the_first_ready_poll(monkeypatch):
+    """``_wait_until_done`` on a fake clock: no pause in the first ``SPIN_S``,
+    ``sleep(0)`` (the CPU given away, back at once) up to ``YIELD_S``, then
+    ``SLEEP_S`` pauses; it returns at the first poll that finds the work done,
+    and raises the driver's error where the query fails."""
+    pytest.importorskip("cuda.bindings")
+    from cuda.bindings import driver as drv
+
+    from tensorplay.runtime.backend import driver_calls as calls
+    from tensorplay.runtime.backend.errors import CudaError
+
+    now = [0.0]
+    pauses = []
+
+    def sleep(seconds):
+        pauses.append(seconds)
+        now[0] += max(seconds, 1e-6)
+
+    monkeypatch.setattr(calls.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(calls.time, "sleep", sleep)
+    not_ready, done = drv.CUresult.CUDA_ERROR_NOT_READY, drv.CUresult.CUDA_SUCCESS
+    for ready_at in (0.0, 1e-3, 20e-3, 80e-3):
+        polls, pauses[:] = [], []
+
+        def query(handle, ready_at=ready_at, polls=polls):
+            polls.append(now[0])
+            now[0] += 1e-6  # a poll takes a microsecond
+            return (done if polls[-1] >= ready_at else not_ready,)
+
+        now[0] = 0.0
+        calls._wait_until_done("cuStreamSynchronize", query, None)
+        assert polls[-1] >= ready_at and all(p < ready_at for p in polls[:-1])
+        assert polls[-1] - ready_at <= (calls.SLEEP_S if ready_at > calls.YIELD_S else 2e-6) + 2e-6
+        assert all(p == 0 for p in pauses if p < calls.SLEEP_S) and set(pauses) <= {0, calls.SLEEP_S}
+        spun = sum(1 for p in polls if p <= calls.SPIN_S)
+        assert len(pauses) <= len(polls) - min(spun, len(polls))  # no pause while spinning
+        assert (calls.SLEEP_S in pauses) == (ready_at > calls.YIELD_S + 1e-4)
+    with pytest.raises(CudaError, match="cuStreamSynchronize"):
+        calls._wait_until_done("cuStreamSynchronize", lambda h: (drv.CUresult.CUDA_ERROR_LAUNCH_FAILED,), None)
