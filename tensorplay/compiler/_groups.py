@@ -334,7 +334,7 @@ def widened(g: Group, out: Tensor, space: tuple, n: int, s) -> Group | None:
     memory it reads (a thread would store it while others read)."""
     if g.dims is None or g.reductions or g.tail or g.head or g.draws or g.stream != s or g.n >= n:
         return None
-    if broadcast_strides_of(g.dims, out.shape) is None:
+    if _broadcast_strides_of(g.dims, out.shape) is None:
         return None
     w = Group(space, n, s)
     for step in g.steps:
@@ -360,13 +360,13 @@ def widened(g: Group, out: Tensor, space: tuple, n: int, s) -> Group | None:
         if any(write.overlaps(*byte_span(t)) for t in read):
             return None  # an update in place
         moved = copy.copy(write)
-        moved.strides = squeezed(broadcast_strides_of(g.dims, out.shape, write.strides), out.shape)
+        moved.strides = squeezed(_broadcast_strides_of(g.dims, out.shape, write.strides), out.shape)
         w.writes[moved.key] = moved
     w.dims = out.shape
     return w
 
 
-def broadcast_strides_of(dims: tuple, shape: tuple, strides: tuple | None = None) -> tuple | None:
+def _broadcast_strides_of(dims: tuple, shape: tuple, strides: tuple | None = None) -> tuple | None:
     """The element strides over ``shape`` of a tensor of shape ``dims`` that
     broadcasts to it (None where it does not): its own ``strides`` over its
     dimensions of more than one element (None: contiguous) along the
