@@ -238,7 +238,13 @@ def test_ops_over_fewer_elements_before_a_chain_that_broadcasts_them_are_its_fir
         scale = row * 0.5 + 1.0  # over the last dimension
         return spins * scale, scale
 
-    for fn, kernel in ((accept, "fused_mul_add_exp"), (scaled, "fused_mul_add")):
+    def into_a_column(spins, near, beta, row):
+        column = near[0, :, 1:2]  # a strided view, (6, 1), stored by the first element of each row
+        column.copy_(near[1, :, :1] * 0.5 + 1.0)  # read through strides too
+        return spins * column, near
+
+    cases = ((accept, "fused_mul_add_exp"), (scaled, "fused_mul_add"), (into_a_column, "fused_mul_add"))
+    for fn, kernel in cases:
         eager, compiled, compiled_fn = _eager_and_compiled(fn, spins, near, beta, row)
         (name, text), *others = _names(compiled_fn)
         assert not others and name == kernel, (name, others)
