@@ -510,7 +510,8 @@ def test_short_rows_are_a_threads_each_and_long_ones_a_blocks(shape, dim):
     np.testing.assert_array_equal(got[1].numpy(), (x - 1.0).min(axis=dim))
 
 
-def test_a_few_long_rows_are_shared_by_blocks_whose_partials_the_last_one_combines(monkeypatch):
+@pytest.mark.parametrize("layout", ["last dimensions", "middle dimension", "leading dimension"])
+def test_a_few_long_rows_are_shared_by_blocks_whose_partials_the_last_one_combines(monkeypatch, layout):
     # a block a row would be four blocks for the whole chain: on a GPU's wave of threads, blocks share
     # each row instead, and the last block to finish adds each row's partials in order
     from tensorplay.runtime.backend import get as get_backend
@@ -518,17 +519,24 @@ def test_a_few_long_rows_are_shared_by_blocks_whose_partials_the_last_one_combin
     monkeypatch.setattr(get_backend(), "max_threads_per_launch", 270_336)  # an H100's 132 SMs of 2048 threads
     from tensorplay.kernels.fused import BLOCK
 
+    long = 16 * BLOCK + 40  # rows of over 16 blocks' worth
+    shape, dim = {
+        "last dimensions": ((4, 32, long // 32 + 1), (1, 2)),
+        "middle dimension": ((3, long, 2), 1),  # the row's elements two apart
+        "leading dimension": ((long, 4), 0),  # four apart
+    }[layout]
+
     def f(x):
         y = x * 2.0
-        return y.sum(dim=(1, 2)), y.amax(dim=(1, 2))
+        return y.sum(dim=dim), y.amax(dim=dim)
 
     compiled = tp.compile(f)
     rng = np.random.default_rng(13)
     for _ in range(3):  # the ticket is back at zero for each replay
-        x = rng.standard_normal((4, 32, BLOCK // 2 + 1))  # rows of over 16 blocks' worth
+        x = rng.standard_normal(shape)
         got = compiled(tp.tensor(x))
-        np.testing.assert_allclose(got[0].numpy(), (2 * x).sum(axis=(1, 2)), rtol=1e-12)
-        np.testing.assert_array_equal(got[1].numpy(), (2 * x).max(axis=(1, 2)))
+        np.testing.assert_allclose(got[0].numpy(), (2 * x).sum(axis=dim), rtol=1e-12)
+        np.testing.assert_array_equal(got[1].numpy(), (2 * x).max(axis=dim))
     (name, text), *others = _names(compiled)
     assert not others and name == "fused_mul_sum_max" and "partials1[row * " in text
 
