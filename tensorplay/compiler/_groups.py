@@ -15,6 +15,7 @@ from ..kernels import fused
 from ..runtime.launch import ArrayArg
 from ._views import (
     array_arg,
+    broadcast_layout,
     broadcast_strides,
     read_strides,
     sharing,
@@ -367,21 +368,12 @@ def widened(g: Group, out: Tensor, space: tuple, n: int, s) -> Group | None:
 
 
 def _broadcast_strides_of(dims: tuple, shape: tuple, strides: tuple | None = None) -> tuple | None:
-    """The element strides over ``shape`` of a tensor of shape ``dims`` that
-    broadcasts to it (None where it does not): its own ``strides`` over its
-    dimensions of more than one element (None: contiguous) along the
-    dimensions where it has them, 0 along the others."""
-    if len(dims) > len(shape):
-        return None
-    full = list(contiguous_strides(dims))
-    if strides is not None:
-        placed = iter(strides)
-        full = [next(placed) if size != 1 else 0 for size in dims]
-    padded = [0] * (len(shape) - len(dims)) + [st if size != 1 else 0 for st, size in zip(full, dims, strict=True)]
-    padded_dims = (1,) * (len(shape) - len(dims)) + tuple(dims)
-    if any(size not in (1, want) for size, want in zip(padded_dims, shape, strict=True)):
-        return None
-    return tuple(padded)
+    """``broadcast_layout`` of a result of shape ``dims`` stored with ``strides``
+    over its dimensions of more than one element (None: contiguous)."""
+    if strides is None:
+        return broadcast_layout(dims, contiguous_strides(dims), shape)
+    placed = iter(strides)
+    return broadcast_layout(dims, tuple(next(placed) if size != 1 else 0 for size in dims), shape)
 
 
 def after_tail(g: Group, out: Tensor, operands) -> bool:

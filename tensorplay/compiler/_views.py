@@ -12,6 +12,7 @@ from ..runtime.launch import ArrayArg
 
 __all__ = [
     "array_arg",
+    "broadcast_layout",
     "broadcast_strides",
     "interleaved",
     "read_strides",
@@ -28,11 +29,16 @@ def broadcast_strides(t: Tensor, shape: tuple) -> tuple | None:
     """``t``'s element strides as it is read over ``shape`` (0 along the
     dimensions it is broadcast in), or None when it does not broadcast to it or
     steps backwards (a negative stride: the op runs eagerly)."""
-    if t.ndim > len(shape):
+    return broadcast_layout(t.shape, t.stride(), shape)
+
+
+def broadcast_layout(dims: tuple, element_strides: tuple, shape: tuple) -> tuple | None:
+    """``broadcast_strides`` of a tensor of shape ``dims`` and ``element_strides``."""
+    if len(dims) > len(shape):
         return None
-    pad = len(shape) - t.ndim
+    pad = len(shape) - len(dims)
     strides = [0] * pad
-    for size, want, stride in zip(t.shape, shape[pad:], t.stride(), strict=True):
+    for size, want, stride in zip(dims, shape[pad:], element_strides, strict=True):
         if (size != want and size != 1) or (stride < 0 and size > 1):  # the kernel reads at offsets >= 0
             return None
         strides.append(stride if size == want else 0)

@@ -320,15 +320,7 @@ class Fuser:
         with stream(g.stream), self._launching_own():
             if not g.reductions:
                 launch(kernel, *grid_1d(g.n), args + tail_outputs, g.stream)
-            elif pieces:  # a few long rows: blocks share each row, the last one combines their partials
-                args.append(array_arg(g.ticket, 1, dt.int32))
-                for r in g.reductions:
-                    p = Tensor._empty((rows * pieces,), dt.from_numpy_dtype(r.acc))  # freed as the kernel is issued
-                    args += [array_arg(p._ptr, rows * pieces, p.dtype), array_arg(r.out._ptr, rows, r.out.dtype)]
-                    args.append(rk.identity_value(r.op, r.acc))
-                args.append(np.float64(1.0 / g.reductions[0].k))
-                launch(kernel, (rows * pieces, 1, 1), (fused.BLOCK, 1, 1), args + tail_outputs, g.stream)
-            elif rows:  # a thread a short row, else a block a row
+            elif rows and not pieces:  # a thread a short row, else a block a row
                 for r in g.reductions:
                     args += [array_arg(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)]
                 k = g.reductions[0].k
@@ -338,9 +330,9 @@ class Fuser:
                 else:
                     grid, block = (min(rows, 65535), 1, 1), (min(fused.BLOCK, max(32, 1 << (k - 1).bit_length())), 1, 1)
                 launch(kernel, grid, block, args + tail_outputs, g.stream)
-            else:
-                blocks = _reduction_blocks(g.n)
-                args += [array_arg(g.ticket, 1, dt.int32), np.float64(1.0 / g.n)]
+            else:  # full reductions, or a few long rows that blocks share: the last block combines the partials
+                blocks = rows * pieces or _reduction_blocks(g.n)
+                args += [array_arg(g.ticket, 1, dt.int32), np.float64(1.0 / (g.reductions[0].k or g.n))]
                 partials = [Tensor._empty((blocks,), dt.from_numpy_dtype(r.acc)) for r in g.reductions]  # its alone
                 for r, p in zip(g.reductions, partials, strict=True):
                     args += [array_arg(p._ptr, blocks, p.dtype), array_arg(r.out._ptr, r.out.numel(), r.out.dtype)]

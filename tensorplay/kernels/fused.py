@@ -61,9 +61,8 @@ where the chain draws, then for full reductions the
 ``ticket`` and the means' ``scale`` (1/n), and for each reduction ``m`` its
 ``partials{m}`` array (one element per block), its one-element output
 ``red{m}`` and its accumulator's starting value ``init{m}`` (reductions along
-rows: each one's ``red{m}`` and ``init{m}``, then ``scale``; shared by
-pieces: the ``ticket``, each one's ``partials{m}``, ``red{m}`` and ``init{m}``,
-then ``scale``), and last the
+rows: each one's ``red{m}`` and ``init{m}``, then ``scale``; rows shared by
+blocks take the full reductions' parameters, ``scale`` 1/k), and last the
 tail's one-element outputs ``q0, ...``.
 """
 
@@ -181,12 +180,9 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     params += [f"o{k}" for k in range(len(stores))] + [f"e{k}" for k in range(len(head.stores))]
     params += ["rng"] if draws else []
     rows = bool(reductions) and reductions[0].k
-    if rows and pieces:
-        params += ["ticket", *[f"{p}{m}" for m in range(len(reductions)) for p in ("partials", "red", "init")]]
-        params += ["scale"]
-    elif rows:
+    if rows and not pieces:
         params += [*[f"{p}{m}" for m in range(len(reductions)) for p in ("red", "init")], "scale"]
-    elif reductions:
+    elif reductions:  # full ones, or rows that blocks share
         params += ["ticket", "scale", *[f"{p}{m}" for m in range(len(reductions)) for p in ("partials", "red", "init")]]
     params += [f"q{k}" for k in range(len(tail.stores))]
     if tail.go is not None:
@@ -402,9 +398,7 @@ def _finish(reductions, tail: Tail) -> list[str]:
     the tail."""
     each, values = range(len(reductions)), list(enumerate(reductions))
     return [
-        "    t = cuda.threadIdx.x",
-        *[f"    scratch{m} = cuda.shared.array({BLOCK}, np.{r.acc})" for m, r in enumerate(reductions)],
-        "    last = cuda.shared.array(1, np.int32)",
+        *_scratch(reductions, last=True),
         *_block_partials(each),
         *[f"        acc{m} = init{m}" for m in each],
         "        j = t",
@@ -427,9 +421,8 @@ def _rows(steps, stores, reductions, layout: tuple) -> list[str]:
     most ``THREAD_ROWS`` elements are a thread's each (a grid-stride loop over
     rows); longer ones a block's, its threads along the row (a power of two
     of them), their accumulators combined through shared memory."""
-    k, trail = reductions[0].k, reductions[0].trail
+    k, index = reductions[0].k, _row_element(reductions[0])
     each, values = range(len(reductions)), list(enumerate(reductions))
-    index = f"row * {k} + j" if trail == 1 else f"(row // {trail}) * {k * trail} + j * {trail} + row % {trail}"
     elements = ["    " + line for line in _elements(steps, stores, reductions, [("i", "")], layout)]
 
     def stored(value: str) -> list[str]:  # the row's values, from ``value`` (a format of ``m``)
@@ -448,8 +441,7 @@ def _rows(steps, stores, reductions, layout: tuple) -> list[str]:
             *_advance_lines(layout[4]),
         ]
     return [
-        "    t = cuda.threadIdx.x",
-        *[f"    scratch{m} = cuda.shared.array({BLOCK}, np.{r.acc})" for m, r in values],
+        *_scratch(reductions),
         "    row = cuda.blockIdx.x",
         f"    while row < n // {k}:",
         *[f"        acc{m} = init{m}" for m in each],
@@ -474,13 +466,10 @@ def _pieced_rows(steps, stores, reductions, layout: tuple, pieces: int) -> list[
     partial of each reduction and counting itself done on the ticket; the last
     block combines each row's partials in order (a thread a row) and stores
     the row's value."""
-    k, trail = reductions[0].k, reductions[0].trail
+    k, index = reductions[0].k, _row_element(reductions[0])
     each, values = range(len(reductions)), list(enumerate(reductions))
-    index = f"row * {k} + j" if trail == 1 else f"(row // {trail}) * {k * trail} + j * {trail} + row % {trail}"
     return [
-        "    t = cuda.threadIdx.x",
-        *[f"    scratch{m} = cuda.shared.array({BLOCK}, np.{r.acc})" for m, r in values],
-        "    last = cuda.shared.array(1, np.int32)",
+        *_scratch(reductions, last=True),
         f"    row = cuda.blockIdx.x // {pieces}",
         *[f"    acc{m} = init{m}" for m in each],
         f"    j = (cuda.blockIdx.x % {pieces}) * {BLOCK} + t",
@@ -499,6 +488,22 @@ def _pieced_rows(steps, stores, reductions, layout: tuple, pieces: int) -> list[
         f"            row += {BLOCK}",
         "        if t == 0:",
         "            ticket[0] = 0  # for the next launch",
+    ]
+
+
+def _row_element(r: Reduction) -> str:
+    """The flat index of element ``j`` of row ``row`` of reduction ``r``'s rows."""
+    k, trail = r.k, r.trail
+    return f"row * {k} + j" if trail == 1 else f"(row // {trail}) * {k * trail} + j * {trail} + row % {trail}"
+
+
+def _scratch(reductions, last: bool = False) -> list[str]:
+    """Lines that name the thread ``t`` and make each reduction's shared scratch
+    array (``last``: and the block's flag of being the last one done)."""
+    return [
+        "    t = cuda.threadIdx.x",
+        *[f"    scratch{m} = cuda.shared.array({BLOCK}, np.{r.acc})" for m, r in enumerate(reductions)],
+        *(["    last = cuda.shared.array(1, np.int32)"] if last else []),
     ]
 
 
