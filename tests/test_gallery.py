@@ -49,6 +49,23 @@ def test_cg_kernels_loop_when_the_grid_has_more_points_than_their_blocks_threads
     assert _checks(text) == 8 and "12x12 csr: iterations against scipy's (relative)" in text
 
 
+@pytest.mark.parametrize("matrix", ["stencil", "csr"])
+def test_cg_kernels_do_four_iterations_a_pass_as_one_a_pass(monkeypatch, matrix):
+    # the iterations after convergence return at once: the same count, iterates and residuals (to the
+    # rounding of the atomic adds, whose order moves from run to run)
+    cg = _entry("cg")
+    problem, got = cg.Poisson(9), {}
+    for per_pass in (1, cg.PER_PASS):
+        monkeypatch.setattr(cg, "PER_PASS", per_pass)
+        solver = cg.KernelCG(problem, matrix)
+        solver.solve()
+        got[per_pass] = (*solver.result(), solver.residuals())
+    (x1, n1, r1), (x4, n4, r4) = got.values()
+    assert n1 == n4 == cg.scipy_cg(problem)[1] and n4 % cg.PER_PASS  # it converged inside a pass
+    np.testing.assert_allclose(x4, x1, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(r4, r1, rtol=1e-6)
+
+
 def test_cavity_steps_match_numpy_in_both_versions(tmp_path):
     text = _run("cavity.py", "--quick", "--plot", "--pictures", str(tmp_path))
     assert _checks(text) == 4  # kernel and ops: the velocity against NumPy's, the mass
