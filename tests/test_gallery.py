@@ -150,6 +150,26 @@ def test_dopri_takes_scipys_steps(tmp_path):
     assert "<polyline" in (tmp_path / "dopri_vdp_steps.svg").read_text()
 
 
+def test_dopri_kernels_do_four_attempts_a_pass_as_one_a_pass(monkeypatch):
+    # the attempts after the end return at once and their if/else bodies do nothing: the same counts,
+    # end states and path
+    dopri = _entry("dopri")
+    base = dopri.SYSTEMS["vdp"]
+    system = dopri.System(base.name, base.dim, base.device, base.numpy, 0.5)
+    y0, p = system.ensemble(6)
+    got = {}
+    for per_pass in (1, dopri.PER_PASS):
+        monkeypatch.setattr(dopri, "PER_PASS", per_pass)
+        solver = dopri.KernelDopri(system, y0, p, 1e-4, 1e-6, 1e-9)
+        solver.solve()
+        got[per_pass] = (*solver.result(), solver.steps())
+    (y1, a1, r1, path1), (y4, a4, r4, path4) = got.values()
+    assert (a4, r4) == (a1, r1) == dopri.scipy_ensemble(system, y0, p, 1e-4, 1e-6, 1e-9)[1:]
+    assert (a4 + r4) % dopri.PER_PASS  # it ended inside a pass
+    np.testing.assert_allclose(y4, y1, rtol=1e-13)
+    np.testing.assert_allclose(path4, path1, rtol=1e-13)
+
+
 def test_dopri_ops_version_takes_scipys_steps():
     text = _run("dopri.py", "--quick", "--only", "ops", "--system", "vdp", "--t-end", "0.5")
     assert _checks(text) == 3
