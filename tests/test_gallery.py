@@ -49,6 +49,23 @@ def test_cg_kernels_loop_when_the_grid_has_more_points_than_their_blocks_threads
     assert _checks(text) == 8 and "12x12 csr: iterations against scipy's (relative)" in text
 
 
+@pytest.mark.parametrize("matrix", ["stencil", "csr"])
+def test_cg_kernels_do_four_iterations_a_pass_as_one_a_pass(monkeypatch, matrix):
+    # the iterations after convergence return at once: the same count, iterates and residuals (to the
+    # rounding of the atomic adds, whose order moves from run to run)
+    cg = _entry("cg")
+    problem, got = cg.Poisson(9), {}
+    for per_pass in (1, cg.PER_PASS):
+        monkeypatch.setattr(cg, "PER_PASS", per_pass)
+        solver = cg.KernelCG(problem, matrix)
+        solver.solve()
+        got[per_pass] = (*solver.result(), solver.residuals())
+    (x1, n1, r1), (x4, n4, r4) = got.values()
+    assert n1 == n4 == cg.scipy_cg(problem)[1] and n4 % cg.PER_PASS  # it converged inside a pass
+    np.testing.assert_allclose(x4, x1, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(r4, r1, rtol=1e-6, atol=1e-14)  # the last is rounding (1.7e-16 of the first)
+
+
 def test_cavity_steps_match_numpy_in_both_versions(tmp_path):
     text = _run("cavity.py", "--quick", "--plot", "--pictures", str(tmp_path))
     assert _checks(text) == 4  # kernel and ops: the velocity against NumPy's, the mass
@@ -131,6 +148,26 @@ def test_dopri_takes_scipys_steps(tmp_path):
     assert _checks(text) == 14  # per system: accepted, rejected, end states, 4 trajectories alone
     assert "lorenz kernel: accepted steps (got 54, expected 54)" in text
     assert "<polyline" in (tmp_path / "dopri_vdp_steps.svg").read_text()
+
+
+def test_dopri_kernels_do_four_attempts_a_pass_as_one_a_pass(monkeypatch):
+    # the attempts after the end return at once and their if/else bodies do nothing: the same counts,
+    # end states and path
+    dopri = _entry("dopri")
+    base = dopri.SYSTEMS["vdp"]
+    system = dopri.System(base.name, base.dim, base.device, base.numpy, 0.5)
+    y0, p = system.ensemble(6)
+    got = {}
+    for per_pass in (1, dopri.PER_PASS):
+        monkeypatch.setattr(dopri, "PER_PASS", per_pass)
+        solver = dopri.KernelDopri(system, y0, p, 1e-4, 1e-6, 1e-9)
+        solver.solve()
+        got[per_pass] = (*solver.result(), solver.steps())
+    (y1, a1, r1, path1), (y4, a4, r4, path4) = got.values()
+    assert (a4, r4) == (a1, r1) == dopri.scipy_ensemble(system, y0, p, 1e-4, 1e-6, 1e-9)[1:]
+    assert (a4 + r4) % dopri.PER_PASS  # it ended inside a pass
+    np.testing.assert_allclose(y4, y1, rtol=1e-13)
+    np.testing.assert_allclose(path4, path1, rtol=1e-13)
 
 
 def test_dopri_ops_version_takes_scipys_steps():

@@ -10,7 +10,7 @@ versions, each one graph launch whose while node runs every iteration:
   per block with one atomic add each) and ``update`` (p, x and r, and r·r
   summed the same way; its last block to finish, counted by a ticket, does the
   scalar work: β, the convergence test, ``tp.cuda.set_conditional`` on the
-  loop: a do-while driven by our kernel);
+  loop: a do-while driven by our kernel), ``PER_PASS`` iterations a pass;
 * ``csr``: the same with the matrix as a CSR sparse matrix (built here, in
   NumPy) and a sparse matrix-vector kernel of our own;
 * ``ops``: what a user writes first, tensor ops in a ``tp.compile``d step (the
@@ -48,6 +48,11 @@ BLOCK = 256 if tp.cuda.backend() == "cuda" else 32  # the simulator runs a Pytho
 # rest): each block adds its share of a dot product to one float64 with an atomic add, and the adds to
 # one address queue up (a block per 256 points was 4096 of them a dot product on the 1024² grid).
 MAX_BLOCKS = 1056 if tp.cuda.backend() == "cuda" else 4
+# Iterations a pass of the while node: a pass costs about 4 us beyond its kernels on an H100, as much as
+# half an iteration on the 256² grid; four a pass pay it once for four. Once r·r is under the tolerance,
+# the kernels of the pass's later iterations return at once (``converged``), so the iterations and the
+# answer are those of one a pass.
+PER_PASS = 4
 VERSIONS = ["stencil", "csr", "ops"]
 RR, RR_NEW, PAP, BETA, STOP = range(5)  # the solver's scalars, in one float64 tensor on the device
 
@@ -125,9 +130,17 @@ def atomic_sum(value, total, slot):
 add_block_sum = shared_block_sum if tp.cuda.backend() == "cuda" else atomic_sum
 
 
+@cuda.jit(device=True)
+def converged(s):
+    """True once r·r is under the tolerance: a later iteration of the pass does nothing."""
+    return s[RR] <= s[STOP]
+
+
 @tp.jit
 def stencil_direction(r, p, ap, s, n):
     """Ap for p = r + βp (read on the fly: ``update`` stores it), matrix-free; p·Ap into s[PAP]."""
+    if converged(s):
+        return
     k, step = tp.cuda.grid(1), cuda.gridsize(1)
     beta, v = s[BETA], 0.0
     while k < n * n:
@@ -152,6 +165,8 @@ def stencil_direction(r, p, ap, s, n):
 @tp.jit
 def csr_direction(indptr, indices, values, r, p, ap, s):
     """As ``stencil_direction``, A a CSR sparse matrix: a row per thread at a time."""
+    if converged(s):
+        return
     k, step = tp.cuda.grid(1), cuda.gridsize(1)
     beta, v = s[BETA], 0.0
     while k < r.size:
@@ -171,6 +186,8 @@ def update(x, r, p, ap, s, done, iters, history, loop):
     s[RR_NEW]. The block that finishes last (``done`` counts them) then does the
     pass's scalar work: β for the next pass, the sums zeroed, the residual kept,
     and the loop goes on while r·r > tol² b·b."""
+    if converged(s):  # in an earlier iteration of the pass, which ended the loop
+        return
     k, step = r.size - 1 - tp.cuda.grid(1), cuda.gridsize(1)
     alpha, beta, v = s[RR] / s[PAP], s[BETA], 0.0
     while k >= 0:  # from the end: what stencil_direction wrote last is still in the L2 cache, and so for it
@@ -201,7 +218,8 @@ def update(x, r, p, ap, s, done, iters, history, loop):
 
 class KernelCG:
     """CG with the kernels above, the solve one graph: ``with g.while_() as loop``
-    (a do-while that ``update``'s last block drives), two kernels a pass."""
+    (a do-while that ``update``'s last block drives), ``PER_PASS`` iterations of
+    two kernels a pass."""
 
     def __init__(self, problem: Poisson, matrix: str = "stencil", max_iters: int | None = None) -> None:
         if matrix not in ("stencil", "csr"):
@@ -232,14 +250,15 @@ class KernelCG:
     def _capture(self) -> tp.cuda.CUDAGraph:
         g = tp.cuda.CUDAGraph()
         with tp.cuda.graph(g):
-            with g.while_(max_iters=self.max_iters) as loop:
-                if self.csr is None:
-                    stencil_direction[self.blocks, BLOCK](self.r, self.p, self.ap, self.s, self.problem.n)
-                else:
-                    csr_direction[self.blocks, BLOCK](*self.csr, self.r, self.p, self.ap, self.s)
-                update[self.blocks, BLOCK](
-                    self.x, self.r, self.p, self.ap, self.s, self.done, self.iters, self.history, loop
-                )
+            with g.while_(max_iters=-(-self.max_iters // PER_PASS)) as loop:
+                for _ in range(PER_PASS):
+                    if self.csr is None:
+                        stencil_direction[self.blocks, BLOCK](self.r, self.p, self.ap, self.s, self.problem.n)
+                    else:
+                        csr_direction[self.blocks, BLOCK](*self.csr, self.r, self.p, self.ap, self.s)
+                    update[self.blocks, BLOCK](
+                        self.x, self.r, self.p, self.ap, self.s, self.done, self.iters, self.history, loop
+                    )
         return g
 
     def solve(self) -> None:

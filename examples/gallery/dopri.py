@@ -61,6 +61,10 @@ A = np.array([
 B = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84])
 E = np.array([-71 / 57600, 0.0, 71 / 16695, -71 / 1920, 17253 / 339200, -22 / 525, 1 / 40])
 T, H_ABS, ERR_SUM, ERR, JUST_REJECTED, ACCEPTED, REJECTED = range(7)  # the solver's scalars on the device
+# Attempts a pass of the while node: a pass costs about 4 us beyond its body on an H100, a quarter of an
+# attempt here; four a pass pay it once for four. Once t has reached the end, a later attempt of the
+# pass returns at once and marks its error -1, and its if/else node's bodies do nothing (``skipped``).
+PER_PASS = 4
 
 
 # -- the systems: the right-hand sides on the device, and in NumPy for the references ----------------
@@ -180,6 +184,10 @@ def kernels(system: str):
         norm, the if/else node's handle (``accept`` when it is below 1) and the
         loop's (it stops after an accepted step that reached ``t_bound``)."""
         b = tp.cuda.grid(1)
+        if s[T] >= t_bound:  # an earlier attempt of the pass ended the integration
+            if b == 0:
+                s[ERR] = -1.0
+            return
         t_new, h = step_to(s, t_bound)
         t = s[T]
         squares = 0.0
@@ -219,11 +227,19 @@ def kernels(system: str):
     return derivative, attempt
 
 
+@cuda.jit(device=True)
+def skipped(s):
+    """True after an attempt that found the integration done: its branch does nothing."""
+    return s[ERR] < 0.0
+
+
 @tp.jit
 def accept(y, f, y_new, f_new, s, t_bound, path):
     """The then-body: the new state and its derivative (the next step's first
     stage); thread 0 moves time on, grows the step (not after a rejection), and
     keeps (t, h, trajectory 0's state) in ``path`` while there is room."""
+    if skipped(s):
+        return
     b = tp.cuda.grid(1)
     if b < y.shape[0]:
         for d in range(y.shape[1]):
@@ -248,7 +264,7 @@ def accept(y, f, y_new, f_new, s, t_bound, path):
 @tp.jit
 def reject(s, t_bound):
     """The else-body: a smaller step, remembered as just rejected."""
-    if tp.cuda.grid(1) == 0:
+    if tp.cuda.grid(1) == 0 and not skipped(s):
         t_new, h = step_to(s, t_bound)
         s[H_ABS] = h * max(MIN_FACTOR, SAFETY * s[ERR] ** -0.2)
         s[JUST_REJECTED] = 1.0
@@ -257,7 +273,8 @@ def reject(s, t_bound):
 
 class KernelDopri:
     """The ensemble's whole integration as one graph:
-    ``do { attempt (and decide); if (err < 1) accept else reject } while (t < t_end)``."""
+    ``do { attempt (and decide); if (err < 1) accept else reject } while (t < t_end)``,
+    ``PER_PASS`` attempts a pass."""
 
     def __init__(self, system: System, y0: np.ndarray, p: np.ndarray, first_step: float, rtol: float, atol: float):
         self.system, self.first_step, self.rtol, self.atol = system, first_step, rtol, atol
@@ -275,15 +292,16 @@ class KernelDopri:
         g = tp.cuda.CUDAGraph()
         with tp.cuda.graph(g):
             with g.while_(max_iters=10_000_000) as loop:
-                branch = g.conditional_handle()
-                attempt_[self.blocks, BLOCK](
-                    self.y, self.f, self.y_new, self.f_new, self.p, self.s, t_end, self.rtol, self.atol, size,
-                    self.ticket, branch, loop,
-                )  # fmt: skip
-                with g.if_else(branch) as choice:
-                    accept[self.blocks, BLOCK](self.y, self.f, self.y_new, self.f_new, self.s, t_end, self.path)
-                    choice.else_()
-                    reject[1, 1](self.s, t_end)
+                for _ in range(PER_PASS):
+                    branch = g.conditional_handle()
+                    attempt_[self.blocks, BLOCK](
+                        self.y, self.f, self.y_new, self.f_new, self.p, self.s, t_end, self.rtol, self.atol, size,
+                        self.ticket, branch, loop,
+                    )  # fmt: skip
+                    with g.if_else(branch) as choice:
+                        accept[self.blocks, BLOCK](self.y, self.f, self.y_new, self.f_new, self.s, t_end, self.path)
+                        choice.else_()
+                        reject[1, 1](self.s, t_end)
         return g
 
     def reset(self) -> None:

@@ -513,7 +513,7 @@ def test_short_rows_are_a_threads_each_and_long_ones_a_blocks(shape, dim):
 @pytest.mark.parametrize("layout", ["last dimensions", "middle dimension", "leading dimension"])
 def test_a_few_long_rows_are_shared_by_blocks_whose_partials_the_last_one_combines(monkeypatch, layout):
     # a block a row would be four blocks for the whole chain: on a GPU's wave of threads, blocks share
-    # each row instead, and the last block to finish adds each row's partials in order
+    # each row instead, and the last block to finish combines each row's partials
     from tensorplay.runtime.backend import get as get_backend
 
     monkeypatch.setattr(get_backend(), "max_threads_per_launch", 270_336)  # an H100's 132 SMs of 2048 threads
@@ -539,6 +539,30 @@ def test_a_few_long_rows_are_shared_by_blocks_whose_partials_the_last_one_combin
         np.testing.assert_array_equal(got[1].numpy(), (2 * x).max(axis=dim))
     (name, text), *others = _names(compiled)
     assert not others and name == "fused_mul_sum_max" and "partials1[row * " in text
+
+
+@pytest.mark.parametrize("rows", [1, 2, 4, 9])
+def test_the_last_block_combines_the_rows_partials_in_groups_of_its_threads(monkeypatch, rows):
+    # on a GPU the last block's 256 threads take a row a group: 256 for one row, 128 each for two, 64
+    # for four, 32 for eight and more (then eight rows a pass); the simulator's blocks of 32 are one
+    # group, so here they are made 128 threads: groups of 128, 64, 32, and 32 over two passes
+    from tensorplay.kernels import fused
+    from tensorplay.runtime.backend import get as get_backend
+
+    monkeypatch.setattr(get_backend(), "max_threads_per_launch", 270_336)
+    monkeypatch.setattr(fused, "BLOCK", 128)
+    x = np.random.default_rng(14).standard_normal((rows, 16 * 128 + 3))
+
+    def f(x):
+        return (x + 1.0).sum(dim=1), (x * 3.0).amin(dim=1)
+
+    compiled = tp.compile(f)
+    compiled(tp.tensor(x))
+    got = compiled(tp.tensor(x))
+    (name, text), *others = _names(compiled)
+    assert not others and "lane = t % width" in text  # the rows that blocks share
+    np.testing.assert_allclose(got[0].numpy(), (x + 1.0).sum(axis=1), rtol=1e-12)
+    np.testing.assert_array_equal(got[1].numpy(), (3.0 * x).min(axis=1))
 
 
 def test_reductions_along_other_rows_or_everything_are_kernels_of_their_own():
