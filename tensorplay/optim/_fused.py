@@ -112,7 +112,7 @@ def _chunks(rows: list, roles: tuple, storage: str = ""):
         chunk = rows[first : first + per_launch]
         # blocks in proportion to each tensor's size, each tensor at most its share of WAVES waves (then the
         # threads loop): the fastest of benchmarks/sgd_variants.py's shapes (docs/internals.md has the figures)
-        limit = min(dev.max_grid_threads, int(WAVES * dev.max_threads_per_launch)) // block
+        limit = min(dev.max_grid_threads, WAVES * dev.max_threads_per_launch) // block
         counts = blocks_for([row[0].numel() for row in chunk], block, storage, limit)
         ends = list(itertools.accumulate(counts))
         yield first, chunk, (ends[-1], 1, 1), (block, 1, 1), [np.int64(e) for e in ends[:-1]]
