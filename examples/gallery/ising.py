@@ -232,14 +232,20 @@ class KernelIsing:
 # -- what a user writes first: tensor ops, tp.compile --------------------------------------------
 
 
-def ops_sweep(spins, colours, beta, moments, bins, sweep, go, burn_in: int, sweeps: int, per_spin: float):
+def flipped(spins, near, beta, colour):
+    """``spins`` with those of ``colour`` (a checkerboard mask) flipped where a
+    uniform draw is under the Metropolis acceptance exp(-2 beta s near)."""
+    flip = tp.logical_and(tp.exp(-2.0 * beta * spins * near) > tp.rand(*spins.shape, dtype=tp.float64), colour)
+    return tp.where(flip, -spins, spins)
+
+
+def ops_sweep(spins, colours, beta, moments, bins, bin_numbers, sweep, go, burn_in: int, sweeps: int, per_spin):
     """One sweep of float64 ``spins`` [t, y, x]; ``colours[c]`` is the checkerboard
-    mask of colour c; ``beta`` [t, 1, 1] = 1 / T. The moments as ``measure``'s."""
+    mask of colour c; ``beta`` [t, 1, 1] = 1 / T; ``bin_numbers`` = arange(bins).
+    The moments as ``measure``'s."""
     for colour in (0, 1):
         near = tp.roll(spins, 1, 1) + tp.roll(spins, -1, 1) + tp.roll(spins, 1, 2) + tp.roll(spins, -1, 2)
-        draws = tp.rand(*spins.shape, dtype=tp.float64)
-        flip = tp.logical_and(draws < tp.exp(-2.0 * beta * spins * near), colours[colour])
-        spins.copy_(tp.where(flip, -spins, spins))
+        spins.copy_(flipped(spins, near, beta, colours[colour]))
     sweep.add_(1)
     weight = (sweep > burn_in).double()  # 0 during the burn-in
     a = spins.sum(dim=(1, 2)).abs() * per_spin * weight
@@ -248,7 +254,7 @@ def ops_sweep(spins, colours, beta, moments, bins, sweep, go, burn_in: int, swee
     moments[:, 1].add_(a2)
     moments[:, 2].add_(a2 * a2)
     here = (sweep - burn_in - 1) * bins.shape[1] // (sweeps - burn_in)  # this sweep's bin
-    bins.add_(a[:, None] * (tp.arange(bins.shape[1], dtype=tp.int64) == here).double())
+    bins.add_(a[:, None] * (bin_numbers == here).double())
     tp.lt(sweep, sweeps, out=go)
 
 
@@ -261,6 +267,7 @@ class OpsIsing(KernelIsing):
         self.colours = tp.tensor(np.stack([checker == 0, checker == 1])[:, None])  # [c, 1, y, x]
         self.beta = tp.tensor(1.0 / np.array(run.temperatures)[:, None, None])
         self.sweep_count, self.go = tp.zeros(1, dtype=tp.int64), tp.empty(1, dtype=tp.bool)
+        self.bin_numbers = tp.arange(self.BINS, dtype=tp.int64)
         self.step = tp.compile(ops_sweep)
         super().__init__(run, dtype=tp.float64)  # which captures the graph: ours
 
@@ -271,8 +278,8 @@ class OpsIsing(KernelIsing):
             self.go.fill_(True)
             with g.while_(self.go):
                 self.step(
-                    self.spins, self.colours, self.beta, self.moments, self.bins, self.sweep_count, self.go,
-                    run.burn_in, run.sweeps, 1.0 / run.side**2,
+                    self.spins, self.colours, self.beta, self.moments, self.bins, self.bin_numbers, self.sweep_count,
+                    self.go, run.burn_in, run.sweeps, 1.0 / run.side**2,
                 )  # fmt: skip
         return g
 
