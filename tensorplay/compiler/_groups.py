@@ -28,8 +28,7 @@ from ._views import (
 __all__ = [
     "CONFLICT",
     "EAGER",
-    "MAX_ARRAYS",
-    "MAX_SCALARS",
+    "PARAM_BYTES",
     "MAX_STEPS",
     "Draw",
     "Group",
@@ -46,11 +45,12 @@ __all__ = [
     "widened",
 ]
 
-# A fused kernel's limits; a longer chain is split (docs/internals.md). Its parameters must fit the
-# driver's 4 KiB: 40 arrays (56 bytes each) and 128 scalars (8 each) leave room for the reductions' own.
-MAX_STEPS = 128  # ops
-MAX_ARRAYS = 40  # array parameters
-MAX_SCALARS = 128  # scalar parameters
+# A fused kernel's limits; a longer chain is split (docs/internals.md): its ops, and its parameters, which
+# must fit the driver's 4 KiB, counted with the next op's and room for a while loop's pass-end parameters.
+MAX_STEPS = 256  # ops
+PARAM_BYTES = 4096  # the driver's limit on a kernel's parameters
+_ARRAY_BYTES = 56  # a one-dimensional array parameter: Numba's meminfo, parent, size, itemsize, data, shape, stride
+_PASS_END_BYTES = 4 * _ARRAY_BYTES  # kernels/conditional.pass_end's handle, counter, cancel request and cap
 CONFLICT, EAGER = "conflict", "eager"
 
 
@@ -153,18 +153,18 @@ class Group:
 
     def full(self) -> bool:
         """True when one more op could take the kernel past a limit."""
-        return (
-            len(self.steps) + len(self.tail) + len(self.head) >= MAX_STEPS
-            or self.arrays() >= MAX_ARRAYS
-            or len(self.scalars) + 3 > MAX_SCALARS  # an op has three operands at most
-        )
+        return len(self.steps) + len(self.tail) + len(self.head) >= MAX_STEPS or self.param_bytes() > PARAM_BYTES
 
-    def arrays(self) -> int:
-        """Array parameters its kernel would have after one more op (which adds at
-        most four). Results already dead count for nothing: they are not stored."""
-        extra = len(self.tail_writes) + len(self.head_writes) + 2 * len(self.reductions) + 2
-        stored = sum(w.alive() for w in self.writes.values())
-        return len(self.inputs) + len(self.ones) + len(self.strided) + stored + extra + 4
+    def param_bytes(self) -> int:
+        """Bytes of parameters its kernel would have after one more op (four
+        arrays read through strides and three scalars at most), its reductions'
+        own and a while loop's pass-end ones included. Results already dead
+        count for nothing: they are not stored."""
+        stored = sum(w.alive() for w in self.writes.values()) + len(self.tail_writes) + len(self.head_writes)
+        flat = len(self.inputs) + len(self.ones) + stored + 2 * len(self.reductions) + 1 + bool(self.draws)
+        strided = 8 * (5 + 2 * max(1, len(self.shape))) * (len(self.strided) + 4)  # shape and strides each
+        scalars = 8 * (len(self.scalars) + len(self.reductions) + 2 + 3)  # the count, the mean's scale, initial values
+        return _ARRAY_BYTES * flat + strided + scalars + _PASS_END_BYTES
 
     def reads(self, lo: int, hi: int) -> bool:
         """True when bytes [lo, hi) overlap what the group's full-size ops read."""

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+from tensorplay.compiler._groups import PARAM_BYTES
 
 
 def _kernels_in(g) -> list[str]:
@@ -300,7 +301,7 @@ def test_broadcast_and_strided_operands_join_the_chain_and_float16_runs_eagerly(
 
 
 def test_a_chain_over_many_arrays_is_split_into_kernels_the_driver_takes():
-    xs = [tp.full((64,), float(k)) for k in range(50)]
+    xs = [tp.full((64,), float(k)) for k in range(100)]  # 5.6 KB of array parameters
 
     def total(*xs):
         out = xs[0] * 1
@@ -310,7 +311,10 @@ def test_a_chain_over_many_arrays_is_split_into_kernels_the_driver_takes():
 
     eager, compiled, fn = _eager_and_compiled(total, *xs)
     _assert_as_eager(compiled.numpy(), eager.numpy())
-    assert len(fn.kernels()) == 2  # 40 array parameters a kernel at most
+    assert len(fn.kernels()) == 2
+    for source in fn.kernels():  # each kernel's parameters within the driver's 4 KiB: 56 bytes an array, 8 a number
+        params = re.search(r"def \w+\((.*?)\):", source, re.S)[1].split(",")
+        assert 56 * len(params) <= PARAM_BYTES
 
 
 def test_a_chain_longer_than_a_kernel_takes_is_split_where_the_limit_says():
@@ -332,11 +336,11 @@ def test_a_chain_longer_than_a_kernel_takes_is_split_where_the_limit_says():
 
 
 def test_a_chain_of_many_scalars_is_split_before_its_parameters_outgrow_the_driver():
-    from tensorplay.compiler._groups import MAX_SCALARS, MAX_STEPS
+    from tensorplay.compiler._groups import MAX_STEPS
 
     x = tp.tensor(np.linspace(-3, 3, 300, dtype=np.float32))
-    clamps = MAX_SCALARS // 2 + 16  # two scalars each: past the scalars' limit, not the ops'
-    assert clamps + 1 < MAX_STEPS
+    clamps = MAX_STEPS - 16  # two scalars each, 8 bytes a scalar (3840 bytes): past the parameters' limit
+    assert clamps + 1 < MAX_STEPS  # and not the ops'
 
     def narrowing(x):
         out = x * 1.0
@@ -347,7 +351,7 @@ def test_a_chain_of_many_scalars_is_split_before_its_parameters_outgrow_the_driv
     eager, compiled, fn = _eager_and_compiled(narrowing, x)
     _assert_as_eager(compiled.numpy(), eager.numpy())
     scalars = [len(re.findall(r"\bs\d+\b", re.search(r"def \w+\((.*?)\):", k, re.S)[1])) for k in fn.kernels()]
-    assert len(scalars) == 2 and max(scalars) <= MAX_SCALARS and sum(scalars) == 1 + 2 * clamps
+    assert len(scalars) == 2 and 8 * max(scalars) < PARAM_BYTES and sum(scalars) == 1 + 2 * clamps
 
 
 @pytest.mark.parametrize("dim", [-1, (1, 2), 2])
