@@ -7,13 +7,17 @@ Workloads: the whole ``wide bfloat16`` training step of ``benchmarks.training``
 as one graph (``step``), ``cumsum`` of 2^26 float32 and ``sort`` of 2^24
 float32, each tensorplay's beside torch's; and the gallery's conjugate gradient
 on the 1024² grid (``cg``), its kernel version beside its ops-only version, a
-call 200 of the solve's iterations. For each, a table of the kernels of
+call 200 of the solve's iterations; and the bodies of the gallery's ops-only
+Ising sweep (``ising``, 256² x4 temperatures) and Dormand-Prince attempt
+(``dopri``, 4096 trajectories, the acceptance's body after each attempt), each
+captured 20 times into a plain graph, a call one replay of it: the profiler
+does not see the kernels inside a conditional node's body. For each, a table of the kernels of
 most total time, per call of the workload, and with ``--idle`` where the GPU
 ran no kernel of it: the time from the first kernel's start to the last one's
 end a call, and the gaps between kernels summed by the pair of kernels either
 side (a gap between calls included)::
 
-    python -m benchmarks.profile_kernels [--workload step cumsum sort cg] [--calls 20] [--top 15] [--idle]
+    python -m benchmarks.profile_kernels [--workload step cumsum sort cg ising dopri] [--calls 20] [--top 15] [--idle]
 
 Needs a GPU and torch.
 """
@@ -85,6 +89,8 @@ def _idle(events: list, calls: int) -> tuple[float, list[tuple[str, float]]]:
     return (end - spans[0][0]) / calls, sorted(gaps.items(), key=lambda g: -g[1])
 
 
+WORKLOADS = ("step", "cumsum", "sort", "cg", "ising", "dopri")
+BODIES = 20  # copies of a while node's body in the plain graph of the ising and dopri workloads
 CG_ITERATIONS = 200  # iterations of the CG solve a call (it converges after 1708 on the 1024² grid)
 
 
@@ -121,14 +127,56 @@ def _workloads(torch, names: list[str]) -> dict:
         kernels, ops = cg.KernelCG(problem, max_iters=CG_ITERATIONS), cg.OpsCG(problem, max_iters=CG_ITERATIONS)
         each = f"{CG_ITERATIONS} iterations"
         out["cg"] = ((f"kernels, {each}", kernels.solve), (f"ops-only, {each}", ops.solve))
+    if "ising" in names:
+        out["ising"] = ((f"ops-only, {BODIES} sweeps", _ising_bodies()),)
+    if "dopri" in names:
+        out["dopri"] = ((f"ops-only, {BODIES} attempts and acceptances", _dopri_bodies()),)
     return out
+
+
+def _gallery(name: str):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "gallery"))
+    return __import__(name)
+
+
+def _plain_graph(body) -> tp.cuda.CUDAGraph:
+    """``body`` captured ``BODIES`` times into one plain graph (compiled first)."""
+    body()
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        for _ in range(BODIES):
+            body()
+    return g
+
+
+def _ising_bodies():
+    ising = _gallery("ising")
+    o = ising.OpsIsing(ising.Run(256, [1.5, 1.8, 2.0, 2.1], 2000, 500))
+    run = o.run
+    args = (o.spins, o.colours, o.beta, o.moments, o.bins, o.bin_numbers, o.sweep_count, o.go, run.burn_in,
+            run.sweeps, 1.0 / run.side**2)  # fmt: skip
+    return _plain_graph(lambda: o.step(*args)).replay
+
+
+def _dopri_bodies():
+    dopri = _gallery("dopri")
+    base = dopri.SYSTEMS["vdp"]
+    system = dopri.System(base.name, base.dim, base.device, base.numpy, 10.0)
+    y0, p = system.ensemble(4096)
+    o = dopri.OpsDopri(system, y0, p, 1e-4, 1e-6, 1e-9)
+    o.reset()
+
+    def body():
+        o.attempt(o.y, o.f, o.y_new, o.f_new, o.p, o.t, o.h_abs, o.err, o.accepted, o.go, system.name,
+                  system.t_end, o.rtol, o.atol)  # fmt: skip
+        o.accept(o.y, o.f, o.y_new, o.f_new, o.t, o.h_abs, o.err, o.just_rejected, o.counts, system.t_end)
+
+    return _plain_graph(body).replay
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--workload", nargs="*", default=["step", "cumsum", "sort"], choices=["step", "cumsum", "sort", "cg"]
-    )
+    parser.add_argument("--workload", nargs="*", default=["step", "cumsum", "sort"], choices=WORKLOADS)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--idle", action="store_true", help="where the GPU ran no kernel of the workload")
