@@ -269,7 +269,11 @@ def _first_thread(tail: Tail) -> list[str]:
 def _vector_loop(steps, stores, reductions, draws: int) -> list[str]:
     """Where every array is C-contiguous and 16-byte aligned, the elements in
     groups of four, one vector load per input and one vector store per output
-    (``kernels/_vector.py``); the loops after it take the last ``n % 4``."""
+    (``kernels/_vector.py``); the loops after it take the last ``n % 4``. Not
+    where the grid has more than twice the groups in threads, as a grid of a
+    thread an element (``grid_1d`` of fewer elements than a wave) has: there
+    a thread an element spreads a long chain over four times the threads (an
+    ops-only Dormand-Prince attempt over 4096 trajectories)."""
     used = sorted({arg[1] for s in steps for arg in s.args if arg[0] == "a"})
     arrays = [f"a{k}" for k in used] + [f"o{k}" for k in range(len(stores))]
     if not arrays:
@@ -280,8 +284,9 @@ def _vector_loop(steps, stores, reductions, draws: int) -> list[str]:
     lines += [f"        {_assign(f'v{j}{tag}', s, tag)}" for tag in tags for j, s in enumerate(steps)]
     lines += [f"        store4(o{k}, i, {', '.join(f'v{j}{tag}' for tag in tags)})" for k, j in enumerate(stores)]
     lines += [_accumulate(m, r, tag) for tag in tags for m, r in enumerate(reductions)]
-    return [
-        f"    if ({' | '.join(f'vector_base({a})' for a in arrays)}) % 16 == 0:  # four elements a load",
+    aligned = " | ".join(f"vector_base({a})" for a in arrays)
+    return [  # where it would leave most threads idle (a grid of a thread an element: few elements), one at a time
+        f"    if 2 * (n // 4) >= step and ({aligned}) % 16 == 0:  # four elements a load",
         "        nv = n // 4",
         "        while i < nv:",
         *["    " + line for line in lines],
