@@ -157,12 +157,14 @@ class Group:
 
     def param_bytes(self) -> int:
         """Bytes of parameters its kernel would have after one more op (four
-        arrays read through strides and three scalars at most), its reductions'
-        own and a while loop's pass-end ones included. Results already dead
+        arrays and three scalars at most), its reductions' own and a while
+        loop's pass-end ones included. The kernel takes every array flat (56
+        bytes); the arrays read through strides and the next op's are counted
+        as arrays of the group's dimensions, a margin. Results already dead
         count for nothing: they are not stored."""
         stored = sum(w.alive() for w in self.writes.values()) + len(self.tail_writes) + len(self.head_writes)
         flat = len(self.inputs) + len(self.ones) + stored + 2 * len(self.reductions) + 1 + bool(self.draws)
-        strided = 8 * (5 + 2 * max(1, len(self.shape))) * (len(self.strided) + 4)  # shape and strides each
+        strided = 8 * (5 + 2 * max(1, len(self.shape))) * (len(self.strided) + 4)  # a shape and strides each
         scalars = 8 * (len(self.scalars) + len(self.reductions) + 2 + 3)  # the count, the mean's scale, initial values
         return _ARRAY_BYTES * flat + strided + scalars + _PASS_END_BYTES
 
