@@ -25,6 +25,7 @@ Needs a GPU and torch.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import sys
@@ -120,9 +121,7 @@ def _workloads(torch, names: list[str]) -> dict:
         x, tx = tp.tensor(v), torch.tensor(v, device="cuda")
         out["sort"] = (("tensorplay", lambda: tp.sort(x)), ("torch", lambda: torch.sort(tx)))
     if "cg" in names:
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "gallery"))
-        import cg
-
+        cg = _gallery("cg")
         problem = cg.Poisson(1024)
         kernels, ops = cg.KernelCG(problem, max_iters=CG_ITERATIONS), cg.OpsCG(problem, max_iters=CG_ITERATIONS)
         each = f"{CG_ITERATIONS} iterations"
@@ -135,8 +134,11 @@ def _workloads(torch, names: list[str]) -> dict:
 
 
 def _gallery(name: str):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "gallery"))
-    return __import__(name)
+    """The gallery's entry ``name`` (``examples/gallery/<name>.py``), imported."""
+    folder = str(Path(__file__).resolve().parent.parent / "examples" / "gallery")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
 
 
 def _plain_graph(body) -> tp.cuda.CUDAGraph:
