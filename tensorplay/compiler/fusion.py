@@ -76,8 +76,8 @@ from .._tensor import Tensor
 from ..kernels import fused
 from ..kernels import reduce as rk
 from ..runtime.backend import get as get_backend
-from ..runtime.capture import capture_state
-from ..runtime.launch import grid_1d, launch
+from ..runtime.capture import BranchKernel, capture_state
+from ..runtime.launch import grid_1d, launch_with, launcher_for
 from ..runtime.streams import current_stream, stream
 from ._groups import (
     CONFLICT,
@@ -297,7 +297,8 @@ class Fuser:
         stored = [w for w in g.tail_writes.values() if w.alive()]
         head_stored = [w for w in g.head_writes.values() if w.alive()]
         loop, go = _loop_ended_by(g) if last else (None, None)
-        tail = fused.Tail(tuple(g.tail), tuple(w.step for w in stored), go)
+        branches = [w for w in stored if w.dtype is dt.bool and w.step != go] if capture_state.active else []
+        tail = fused.Tail(tuple(g.tail), tuple(w.step for w in stored), go, tuple(w.step for w in branches))
         head = fused.Head(tuple(g.head), tuple(w.step for w in head_stored))
         reductions = tuple(
             fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, r.k, r.trail) for r in g.reductions
@@ -317,9 +318,10 @@ class Fuser:
         if g.draws:
             args.append(array_arg(g.state._ptr, g.state.numel(), g.state.dtype))
         tail_outputs = [w.array() for w in stored] + (loop.pass_end_args() if loop is not None else [])
+        tail_outputs += [np.uint64(0)] * len(branches)  # no handle until an if node opens on the flag
         with stream(g.stream), self._launching_own():
             if not g.reductions:
-                launch(kernel, *grid_1d(g.n), args + tail_outputs, g.stream)
+                grid, block = grid_1d(g.n)
             elif rows and not pieces:  # a thread a short row, else a block a row
                 for r in g.reductions:
                     args += [array_arg(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)]
@@ -329,7 +331,6 @@ class Fuser:
                     grid, block = grid_1d(rows)
                 else:
                     grid, block = (min(rows, 65535), 1, 1), (min(fused.BLOCK, max(32, 1 << (k - 1).bit_length())), 1, 1)
-                launch(kernel, grid, block, args + tail_outputs, g.stream)
             else:  # full reductions, or a few long rows that blocks share: the last block combines the partials
                 blocks = rows * pieces or _reduction_blocks(g.n)
                 args += [array_arg(g.ticket, 1, dt.int32), np.float64(1.0 / (g.reductions[0].k or g.n))]
@@ -337,9 +338,14 @@ class Fuser:
                 for r, p in zip(g.reductions, partials, strict=True):
                     args += [array_arg(p._ptr, blocks, p.dtype), array_arg(r.out._ptr, r.out.numel(), r.out.dtype)]
                     args.append(rk.identity_value(r.op, r.acc))
-                launch(kernel, (blocks, 1, 1), (fused.BLOCK, 1, 1), args + tail_outputs, g.stream)
+                grid, block = (blocks, 1, 1), (fused.BLOCK, 1, 1)
+            args += tail_outputs
+            launcher = launcher_for(kernel, args)
+            launch_with(launcher, grid, block, args, g.stream)
         if loop is not None:
             loop.pass_ended()
+        if branches:
+            _note_branches(g.stream, launcher, grid, block, args, [w.ptr for w in branches])
         self.kernels.append((name, text))
 
     @contextmanager
@@ -372,6 +378,16 @@ def _loop_ended_by(g: Group) -> tuple:
     if w is None or w.dtype is not dt.bool or not w.alive():
         return None, None
     return node, w.step
+
+
+def _note_branches(s, launcher, grid, block, args: list, flags: list) -> None:
+    """Note a kernel just captured on ``s`` whose last arguments are the handles
+    of the if nodes that may open on ``flags`` (``Tail.branches``), in order."""
+    node = get_backend().captured_node(s._h)
+    if node is not None:
+        first = len(args) - len(flags)
+        handles = {ptr: first + k for k, ptr in enumerate(flags)}
+        capture_state.branch_kernels[s.handle] = BranchKernel(node, launcher, grid, block, args, handles)
 
 
 def _few_long_rows(k: int, rows: int) -> bool:

@@ -149,6 +149,12 @@ class OpenNode:
     loop: Loop | None = None
     copies: list = field(default_factory=list)  # an unrolled loop's if nodes' handles, around copies 2 to k
     ended_at: int | None = None  # the body's nodes when a fused kernel ended the pass (``pass_ended``)
+    parent: OpenNode | None = None  # the open node whose body holds this one
+    # Nodes of the current body (since the pass ended, for a loop whose pass a kernel ended) that
+    # tensorplay's own doors captured, and so knows what they touch: ``launched``, and clean nodes.
+    known: int = 0
+    clean: bool = True  # every node of its bodies so far is known
+    flag_touched: bool = False  # a known node after the pass ended may write the loop's flag
 
     def pass_end_args(self) -> list:
         """What a kernel that ends this while node's pass (``kernels/conditional.pass_end``)
@@ -157,8 +163,24 @@ class OpenNode:
 
     def pass_ended(self) -> None:
         """A kernel just captured into the body ends the pass: unless more work
-        follows it there, the pass needs no kernel of its own (``_end_pass``)."""
+        follows it there that may write the flag, the pass needs no kernel of
+        its own (``_end_pass``)."""
         self.ended_at = get_backend().graph_node_count(self.bodies[0])
+        self.known = 0
+
+    def launched(self, pointers) -> None:
+        """A kernel was captured into the current body through tensorplay's launch
+        doors (``runtime/launch.py``); ``pointers()`` gives the addresses among
+        its parameters. Where one points into the flag of a loop around it whose
+        pass a kernel ended, that loop must set its handle again at the pass's end."""
+        self.known += 1
+        node, ptrs = self, None
+        while node is not None:
+            if node.ended_at is not None and not node.flag_touched:
+                ptrs = pointers() if ptrs is None else ptrs
+                lo = node.pred._storage.ptr
+                node.flag_touched = any(lo <= p < lo + node.pred._storage.nbytes for p in ptrs)
+            node = node.parent
 
 
 def check_flag(pred) -> None:
@@ -238,7 +260,8 @@ def open_node(
         handle, pred.owner = int(pred), None
     else:
         handle = dev.conditional_handle(outer._h)
-        _start(kind, handle, pred, size, loop, outer)
+        if not (kind in ("if", "if_else") and _set_by_last_kernel(handle, pred, outer)):
+            _start(kind, handle, pred, size, loop, outer)
     if loop is not None:
         loop.conditional_handle = np.uint64(handle)
     bodies = dev.conditional_add(outer._h, handle, kind, size)
@@ -248,9 +271,11 @@ def open_node(
     body = Stream._wrap(dev.conditional_body_capture(target, mode))
     route(body)
     copies = [dev.conditional_handle_in(bodies[0]) for _ in range(unroll - 1)]
-    node = OpenNode(kind, handle, pred, bodies, body, current_stream(), loop=loop, copies=copies)
+    parent = capture_state.bodies.get(outer.handle)
+    node = OpenNode(kind, handle, pred, bodies, body, current_stream(), loop=loop, copies=copies, parent=parent)
     if kind == "while" and isinstance(pred, Tensor) and not copies:
         capture_state.loops[body.handle] = node
+    capture_state.bodies[body.handle] = node
     set_stream(body)
     return node
 
@@ -261,10 +286,13 @@ def body_count(kind: str, n: int | None = None) -> int:
 
 def next_body(node: OpenNode, mode: str, route) -> None:
     """End the capture of the node's current body and begin the next one's."""
+    capture_state.bodies.pop(node.body.handle, None)
+    _check_known(node)
     _end_body(node)
     node.index += 1
     node.body = Stream._wrap(get_backend().conditional_body_capture(node.bodies[node.index], mode))
     route(node.body)
+    capture_state.bodies[node.body.handle] = node
     set_stream(node.body)
 
 
@@ -281,12 +309,23 @@ def close(node: OpenNode) -> None:
             allocator.route_to_pool(node.body, None)
             get_backend().conditional_repeat(node.body._h, node.bodies[0], node.copies)
         else:
+            _check_known(node)
             _end_body(node)
+    if node.parent is not None and node.clean and node.kind != "while":
+        node.parent.known += 1  # the node itself: what its bodies touch is known
 
 
 def forget(node: OpenNode) -> None:
     """The node's body takes no more work: no kernel may end its pass from now on."""
     capture_state.loops.pop(node.body.handle, None)
+    capture_state.bodies.pop(node.body.handle, None)
+
+
+def _check_known(node: OpenNode) -> None:
+    """At the end of a body: it is clean if tensorplay captured every node in it."""
+    if node.ended_at is None and get_backend().graph_node_count(node.bodies[node.index]) != node.known:
+        node.clean = False
+    node.known = 0
 
 
 def unshared_counter_blocks(loops) -> set[int]:
@@ -351,12 +390,29 @@ def _start(kind: str, handle: int, pred, size: int, loop: Loop | None, stream: S
             _launch(ck.loop_start(), [h, pred.reshape(1)._flat(), *_loop_args(loop), cap], stream)
 
 
+def _set_by_last_kernel(handle: int, pred: Tensor, stream: Stream) -> bool:
+    """True when the work captured last on ``stream`` is a fused kernel of
+    ``tp.compile`` that computes the flag ``pred`` in its tail
+    (``capture_state.branch_kernels``): the kernel then sets the handle itself,
+    and the node needs no kernel of its own before it."""
+    last = capture_state.branch_kernels.pop(stream.handle, None)
+    dev = get_backend()
+    if last is None or pred._ptr not in last.handles or dev.sole_captured_node(stream._h) != last.node:
+        return False
+    args = list(last.args)
+    args[last.handles[pred._ptr]] = np.uint64(handle)
+    dev.set_captured_kernel(last.node, last.launcher, last.grid, last.block, args)
+    hold_for_graph(stream, [pred])
+    return True
+
+
 def _end_pass(node: OpenNode) -> None:
     """The kernel at the end of a while node's pass: count it, cap it, set whether
     another runs. None where a fused kernel did that as the body's last work; where
     work followed it, one that sets the handle again from the flag as it is now."""
-    if node.ended_at is not None and get_backend().graph_node_count(node.bodies[0]) == node.ended_at:
-        return
+    after = None if node.ended_at is None else get_backend().graph_node_count(node.bodies[0]) - node.ended_at
+    if after is not None and after == node.known and not node.flag_touched:
+        return  # nothing after the kernel that ended the pass may have written the flag
     loop = node.loop
     h, cap = np.uint64(node.handle), _cap(loop)
     if node.copies:

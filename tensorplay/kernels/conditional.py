@@ -31,7 +31,7 @@ from ._target import device_function
 
 __all__ = [
     "MAX_UNROLL", "STOPPED_AT_CAP", "STOPPED_BY_CANCEL", "loop_pass", "loop_pass_do_while", "loop_pass_unrolled",
-    "loop_recheck", "loop_start", "loop_start_do_while", "pass_end", "set_from_flag", "set_from_index",
+    "loop_recheck", "loop_start", "loop_start_do_while", "pass_end", "set_branch", "set_from_flag", "set_from_index",
 ]  # fmt: skip
 
 
@@ -142,6 +142,21 @@ def pass_end():
         setter(handle, np.uint32(1 if go else 0))
 
     return device_function(end_pass)
+
+
+@functools.cache
+def set_branch():
+    """The device function ``(handle, value)`` by which a fused kernel of
+    ``tp.compile`` that computes an if node's flag last sets the node's handle
+    itself (``cuda/conditional.py``, ``set_by_last_kernel``): ``handle`` 0 is
+    a flag no node opened on, and sets nothing."""
+    setter = get_backend().conditional_setter()
+
+    def set_branch_handle(handle, value):
+        if handle != 0:
+            setter(handle, np.uint32(1 if value else 0))
+
+    return device_function(set_branch_handle)
 
 
 def _flag_pass_kernel(name: str, new_pass: int):

@@ -82,6 +82,7 @@ UNROLL = 4  # elements a thread loads before it computes (while it has that many
 BLOCK = 32 if SMALL_BLOCKS else 256  # threads per block of a fused reduction (its shared scratch has this size)
 THREAD_ROWS = 16  # rows of at most this many elements are reduced a thread a row (a block would idle most lanes)
 _ENDS_PASS = "end_pass = pass_end()"  # the line of a kernel that ends a while node's pass (Tail.go)
+_SETS_BRANCHES = "branch_to = set_branch()"  # the line of a kernel that may set if nodes' handles (Tail.branches)
 
 
 @dataclass(frozen=True)
@@ -136,11 +137,14 @@ class Tail:
     tail step whose value output ``q{k}`` takes. Their one-element inputs are
     read when the tail runs. ``go``: the tail step whose value is the flag of
     the while node whose pass the kernel ends (``conditional.pass_end``, after
-    the stores), or None."""
+    the stores), or None. ``branches``: tail steps, each a one-element bool
+    result whose if node may open right after the kernel, which then sets the
+    node's handle from it (``conditional.set_branch``, handle ``branch{k}``)."""
 
     steps: tuple = ()
     stores: tuple = ()
     go: int | None = None
+    branches: tuple = ()
 
 
 def _fn_name(op: str) -> str:
@@ -187,6 +191,7 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     params += [f"q{k}" for k in range(len(tail.stores))]
     if tail.go is not None:
         params += ["loop", "counter", "cancel", "max_iters"]
+    params += [f"branch{k}" for k in range(len(tail.branches))]
     body = [f"def {name}({', '.join(params)}):"]
     body += [
         f"    y{k} = b{k}[0]"
@@ -213,9 +218,13 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
         head += ["from tensorplay.kernels.reduce import COMBINE, FINALIZE"]
     if tail.go is not None:
         head += ["from tensorplay.kernels.conditional import pass_end"]
+    if tail.branches:
+        head += ["from tensorplay.kernels.conditional import set_branch"]
     head += ["", f"{names} = op_functions({', '.join(repr(op) for op in ops)})"]
     if tail.go is not None:
         head += [_ENDS_PASS]
+    if tail.branches:
+        head += [_SETS_BRANCHES]
     for m, r in enumerate(reductions):
         head += [f"combine{m} = COMBINE[{'sum' if r.op == 'mean' else r.op!r}]"]
         head += [f"finalize{m} = FINALIZE[{'mean' if r.op == 'mean' else 'sum'!r}]"]
@@ -363,6 +372,7 @@ def _tail_lines(tail: Tail) -> list[str]:
     lines += [f"            q{k}[0] = w{j}" for k, j in enumerate(tail.stores)]
     if tail.go is not None:  # the while node's pass ends here: no kernel of its own after this one
         lines += [f"            end_pass(loop, w{tail.go} != 0, counter, cancel, max_iters, 1)"]
+    lines += [f"            branch_to(branch{k}, w{j} != 0)" for k, j in enumerate(tail.branches)]
     return lines
 
 
@@ -562,8 +572,8 @@ def kernel(name: str, text: str):
     """The kernel ``name`` compiled from ``text`` (a ``source``), once per text
     in a process and, on a GPU, once per text on this machine (``_source``)."""
     ends_pass = _ENDS_PASS in text
-    # one that ends a loop's pass links the driver's setter, which Numba's disk cache does not keep
-    compiled = jit_source(name, text, "fused", name, cache=not ends_pass)
+    # one that sets a conditional handle links the driver's setter, which Numba's disk cache does not keep
+    compiled = jit_source(name, text, "fused", name, cache=not ends_pass and _SETS_BRANCHES not in text)
     compiled.tp_recipe = ("fused", "kernel", (name, text))  # how to build it again elsewhere
     if ends_pass:
         compiled.tp_polled = frozenset({"cancel"})  # read while CUDAGraph.cancel() may write it, on purpose

@@ -32,15 +32,16 @@ from __future__ import annotations
 import collections
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from .backend import CaptureError
 
 __all__ = [
-    "capture_state", "nested_capture_error", "refuse_captured_event", "refuse_device_wide_wait",
+    "BranchKernel", "capture_state", "nested_capture_error", "refuse_captured_event", "refuse_device_wide_wait",
     "refuse_empty_cache", "refuse_host_transfer", "refuse_host_wait", "refuse_legacy_capture", "refuse_legacy_launch",
     "refuse_nested_capture", "refuse_replay_into_capture", "refuse_staged_launch", "release_after_captures",
-    "current_fuser", "flush_fused", "prepare_before_captures", "release_deferred", "run_capture_preparers",
+    "current_fuser", "flush_fused", "note_body_launch", "prepare_before_captures", "release_deferred", "run_capture_preparers",
     "wait_for_device_unless_capturing",
 ]  # fmt: skip
 
@@ -81,6 +82,13 @@ class _CaptureState:
         # stream handle: a fused kernel of tp.compile that computes the flag last may
         # end the pass itself (tensorplay/cuda/conditional.py, OpenNode.pass_end_args).
         self.loops: dict[int, object] = {}
+        # The fused kernel of tp.compile captured last on a stream whose tail computes
+        # one-element bool flags, by stream handle: an if node opened on one of them
+        # right after it has the kernel set its handle (BranchKernel).
+        self.branch_kernels: dict[int, BranchKernel] = {}
+        # The open conditional nodes, by the handle of the stream capturing their
+        # current body: they count the kernels launched there (note_body_launch).
+        self.bodies: dict[int, object] = {}
         # What a capture's kernels may read that must be made eagerly first (the
         # random generator's state): run by capture_begin, before the capture.
         self.preparers: list[Callable[[], None]] = []
@@ -130,7 +138,31 @@ class _CaptureState:
         return None
 
 
+@dataclass(slots=True)
+class BranchKernel:
+    """A captured kernel node that may set the handles of if nodes opened on its
+    flags: ``handles`` gives, by a flag's data pointer, which of ``args`` is that
+    flag's handle (0 until a node opens on it); the rest is how it was launched."""
+
+    node: object  # as the backend's captured_node gives it
+    launcher: object
+    grid: tuple
+    block: tuple
+    args: list
+    handles: dict[int, int]
+
+
 capture_state = _CaptureState()
+
+
+def note_body_launch(handle: int, pointers: Callable[[], list]) -> None:
+    """A kernel went onto the stream ``handle`` through tensorplay's launch doors;
+    ``pointers()`` lists the addresses among its parameters. The conditional
+    node whose body that stream captures, if any, counts it
+    (``cuda/conditional.py``, ``OpenNode.launched``)."""
+    node = capture_state.bodies.get(handle)
+    if node is not None:
+        node.launched(pointers)
 
 
 def prepare_before_captures(fn: Callable[[], None]) -> Callable[[], None]:

@@ -15,14 +15,14 @@ import numpy as np
 from .backend import get as get_backend
 from .backend.params import array_struct
 from .caches import BoundedCache
-from .capture import capture_state, current_fuser, flush_fused, refuse_legacy_launch
+from .capture import capture_state, current_fuser, flush_fused, note_body_launch, refuse_legacy_launch
 from .hazards import checking, kernel_launched
 from .hazards.ops import user_line
 from .streams import current_stream
 
 __all__ = [
     "ArrayArg", "KernelArray", "grid_1d", "grid_rows", "grid_tiles",
-    "grid_groups", "launch", "launch_packed", "layout_packer", "numba_type", "pointer_key",
+    "grid_groups", "launch", "launch_packed", "launcher_for", "layout_packer", "numba_type", "pointer_key",
 ]  # fmt: skip
 
 _launchers = BoundedCache("launch.launchers", 16384)  # (kernel, argument keys...) -> the backend's launcher
@@ -124,9 +124,13 @@ def launch(kernel, grid, block, args, stream=None, shared_bytes: int = 0) -> Non
     ``grid`` and ``block`` are 3-tuples; array arguments are ``KernelArray``s,
     scalars are Python or NumPy numbers (their type picks the signature).
     """
+    launch_with(launcher_for(kernel, args), grid, block, args, stream, shared_bytes)
+
+
+def launcher_for(kernel, args):
+    """The launcher of ``kernel`` for ``args`` (as ``launch`` takes them)."""
     key = (kernel, *[a._kkey if isinstance(a, KernelArray) else type(a) for a in args])
-    launcher = _launchers.get(key) or _launcher(key)
-    launch_with(launcher, grid, block, args, stream, shared_bytes)
+    return _launchers.get(key) or _launcher(key)
 
 
 def launch_with(launcher, grid, block, args, stream=None, shared_bytes: int = 0) -> None:
@@ -136,6 +140,8 @@ def launch_with(launcher, grid, block, args, stream=None, shared_bytes: int = 0)
     if fuser is not None:  # tp.compile notes what its function may have written
         fuser.note_written([a._karray[4] for a in args if isinstance(a, KernelArray)])
     launcher(grid, block, s._h, args, shared_bytes)
+    if capture_state.bodies:
+        note_body_launch(s.handle, lambda: [a._karray[4] for a in args if isinstance(a, KernelArray)])
     if capture_state.recorders:
         _record(launcher, grid, block, s)
     if checking.on:  # tp.cuda.sanitize()
@@ -152,6 +158,8 @@ def launch_packed(launcher, grid, block, params: bytes) -> None:
         if capture_state.fusers:
             flush_fused()
     launcher.launch_packed(grid, block, s._h, params)
+    if capture_state.bodies:  # every array parameter is 8-byte slots, its data pointer one of them
+        note_body_launch(s.handle, lambda: np.frombuffer(params, np.uint64, len(params) // 8).tolist())
     if capture_state.recorders:
         _record(launcher, grid, block, s)
     if checking.on:  # tp.cuda.sanitize()

@@ -18,7 +18,7 @@ from cuda.bindings import driver as drv
 from .driver_calls import _SUCCESS, _done, _wait_until_done, check, fail, get_edges, last_node_reader
 from .driver_launch import KERNEL_NAMES, Launcher
 from .driver_overlap import known_kernels, overlap_kernels
-from .driver_staging import NodeSetter, StagedGraph
+from .driver_staging import KernelNode, NodeSetter, StagedGraph
 from .errors import CudaError, update_refusal
 from .params import PackedLaunch
 from .protocol import conditional_missing
@@ -504,6 +504,17 @@ class DriverBackend:
         a stand-in driver library, which builds none of their result objects)."""
         deps = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(stream))[3]
         return int(deps[0]) if deps else None
+
+    @staticmethod
+    def sole_captured_node(stream) -> int | None:
+        deps = check("cuStreamGetCaptureInfo", drv.cuStreamGetCaptureInfo(stream))[3]
+        return int(deps[0]) if deps is not None and len(deps) == 1 else None
+
+    @staticmethod
+    def set_captured_kernel(node: int, launcher, grid, block, args) -> None:
+        """``cuGraphKernelNodeSetParams``, which copies the parameters."""
+        params = KernelNode(launcher, grid, block, launcher.pack(args)).params
+        check("cuGraphKernelNodeSetParams", drv.cuGraphKernelNodeSetParams(node, params))
 
     @staticmethod
     def kernel_node_setter(graph_exec, exec_node, graph, node, launcher, grid, block):

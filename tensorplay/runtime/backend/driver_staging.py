@@ -18,7 +18,7 @@ from .params import PackedLaunch
 if TYPE_CHECKING:
     from .driver_launch import Launcher
 
-__all__ = ["NodeSetter", "StagedGraph"]
+__all__ = ["KernelNode", "NodeSetter", "StagedGraph"]
 
 
 # Nodes that keep a graph from being cloned or nested (cuGraphClone returns
@@ -57,7 +57,7 @@ def _clone_refusal(graph) -> str | None:
     return None
 
 
-class _KernelNode:
+class KernelNode:
     """A kernel node's parameters kept ready for the driver: the values live in
     one buffer whose pointer table (a pointer per 8-byte slot, Numba's ABI) is
     built once, so an update rewrites bytes and passes the same struct."""
@@ -89,7 +89,7 @@ class _KernelNode:
             raise fail("cuGraphExecKernelNodeSetParams", err)
 
 
-class NodeSetter(_KernelNode):
+class NodeSetter(KernelNode):
     """New parameters for one kernel node of an executable graph: the bytes go
     into a buffer whose pointer table the driver reads at each call (it copies
     them), so a change costs one packing and one ``cuGraphExecKernelNodeSetParams``."""
@@ -101,7 +101,7 @@ class NodeSetter(_KernelNode):
         self._template, self.node = node, exec_node
         self.set = _params_setter(graph_exec, exec_node, self.params)
 
-    __call__ = _KernelNode.update
+    __call__ = KernelNode.update
 
     def set_template(self) -> None:
         """Give the captured graph the parameters last set (before it is cloned or updated from)."""
@@ -130,7 +130,7 @@ class StagedGraph:
         self._exec = graph_exec
         if not self.single_launch:
             return
-        self._nodes = [_KernelNode(h.launcher, h.grid, h.block, h.params) for h in heads]
+        self._nodes = [KernelNode(h.launcher, h.grid, h.block, h.params) for h in heads]
         self._graph = check("cuGraphClone", drv.cuGraphClone(graph))
         try:
             roots = _nodes(self._graph, roots_only=True)

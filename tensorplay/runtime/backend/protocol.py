@@ -160,6 +160,13 @@ class Graphs(Protocol):
         """The node the last work captured on ``stream`` added (None when none): called once per
         kernel launched into a capture, so as cheap as the backend can make it."""
 
+    def sole_captured_node(self, stream: Any) -> Any:
+        """The node that the next work captured on ``stream`` would depend on, where it
+        would depend on that one alone; else None (several, none, or no capture)."""
+
+    def set_captured_kernel(self, node: Any, launcher: Any, grid: tuple, block: tuple, args: list) -> None:
+        """Give the kernel node ``node`` of a graph being captured new arguments (same kernel)."""
+
     def graph_instantiate(self, graph: Any, launches: Sequence = ()) -> Any:
         """The executable graph. ``launches``: the kernel launches the capture recorded
         (``(node, launcher, grid, block, caller)``, ``runtime/launch.py``), which the backend may

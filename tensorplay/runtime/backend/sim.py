@@ -448,6 +448,17 @@ class SimBackend(SimMemory):
         return stream.capture.graph, stream.frontier[-1]
 
     @staticmethod
+    def sole_captured_node(stream) -> tuple | None:
+        if stream.capture is None or len(stream.frontier) != 1:
+            return None
+        return stream.capture.graph, stream.frontier[0]
+
+    @staticmethod
+    def set_captured_kernel(node: tuple, launcher, grid, block, args) -> None:
+        graph, i = node
+        graph.nodes[i].run = launcher.run_for(grid, block, args)
+
+    @staticmethod
     def kernel_node_setter(graph_exec: SimGraphExec, exec_node: tuple, graph: SimGraph, node: tuple, *launch):
         """A function of packed parameter bytes that makes ``graph_exec``'s node
         ``exec_node`` launch with them (and ``node`` of ``graph``, once asked);
