@@ -41,8 +41,8 @@ __all__ = [
     "BranchKernel", "capture_state", "nested_capture_error", "refuse_captured_event", "refuse_device_wide_wait",
     "refuse_empty_cache", "refuse_host_transfer", "refuse_host_wait", "refuse_legacy_capture", "refuse_legacy_launch",
     "refuse_nested_capture", "refuse_replay_into_capture", "refuse_staged_launch", "release_after_captures",
-    "current_fuser", "flush_fused", "note_body_launch", "prepare_before_captures", "release_deferred", "run_capture_preparers",
-    "wait_for_device_unless_capturing",
+    "current_fuser", "flush_fused", "note_body_launch", "prepare_before_captures", "release_deferred",
+    "run_capture_preparers", "wait_for_device_unless_capturing",
 ]  # fmt: skip
 
 
