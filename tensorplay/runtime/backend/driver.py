@@ -512,9 +512,10 @@ class DriverBackend:
 
     @staticmethod
     def set_captured_kernel(node: int, launcher, grid, block, args) -> None:
-        """``cuGraphKernelNodeSetParams``, which copies the parameters."""
-        params = KernelNode(launcher, grid, block, launcher.pack(args)).params
-        check("cuGraphKernelNodeSetParams", drv.cuGraphKernelNodeSetParams(node, params))
+        """``cuGraphKernelNodeSetParams``, which copies the parameters (``kernel`` holds
+        their buffer until then: the struct keeps only its address)."""
+        kernel = KernelNode(launcher, grid, block, launcher.pack(args))
+        check("cuGraphKernelNodeSetParams", drv.cuGraphKernelNodeSetParams(node, kernel.params))
 
     @staticmethod
     def kernel_node_setter(graph_exec, exec_node, graph, node, launcher, grid, block):
