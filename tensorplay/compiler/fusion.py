@@ -65,6 +65,7 @@ from __future__ import annotations
 import math
 import threading
 from contextlib import contextmanager
+from functools import partial
 
 import numpy as np
 
@@ -297,8 +298,7 @@ class Fuser:
         stored = [w for w in g.tail_writes.values() if w.alive()]
         head_stored = [w for w in g.head_writes.values() if w.alive()]
         loop, go = _loop_ended_by(g) if last else (None, None)
-        branches = [w for w in stored if w.dtype is dt.bool and w.step != go] if capture_state.active else []
-        tail = fused.Tail(tuple(g.tail), tuple(w.step for w in stored), go, tuple(w.step for w in branches))
+        tail = fused.Tail(tuple(g.tail), tuple(w.step for w in stored), go)
         head = fused.Head(tuple(g.head), tuple(w.step for w in head_stored))
         reductions = tuple(
             fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, r.k, r.trail) for r in g.reductions
@@ -309,8 +309,9 @@ class Fuser:
         out_strides = tuple(w.strides for w in live)
         rows = g.reductions[0].out.numel() if ends_in_rows(g) else 0
         pieces = max(1, _reduction_blocks(g.n) // rows) if rows and g.ticket else 0  # a few long rows
-        text = fused.source(name, counts, tuple(g.steps), tuple(w.step for w in live), reductions, g.shape, strided,
-                            out_strides, tail, shifts, g.draws, head, pieces)  # fmt: skip
+        source = partial(fused.source, name, counts, tuple(g.steps), tuple(w.step for w in live), reductions, g.shape,
+                         strided, out_strides, shifts=shifts, draws=g.draws, head=head, pieces=pieces)  # fmt: skip
+        text = source(tail=tail)
         kernel = fused.kernel(name, text)
         args = [np.int64(g.n), *[array_arg(t._ptr, t.numel(), t.dtype) for t in (*g.inputs, *g.ones)]]
         args += [*[spanned(t, g.shape, strides) for t, strides, _ in g.strided], *g.scalars]
@@ -318,7 +319,6 @@ class Fuser:
         if g.draws:
             args.append(array_arg(g.state._ptr, g.state.numel(), g.state.dtype))
         tail_outputs = [w.array() for w in stored] + (loop.pass_end_args() if loop is not None else [])
-        tail_outputs += [np.uint64(0)] * len(branches)  # no handle until an if node opens on the flag
         with stream(g.stream), self._launching_own():
             if not g.reductions:
                 grid, block = grid_1d(g.n)
@@ -344,8 +344,13 @@ class Fuser:
             launch_with(launcher, grid, block, args, g.stream)
         if loop is not None:
             loop.pass_ended()
-        if branches:
-            _note_branches(g.stream, launcher, grid, block, args, [w.ptr for w in branches])
+        flags = {w.ptr: w.step for w in stored if w.dtype is dt.bool and w.step != go}
+        if flags and capture_state.active:
+
+            def setting(step: int):
+                return fused.kernel(name, source(tail=tail.branch(step)))
+
+            _note_flags(g.stream, grid, block, args, flags, setting)
         self.kernels.append((name, text))
 
     @contextmanager
@@ -380,14 +385,14 @@ def _loop_ended_by(g: Group) -> tuple:
     return node, w.step
 
 
-def _note_branches(s, launcher, grid, block, args: list, flags: list) -> None:
-    """Note a kernel just captured on ``s`` whose last arguments are the handles
-    of the if nodes that may open on ``flags`` (``Tail.branches``), in order."""
+def _note_flags(s, grid, block, args: list, flags: dict, setting) -> None:
+    """Note a kernel just captured on ``s`` whose tail computes the one-element
+    bool ``flags`` (tail steps by data pointer): an if node opened on one of
+    them right after it swaps it for ``setting(step)``, the same kernel setting
+    the node's handle, its last argument (``cuda/conditional.py``)."""
     node = get_backend().captured_node(s._h)
     if node is not None:
-        first = len(args) - len(flags)
-        handles = {ptr: first + k for k, ptr in enumerate(flags)}
-        capture_state.branch_kernels[s.handle] = BranchKernel(node, launcher, grid, block, args, handles)
+        capture_state.branch_kernels[s.handle] = BranchKernel(node, grid, block, args, flags, setting)
 
 
 def _few_long_rows(k: int, rows: int) -> bool:

@@ -32,7 +32,7 @@ from .._tensor import Tensor
 from ..kernels import conditional as ck
 from ..runtime.backend import get as get_backend
 from ..runtime.capture import capture_state
-from ..runtime.launch import ArrayArg, KernelArray, launch_with, pointer_key, resolve
+from ..runtime.launch import ArrayArg, KernelArray, launch_with, launcher_for, pointer_key, resolve
 from ..runtime.memory import allocator
 from ..runtime.streams import Stream, current_stream, set_stream
 
@@ -393,15 +393,15 @@ def _start(kind: str, handle: int, pred, size: int, loop: Loop | None, stream: S
 def _set_by_last_kernel(handle: int, pred: Tensor, stream: Stream) -> bool:
     """True when the work captured last on ``stream`` is a fused kernel of
     ``tp.compile`` that computes the flag ``pred`` in its tail
-    (``capture_state.branch_kernels``): the kernel then sets the handle itself,
-    and the node needs no kernel of its own before it."""
+    (``capture_state.branch_kernels``): its node then becomes the same kernel
+    setting the handle too, and the if node needs no kernel of its own before it."""
     last = capture_state.branch_kernels.pop(stream.handle, None)
     dev = get_backend()
-    if last is None or pred._ptr not in last.handles or dev.sole_captured_node(stream._h) != last.node:
+    if last is None or pred._ptr not in last.flags or dev.sole_captured_node(stream._h) != last.node:
         return False
-    args = list(last.args)
-    args[last.handles[pred._ptr]] = np.uint64(handle)
-    dev.set_captured_kernel(last.node, last.launcher, last.grid, last.block, args)
+    args = [*last.args, np.uint64(handle)]
+    kernel = last.setting(last.flags[pred._ptr])
+    dev.set_captured_kernel(last.node, launcher_for(kernel, args), last.grid, last.block, args)
     hold_for_graph(stream, [pred])
     return True
 

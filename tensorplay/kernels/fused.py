@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import functools
 import keyword
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import elementwise as ew
 from ._source import jit_source
@@ -145,6 +145,10 @@ class Tail:
     stores: tuple = ()
     go: int | None = None
     branches: tuple = ()
+
+    def branch(self, step: int) -> Tail:
+        """This tail setting one more if node's handle, from ``step``'s value."""
+        return replace(self, branches=(*self.branches, step))
 
 
 def _fn_name(op: str) -> str:

@@ -84,7 +84,7 @@ class _CaptureState:
         self.loops: dict[int, object] = {}
         # The fused kernel of tp.compile captured last on a stream whose tail computes
         # one-element bool flags, by stream handle: an if node opened on one of them
-        # right after it has the kernel set its handle (BranchKernel).
+        # right after it has a variant of the kernel set its handle (BranchKernel).
         self.branch_kernels: dict[int, BranchKernel] = {}
         # The open conditional nodes, by the handle of the stream capturing their
         # current body: they count the kernels launched there (note_body_launch).
@@ -140,16 +140,17 @@ class _CaptureState:
 
 @dataclass(slots=True)
 class BranchKernel:
-    """A captured kernel node that may set the handles of if nodes opened on its
-    flags: ``handles`` gives, by a flag's data pointer, which of ``args`` is that
-    flag's handle (0 until a node opens on it); the rest is how it was launched."""
+    """A captured kernel node whose tail computes one-element bool flags
+    (``flags``: the tail step of each, by data pointer) and how it was launched;
+    ``setting(step)`` is the same kernel setting an if node's handle, taken as
+    one more argument, from that step's value (``kernels/fused.py``, ``Tail.branches``)."""
 
     node: object  # as the backend's captured_node gives it
-    launcher: object
     grid: tuple
     block: tuple
     args: list
-    handles: dict[int, int]
+    flags: dict[int, int]
+    setting: Callable
 
 
 capture_state = _CaptureState()

@@ -27,10 +27,10 @@ def _text(g: tp.cuda.CUDAGraph, tmp_path) -> str:
     return open(g.debug_dump(str(tmp_path / "g.dot"))).read()
 
 
-def _branch_graph(between=None, second_if: bool = False):
+def _branch_graph(between=None, second_if: bool = False, body=None):
     """(graph, x, total, over, out): ``total_over`` compiled, then ``if_else(over)``
     writing 1 or 2 into ``out`` (and, with ``second_if``, an ``if_(over)`` adding 10)."""
-    body = tp.compile(total_over)
+    body = body or tp.compile(total_over)
     x, total, over, out = tp.ones(64), tp.zeros(1), tp.zeros(1, dtype=tp.bool), tp.zeros(1)
     g = tp.cuda.CUDAGraph()
     with tp.cuda.graph(g):
@@ -57,6 +57,17 @@ def test_an_if_else_on_the_flag_the_compiled_kernel_computed_last_has_no_kernel_
         host = start + 30.0 * replay + 128.0
         assert total.item() == host and over.item() == (host > 10.0)
         assert out.item() == (1.0 if host > 10.0 else 2.0)
+
+
+def test_the_kernel_takes_a_handle_only_where_a_node_opens_on_its_flag():
+    body = tp.compile(total_over)
+    x, total, over = tp.ones(64), tp.zeros(1), tp.zeros(1, dtype=tp.bool)
+    with tp.cuda.graph(tp.cuda.CUDAGraph()):
+        body(x, total, over)  # no node on the flag: the kernel as compiled outside captures
+    assert len(body.kernels()) == 1 and "branch" not in body.kernels()[0]
+    _branch_graph(body=body)  # a node on it: its node's kernel sets the handle; eagerly, still the same kernel
+    body(x, total, over)
+    assert total.item() == 128.0 and over.item()
 
 
 def test_work_between_the_kernel_and_the_node_leaves_the_node_its_own_kernel(tmp_path):
