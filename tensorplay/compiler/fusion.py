@@ -344,11 +344,11 @@ class Fuser:
             launch_with(launcher, grid, block, args, g.stream)
         if loop is not None:
             loop.pass_ended()
-        flags = {w.ptr: w.step for w in stored if w.dtype is dt.bool and w.step != go}
+        flags = {w.ptr: (w.step, w.dtype) for w in stored if w.dtype in _CONDITIONS and w.step != go}
         if flags and capture_state.active:
 
-            def setting(step: int):
-                return fused.kernel(name, source(tail=tail.branch(step)))
+            def setting(step: int, cases: int):
+                return fused.kernel(name, source(tail=tail.setting(step, cases)))
 
             _note_flags(g.stream, grid, block, args, flags, setting)
         self.kernels.append((name, text))
@@ -385,11 +385,15 @@ def _loop_ended_by(g: Group) -> tuple:
     return node, w.step
 
 
+_CONDITIONS = (dt.bool, dt.int32, dt.int64)  # what an if node's flag or a switch's index may be
+
+
 def _note_flags(s, grid, block, args: list, flags: dict, setting) -> None:
-    """Note a kernel just captured on ``s`` whose tail computes the one-element
-    bool ``flags`` (tail steps by data pointer): an if node opened on one of
-    them right after it swaps it for ``setting(step)``, the same kernel setting
-    the node's handle, its last argument (``cuda/conditional.py``)."""
+    """Note a kernel just captured on ``s`` whose tail computes ``flags``, one-element
+    results that could be an if node's flag or a switch's index ((tail step, dtype)
+    by data pointer): such a node opened on one right after it swaps the kernel for
+    ``setting(step, cases)``, which also sets the node's handle, its last argument
+    (``cuda/conditional.py``)."""
     node = get_backend().captured_node(s._h)
     if node is not None:
         capture_state.branch_kernels[s.handle] = BranchKernel(node, grid, block, args, flags, setting)

@@ -260,7 +260,7 @@ def open_node(
         handle, pred.owner = int(pred), None
     else:
         handle = dev.conditional_handle(outer._h)
-        if not (kind in ("if", "if_else") and _set_by_last_kernel(handle, pred, outer)):
+        if kind == "while" or not _set_by_last_kernel(handle, pred, size if kind == "switch" else 0, outer):
             _start(kind, handle, pred, size, loop, outer)
     if loop is not None:
         loop.conditional_handle = np.uint64(handle)
@@ -390,17 +390,20 @@ def _start(kind: str, handle: int, pred, size: int, loop: Loop | None, stream: S
             _launch(ck.loop_start(), [h, pred.reshape(1)._flat(), *_loop_args(loop), cap], stream)
 
 
-def _set_by_last_kernel(handle: int, pred: Tensor, stream: Stream) -> bool:
+def _set_by_last_kernel(handle: int, pred: Tensor, cases: int, stream: Stream) -> bool:
     """True when the work captured last on ``stream`` is a fused kernel of
-    ``tp.compile`` that computes the flag ``pred`` in its tail
+    ``tp.compile`` that computes the flag or index ``pred`` in its tail
     (``capture_state.branch_kernels``): its node then becomes the same kernel
-    setting the handle too, and the if node needs no kernel of its own before it."""
+    setting the handle too (of an if node where ``cases`` is 0, else of a switch
+    of ``cases`` bodies), and the node needs no kernel of its own before it."""
     last = capture_state.branch_kernels.pop(stream.handle, None)
     dev = get_backend()
-    if last is None or pred._ptr not in last.flags or dev.sole_captured_node(stream._h) != last.node:
+    if last is None or last.flags.get(pred._ptr, (0, None))[1] is not pred.dtype:
+        return False
+    if dev.sole_captured_node(stream._h) != last.node:
         return False
     args = [*last.args, np.uint64(handle)]
-    kernel = last.setting(last.flags[pred._ptr])
+    kernel = last.setting(last.flags[pred._ptr][0], cases)
     dev.set_captured_kernel(last.node, launcher_for(kernel, args), last.grid, last.block, args)
     hold_for_graph(stream, [pred])
     return True

@@ -31,7 +31,7 @@ from ._target import device_function
 
 __all__ = [
     "MAX_UNROLL", "STOPPED_AT_CAP", "STOPPED_BY_CANCEL", "loop_pass", "loop_pass_do_while", "loop_pass_unrolled",
-    "loop_recheck", "loop_start", "loop_start_do_while", "pass_end", "set_branch", "set_from_flag", "set_from_index",
+    "loop_recheck", "loop_start", "loop_start_do_while", "pass_end", "set_from_flag", "set_from_index", "set_node",
 ]  # fmt: skip
 
 
@@ -145,18 +145,21 @@ def pass_end():
 
 
 @functools.cache
-def set_branch():
-    """The device function ``(handle, value)`` by which a fused kernel of
-    ``tp.compile`` that computes an if node's flag last sets the node's handle
-    itself (``cuda/conditional.py``, ``set_by_last_kernel``): ``handle`` 0 is
-    a flag no node opened on, and sets nothing."""
+def set_node():
+    """The device function ``(handle, value, cases)`` by which a fused kernel of
+    ``tp.compile`` whose tail computes a conditional node's flag or index sets
+    the handle of that node, captured right after it (``cuda/conditional.py``,
+    ``_set_by_last_kernel``): an if node's (``cases`` 0) from ``value``'s truth,
+    a switch's of ``cases`` bodies as ``set_from_index`` would."""
     setter = get_backend().conditional_setter()
 
-    def set_branch_handle(handle, value):
-        if handle != 0:
-            setter(handle, np.uint32(1 if value else 0))
+    def set_node_handle(handle, value, cases):
+        if cases == 0:
+            setter(handle, np.uint32(1 if value != 0 else 0))
+        else:
+            setter(handle, np.uint32(value) if value >= 0 and value < cases else np.uint32(cases))
 
-    return device_function(set_branch_handle)
+    return device_function(set_node_handle)
 
 
 def _flag_pass_kernel(name: str, new_pass: int):

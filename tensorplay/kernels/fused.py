@@ -82,7 +82,7 @@ UNROLL = 4  # elements a thread loads before it computes (while it has that many
 BLOCK = 32 if SMALL_BLOCKS else 256  # threads per block of a fused reduction (its shared scratch has this size)
 THREAD_ROWS = 16  # rows of at most this many elements are reduced a thread a row (a block would idle most lanes)
 _ENDS_PASS = "end_pass = pass_end()"  # the line of a kernel that ends a while node's pass (Tail.go)
-_SETS_BRANCHES = "branch_to = set_branch()"  # the line of a kernel that may set if nodes' handles (Tail.branches)
+_SETS_NODE = "set_handle = set_node()"  # the line of a kernel that sets the next node's handle (Tail.node)
 
 
 @dataclass(frozen=True)
@@ -137,18 +137,20 @@ class Tail:
     tail step whose value output ``q{k}`` takes. Their one-element inputs are
     read when the tail runs. ``go``: the tail step whose value is the flag of
     the while node whose pass the kernel ends (``conditional.pass_end``, after
-    the stores), or None. ``branches``: tail steps, each a one-element bool
-    result whose if node may open right after the kernel, which then sets the
-    node's handle from it (``conditional.set_branch``, handle ``branch{k}``)."""
+    the stores), or None. ``node``: (step, cases) where the kernel sets the
+    handle of the conditional node captured right after it (its last
+    parameter, ``node``) from that step's value: an if node's from its truth
+    (``cases`` 0), a switch's of ``cases`` bodies from the index
+    (``conditional.set_node``); else None."""
 
     steps: tuple = ()
     stores: tuple = ()
     go: int | None = None
-    branches: tuple = ()
+    node: tuple | None = None
 
-    def branch(self, step: int) -> Tail:
-        """This tail setting one more if node's handle, from ``step``'s value."""
-        return replace(self, branches=(*self.branches, step))
+    def setting(self, step: int, cases: int) -> Tail:
+        """This tail, setting the handle of the node after the kernel from ``step``."""
+        return replace(self, node=(step, cases))
 
 
 def _fn_name(op: str) -> str:
@@ -195,7 +197,7 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     params += [f"q{k}" for k in range(len(tail.stores))]
     if tail.go is not None:
         params += ["loop", "counter", "cancel", "max_iters"]
-    params += [f"branch{k}" for k in range(len(tail.branches))]
+    params += ["node"] if tail.node is not None else []
     body = [f"def {name}({', '.join(params)}):"]
     body += [
         f"    y{k} = b{k}[0]"
@@ -222,13 +224,13 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
         head += ["from tensorplay.kernels.reduce import COMBINE, FINALIZE"]
     if tail.go is not None:
         head += ["from tensorplay.kernels.conditional import pass_end"]
-    if tail.branches:
-        head += ["from tensorplay.kernels.conditional import set_branch"]
+    if tail.node is not None:
+        head += ["from tensorplay.kernels.conditional import set_node"]
     head += ["", f"{names} = op_functions({', '.join(repr(op) for op in ops)})"]
     if tail.go is not None:
         head += [_ENDS_PASS]
-    if tail.branches:
-        head += [_SETS_BRANCHES]
+    if tail.node is not None:
+        head += [_SETS_NODE]
     for m, r in enumerate(reductions):
         head += [f"combine{m} = COMBINE[{'sum' if r.op == 'mean' else r.op!r}]"]
         head += [f"finalize{m} = FINALIZE[{'mean' if r.op == 'mean' else 'sum'!r}]"]
@@ -376,7 +378,8 @@ def _tail_lines(tail: Tail) -> list[str]:
     lines += [f"            q{k}[0] = w{j}" for k, j in enumerate(tail.stores)]
     if tail.go is not None:  # the while node's pass ends here: no kernel of its own after this one
         lines += [f"            end_pass(loop, w{tail.go} != 0, counter, cancel, max_iters, 1)"]
-    lines += [f"            branch_to(branch{k}, w{j} != 0)" for k, j in enumerate(tail.branches)]
+    if tail.node is not None:  # the conditional node after this kernel needs no kernel of its own
+        lines += ["            set_handle(node, w{}, {})".format(*tail.node)]
     return lines
 
 
@@ -577,7 +580,7 @@ def kernel(name: str, text: str):
     in a process and, on a GPU, once per text on this machine (``_source``)."""
     ends_pass = _ENDS_PASS in text
     # one that sets a conditional handle links the driver's setter, which Numba's disk cache does not keep
-    compiled = jit_source(name, text, "fused", name, cache=not ends_pass and _SETS_BRANCHES not in text)
+    compiled = jit_source(name, text, "fused", name, cache=not ends_pass and _SETS_NODE not in text)
     compiled.tp_recipe = ("fused", "kernel", (name, text))  # how to build it again elsewhere
     if ends_pass:
         compiled.tp_polled = frozenset({"cancel"})  # read while CUDAGraph.cancel() may write it, on purpose

@@ -83,8 +83,8 @@ class _CaptureState:
         # end the pass itself (tensorplay/cuda/conditional.py, OpenNode.pass_end_args).
         self.loops: dict[int, object] = {}
         # The fused kernel of tp.compile captured last on a stream whose tail computes
-        # one-element bool flags, by stream handle: an if node opened on one of them
-        # right after it has a variant of the kernel set its handle (BranchKernel).
+        # one-element flags or indices, by stream handle: an if or switch node opened
+        # on one right after it has a variant of the kernel set its handle (BranchKernel).
         self.branch_kernels: dict[int, BranchKernel] = {}
         # The open conditional nodes, by the handle of the stream capturing their
         # current body: they count the kernels launched there (note_body_launch).
@@ -140,10 +140,12 @@ class _CaptureState:
 
 @dataclass(slots=True)
 class BranchKernel:
-    """A captured kernel node whose tail computes one-element bool flags
-    (``flags``: the tail step of each, by data pointer) and how it was launched;
-    ``setting(step)`` is the same kernel setting an if node's handle, taken as
-    one more argument, from that step's value (``kernels/fused.py``, ``Tail.branches``)."""
+    """A captured kernel node whose tail computes one-element results that could
+    be a conditional node's flag or index (``flags``: the tail step and dtype of
+    each, by data pointer) and how it was launched; ``setting(step, cases)`` is
+    the same kernel setting the handle of an if node (``cases`` 0) or a switch of
+    ``cases`` bodies, taken as one more argument, from that step's value
+    (``kernels/fused.py``, ``Tail.node``)."""
 
     node: object  # as the backend's captured_node gives it
     grid: tuple

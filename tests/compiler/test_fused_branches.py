@@ -192,3 +192,29 @@ def test_the_hazard_check_passes_the_kernels_that_set_the_handles():
         result = _run(g, state, 4.0)
         tp.cuda.synchronize()
     assert result == _host_steps(7.0, 4.0)
+
+
+def pick_case(x, index):
+    """The switch's index in the tail: the sum of x, minus 10, as an int32."""
+    index.copy_(((x * 1.0).sum() - 10.0).int().reshape(1))
+
+
+@pytest.mark.parametrize("total", [10.0, 12.0, 15.0, 3.0])  # cases 0 and 2, then none: 5 and -7 are out of range
+def test_a_switch_on_the_index_the_compiled_kernel_computed_last_has_no_kernel_of_its_own(total, tmp_path):
+    body = tp.compile(pick_case)
+    x, index, out = tp.zeros(8), tp.zeros(1, dtype=tp.int32), tp.zeros(1)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        body(x, index)
+        with g.switch_(index, 3) as cases:
+            out.fill_(100.0)
+            cases.next()
+            out.fill_(101.0)
+            cases.next()
+            out.fill_(102.0)
+    assert "conditional.set_from_index" not in _text(g, tmp_path)
+    x.fill_(total / 8)
+    out.fill_(-1.0)
+    g.replay()
+    case = int(total) - 10
+    assert index.item() == case and out.item() == (100.0 + case if 0 <= case < 3 else -1.0)
