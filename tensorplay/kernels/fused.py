@@ -221,7 +221,7 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     if draws:
         head += ["from tensorplay.kernels.random import _advance, _unit"]
     if reductions:
-        head += ["from tensorplay.kernels.reduce import COMBINE, FINALIZE"]
+        head += ["from tensorplay.kernels.reduce import COMBINE, FINALIZE, block_total"]
     if tail.go is not None:
         head += ["from tensorplay.kernels.conditional import pass_end"]
     if tail.node is not None:
@@ -234,6 +234,7 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     for m, r in enumerate(reductions):
         head += [f"combine{m} = COMBINE[{'sum' if r.op == 'mean' else r.op!r}]"]
         head += [f"finalize{m} = FINALIZE[{'mean' if r.op == 'mean' else 'sum'!r}]"]
+        head += [f"total{m} = block_total({r.op!r}, {r.acc!r})"] if not rows or pieces else []
     return "\n".join(head) + "\n\n\n" + "\n".join(body) + "\n"
 
 
@@ -420,16 +421,16 @@ def _finish(reductions, tail: Tail) -> list[str]:
     the tail."""
     each, values = range(len(reductions)), list(enumerate(reductions))
     return [
-        *_scratch(reductions, last=True),
+        *_scratch(reductions, last=True, trees=False),
         *_block_partials(each),
         *[f"        acc{m} = init{m}" for m in each],
         "        j = t",
         "        while j < cuda.gridDim.x:",
         *[f"            acc{m} = combine{m}(acc{m}, partials{m}[j])" for m in each],
         f"            j += {BLOCK}",
-        *["    " + line for line in _tree(each)],
+        *[f"        acc{m} = total{m}(t, {BLOCK}, acc{m})" for m in each],
         "        if t == 0:",
-        *[f"            r{m} = {_CONVERT[r.dtype]}(finalize{m}(scratch{m}[0], scale))" for m, r in values],
+        *[f"            r{m} = {_CONVERT[r.dtype]}(finalize{m}(acc{m}, scale))" for m, r in values],
         *[f"            red{m}[0] = r{m}" for m in each],
         *_tail_lines(tail),
         "            ticket[0] = 0  # for the next launch",
@@ -533,23 +534,25 @@ def _row_element(r: Reduction) -> str:
     return f"row * {k} + j" if trail == 1 else f"(row // {trail}) * {k * trail} + j * {trail} + row % {trail}"
 
 
-def _scratch(reductions, last: bool = False) -> list[str]:
+def _scratch(reductions, last: bool = False, trees: bool = True) -> list[str]:
     """Lines that name the thread ``t`` and make each reduction's shared scratch
-    array (``last``: and the block's flag of being the last one done)."""
+    array for ``_tree`` (unless not ``trees``; ``last``: and the block's flag of
+    being the last one done)."""
     return [
         "    t = cuda.threadIdx.x",
-        *[f"    scratch{m} = cuda.shared.array({BLOCK}, np.{r.acc})" for m, r in enumerate(reductions)],
+        *[f"    scratch{m} = cuda.shared.array({BLOCK}, np.{r.acc})" for m, r in enumerate(reductions) if trees],
         *(["    last = cuda.shared.array(1, np.int32)"] if last else []),
     ]
 
 
 def _block_partials(each) -> list[str]:
-    """Lines that combine the block's accumulators into its partials, count the
-    block done on the ticket, and open ``if last[0]:`` for the last block."""
+    """Lines that combine the block's accumulators into its partials (warp
+    shuffles, ``reduce.block_total``), count the block done on the ticket, and
+    open ``if last[0]:`` for the last block."""
     return [
-        *_tree(each),
+        *[f"    acc{m} = total{m}(t, {BLOCK}, acc{m})" for m in each],
         "    if t == 0:",
-        *[f"        partials{m}[cuda.blockIdx.x] = scratch{m}[0]" for m in each],
+        *[f"        partials{m}[cuda.blockIdx.x] = acc{m}" for m in each],
         "        cuda.threadfence()  # the partials are seen before the ticket",
         "        last[0] = cuda.atomic.add(ticket, 0, 1) == cuda.gridDim.x - 1",
         "    cuda.syncthreads()",

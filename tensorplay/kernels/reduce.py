@@ -18,7 +18,7 @@ from numba import cuda
 from . import bfloat16 as bf16
 from ._target import WARP_SHUFFLES, device_function
 
-__all__ = ["BLOCK", "chunks_kernel", "identity_value", "rows_kernel"]
+__all__ = ["BLOCK", "block_total", "chunks_kernel", "identity_value", "rows_kernel"]
 
 BLOCK = 256  # largest block; the shared scratch array has this size
 _SHUFFLED_AS = {"uint32": np.int32, "uint64": np.int64}  # Numba's warp shuffles take int32, int64, float32, float64
@@ -150,6 +150,16 @@ def _parts(op: str, acc: str, bits: str = ""):
         return acc
 
     return strided, segment
+
+
+def block_total(op: str, acc: str):
+    """The device function ``(t, lanes, acc)`` that combines the accumulators of
+    a block's first ``lanes`` threads (``t`` = ``threadIdx.x``, ``lanes`` a
+    power of two up to ``BLOCK``) for ``op``: warp shuffles, then a value a warp
+    through shared memory (a shared-memory tree on the simulator). Every thread
+    of the block calls it; thread 0 gets the total. The fused kernels of
+    ``tp.compile`` combine their blocks' values with it."""
+    return _parts(op, acc)[1]
 
 
 @functools.cache
