@@ -32,7 +32,7 @@ from .._tensor import Tensor
 from ..kernels import conditional as ck
 from ..runtime.backend import get as get_backend
 from ..runtime.capture import capture_state
-from ..runtime.launch import ArrayArg, KernelArray, launch_with, launcher_for, pointer_key, resolve
+from ..runtime.launch import ArrayArg, KernelArray, launch_with, launcher_for, pointer_key, relaunched, resolve
 from ..runtime.memory import allocator
 from ..runtime.streams import Stream, current_stream, set_stream
 
@@ -403,8 +403,9 @@ def _set_by_last_kernel(handle: int, pred: Tensor, cases: int, stream: Stream) -
     if dev.sole_captured_node(stream._h) != last.node:
         return False
     args = [*last.args, np.uint64(handle)]
-    kernel = last.setting(last.flags[pred._ptr][0], cases)
-    dev.set_captured_kernel(last.node, launcher_for(kernel, args), last.grid, last.block, args)
+    launcher = launcher_for(last.setting(last.flags[pred._ptr][0], cases), args)
+    dev.set_captured_kernel(last.node, launcher, last.grid, last.block, args)
+    relaunched(stream, last.node, launcher)
     hold_for_graph(stream, [pred])
     return True
 

@@ -21,8 +21,8 @@ from .hazards.ops import user_line
 from .streams import current_stream
 
 __all__ = [
-    "ArrayArg", "KernelArray", "grid_1d", "grid_rows", "grid_tiles",
-    "grid_groups", "launch", "launch_packed", "launcher_for", "layout_packer", "numba_type", "pointer_key",
+    "ArrayArg", "KernelArray", "grid_1d", "grid_groups", "grid_rows", "grid_tiles", "launch", "launch_packed",
+    "launcher_for", "layout_packer", "numba_type", "pointer_key", "relaunched",
 ]  # fmt: skip
 
 _launchers = BoundedCache("launch.launchers", 16384)  # (kernel, argument keys...) -> the backend's launcher
@@ -175,6 +175,15 @@ def _record(launcher, grid, block, s) -> None:
     if record is None:
         return
     record.append((get_backend().captured_node(s._h), launcher, grid, block, user_line(2)))
+
+
+def relaunched(s, node, launcher) -> None:
+    """The kernel node ``node``, the last captured on ``s``, now runs ``launcher``'s
+    kernel (``cuda/conditional.py`` swapped it): what ``CUDAGraph.nodes()`` gives
+    of it, and ``set_args`` packs, follows."""
+    record = capture_state.recorders.get(s.handle)
+    if record and record[-1][0] == node:
+        record[-1] = (node, launcher, *record[-1][2:])
 
 
 def launch_stream(kernel_name: str, stream=None):

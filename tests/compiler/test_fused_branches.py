@@ -218,3 +218,11 @@ def test_a_switch_on_the_index_the_compiled_kernel_computed_last_has_no_kernel_o
     g.replay()
     case = int(total) - 10
     assert index.item() == case and out.item() == (100.0 + case if 0 <= case < 3 else -1.0)
+
+
+def test_the_graphs_node_list_gives_the_kernel_the_node_runs():
+    # set_args packs a node's arguments for the kernel g.nodes() names: after the swap, the variant's
+    g, *_ = _branch_graph()
+    fused_nodes = [n for n in g.nodes() if n.kernel.startswith("fused_")]
+    assert len(fused_nodes) == 1
+    assert "set_handle(node, " in fused_nodes[0]._launcher.kernel.tp_recipe[2][1]
