@@ -78,7 +78,7 @@ from ..kernels import fused
 from ..kernels import reduce as rk
 from ..runtime.backend import get as get_backend
 from ..runtime.capture import BranchKernel, capture_state
-from ..runtime.launch import grid_1d, launch_with, launcher_for
+from ..runtime.launch import grid_1d, launch
 from ..runtime.streams import current_stream, stream
 from ._groups import (
     CONFLICT,
@@ -340,8 +340,7 @@ class Fuser:
                     args.append(rk.identity_value(r.op, r.acc))
                 grid, block = (blocks, 1, 1), (fused.BLOCK, 1, 1)
             args += tail_outputs
-            launcher = launcher_for(kernel, args)
-            launch_with(launcher, grid, block, args, g.stream)
+            launch(kernel, grid, block, args, g.stream)
         if loop is not None:
             loop.pass_ended()
         flags = {w.ptr: (w.step, w.dtype) for w in stored if w.dtype in _CONDITIONS and w.step != go}
