@@ -343,8 +343,9 @@ class Fuser:
             launch(kernel, grid, block, args, g.stream)
         if loop is not None:
             loop.pass_ended()
-        flags = {w.ptr: (w.step, w.dtype) for w in stored if w.dtype in _CONDITIONS and w.step != go}
-        if flags and capture_state.active:
+        conditions = [w for w in stored if w.dtype in _CONDITIONS and w.step != go] if capture_state.active else []
+        flags = {w.ptr: (w.step, w.dtype) for w in conditions}
+        if flags:
 
             def setting(step: int, cases: int):
                 return fused.kernel(name, source(tail=tail.setting(step, cases)))

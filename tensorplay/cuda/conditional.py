@@ -397,13 +397,12 @@ def _set_by_last_kernel(handle: int, pred: Tensor, cases: int, stream: Stream) -
     setting the handle too (of an if node where ``cases`` is 0, else of a switch
     of ``cases`` bodies), and the node needs no kernel of its own before it."""
     last = capture_state.branch_kernels.pop(stream.handle, None)
+    step, dtype = last.flags.get(pred._ptr, (None, None)) if last is not None else (None, None)
     dev = get_backend()
-    if last is None or last.flags.get(pred._ptr, (0, None))[1] is not pred.dtype:
-        return False
-    if dev.sole_captured_node(stream._h) != last.node:
+    if dtype is not pred.dtype or dev.sole_captured_node(stream._h) != last.node:
         return False
     args = [*last.args, np.uint64(handle)]
-    launcher = launcher_for(last.setting(last.flags[pred._ptr][0], cases), args)
+    launcher = launcher_for(last.setting(step, cases), args)
     dev.set_captured_kernel(last.node, launcher, last.grid, last.block, args)
     relaunched(stream, last.node, launcher)
     hold_for_graph(stream, [pred])

@@ -138,12 +138,13 @@ def launch_with(launcher, grid, block, args, stream=None, shared_bytes: int = 0)
     s = launch_stream(launcher.name, stream)
     fuser = current_fuser() if capture_state.fusers else None
     if fuser is not None:  # tp.compile notes what its function may have written
-        fuser.note_written([a._karray[4] for a in args if isinstance(a, KernelArray)])
+        fuser.note_written(_array_pointers(args))
     launcher(grid, block, s._h, args, shared_bytes)
-    if capture_state.bodies:
-        note_body_launch(s.handle, lambda: [a._karray[4] for a in args if isinstance(a, KernelArray)])
-    if capture_state.recorders:
-        _record(launcher, grid, block, s)
+    if capture_state.active:  # what a capture notes of its launches: one test for eager work
+        if capture_state.bodies:
+            note_body_launch(s.handle, lambda: _array_pointers(args))
+        if capture_state.recorders:
+            _record(launcher, grid, block, s)
     if checking.on:  # tp.cuda.sanitize()
         kernel_launched(launcher, s._h, args)
 
@@ -158,12 +159,18 @@ def launch_packed(launcher, grid, block, params: bytes) -> None:
         if capture_state.fusers:
             flush_fused()
     launcher.launch_packed(grid, block, s._h, params)
-    if capture_state.bodies:  # every array parameter is 8-byte slots, its data pointer one of them
-        note_body_launch(s.handle, lambda: np.frombuffer(params, np.uint64, len(params) // 8).tolist())
-    if capture_state.recorders:
-        _record(launcher, grid, block, s)
+    if capture_state.active:  # as in launch_with
+        if capture_state.bodies:  # every array parameter is 8-byte slots, its data pointer one of them
+            note_body_launch(s.handle, lambda: np.frombuffer(params, np.uint64, len(params) // 8).tolist())
+        if capture_state.recorders:
+            _record(launcher, grid, block, s)
     if checking.on:  # tp.cuda.sanitize()
         kernel_launched(launcher, s._h, None, params)
+
+
+def _array_pointers(args) -> list[int]:
+    """The data pointers of a launch's array arguments."""
+    return [a._karray[4] for a in args if isinstance(a, KernelArray)]
 
 
 def _record(launcher, grid, block, s) -> None:
