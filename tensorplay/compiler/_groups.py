@@ -39,6 +39,7 @@ __all__ = [
     "apply_step",
     "ends_in_rows",
     "headed",
+    "narrowed",
     "plan",
     "reduction_of",
     "take_tail",
@@ -367,6 +368,28 @@ def widened(g: Group, out: Tensor, space: tuple, n: int, s) -> Group | None:
         w.writes[moved.key] = moved
     w.dims = out.shape
     return w
+
+
+def narrowed(g: Group, out: Tensor, operands) -> Tensor | None:
+    """``out``, the result of an op over fewer elements than the open group
+    ``g``, viewed over the group's dimensions (strides 0 along those it is
+    broadcast in), so that the op joins the group as one of its steps: each
+    thread computes the value its elements read (``-2.0 * beta`` over a few
+    temperatures after the lattices' neighbour sums), and the first element
+    along the broadcast dimensions stores it. ``widened`` is the other order.
+    None where it may not join: the group has reductions or a tail, or
+    results of more than one shape; the op is over one element (a tail's or
+    a head's), draws or reads rolled; or its result is over memory the op or
+    the group reads (the first threads would store it while others read)."""
+    if g.dims is None or g.reductions or g.tail or not 1 < out.numel() < g.n:
+        return None
+    layout = broadcast_strides(out, g.dims)
+    if layout is None or any(isinstance(o, (Draw, Rolled)) for o in operands):
+        return None
+    span = byte_span(out)
+    if g.reads(*span) or any(isinstance(o, Tensor) and spans_overlap(byte_span(o), span) for o in operands):
+        return None
+    return out._view(g.dims, layout)
 
 
 def _broadcast_strides_of(dims: tuple, shape: tuple, strides: tuple | None = None) -> tuple | None:

@@ -38,6 +38,11 @@ What joins a group, so that each element's value is the eager one:
   time and its bound), where they update nothing in place and the full-size
   ops neither write what they read or store nor read their results through
   another view;
+- ops over fewer elements whose results broadcast to the group's shape
+  (``-2.0 * beta``, a value a lattice), before the group's ops or among them:
+  each thread computes the values its elements read, and the first element
+  along the broadcast dimensions stores them, where they update nothing the
+  group or the op reads;
 - a tail op: one-element operands and output, none of them memory that the
   group's full-size ops write. After a full reduction the tail runs once
   every block is done; in a group without one, one thread runs it while the
@@ -53,7 +58,11 @@ What joins a group, so that each element's value is the eager one:
   columns of a ``stack``) share no element, and do not.
 
 Results that nothing can read any more (their memory freed before the group
-is written out) are not stored.
+is written out) are not stored. A store into a whole tensor that the group
+reads at other elements (an Ising sweep's flips into the spins it read
+rolled) goes to a buffer of the fuser's own, read in the tensor's place
+until a store into the tensor ends the renaming or the buffer is copied
+back (``_renaming.py``).
 
 This module feeds groups and writes them out; what a group holds and the
 rules above live in ``_groups.py``, the arithmetic of views (iteration
@@ -91,10 +100,12 @@ from ._groups import (
     apply_step,
     ends_in_rows,
     headed,
+    narrowed,
     plan,
     take_tail,
     widened,
 )
+from ._renaming import Renamed, read_through
 from ._views import (
     array_arg,
     space_of,
@@ -163,6 +174,7 @@ class Fuser:
         self.group: Group | None = None
         self.kernels: list[tuple[str, str]] = []  # (name, source) of every fused kernel launched
         self.written: list[int] = []  # data pointers of every op's output and every kernel's arrays
+        self.renamed: list[Renamed] = []  # tensors whose latest value is in a buffer (``_renaming.py``)
         self._launching = False  # its own kernel: what it writes was noted as its ops joined
 
     def note_written(self, ptrs) -> None:
@@ -183,6 +195,19 @@ class Fuser:
         if not self.fuse or not self._fusable(out, operands, cast):
             self.flush()
             return False
+        ending = []  # renamed tensors that a store into the whole of them ends
+        if self.renamed:
+            operands, ending = self._through_renamed(out, operands)
+        if not self._join(op, out, operands, cast):
+            self.flush()
+            return False
+        if ending:
+            self.renamed = [r for r in self.renamed if r not in ending]
+        return True
+
+    def _join(self, op: str, out: Tensor, operands, cast: str) -> bool:
+        """Join the op to the open group, or to a new one after writing the open
+        one out (True); False where it must run eagerly."""
         s, space = current_stream(), space_of(out)
         g = self.group
         if g is not None and not ends_in_rows(g) and g.stream == s and space == () != g.shape:
@@ -192,24 +217,59 @@ class Fuser:
             opened = headed(g, space, out.numel(), s) if g.shape == () else widened(g, out, space, out.numel(), s)
             if self._join_opened(opened, op, out, operands, cast):
                 return True
+            if g.stream == s and not g.full() and self._join_narrowed(g, op, out, operands, cast):
+                return True
         if g is not None and (
             g.shape != space or g.stream != s or g.full() or (g.tail and not after_tail(g, out, operands))
         ):  # fmt: skip
-            self.flush()
+            self._write_out()
             g = None
         fresh = g is None
         if fresh:
             g = Group(space, out.numel(), s)
         args = plan(g, out, operands)
         if args is CONFLICT and not fresh:
-            self.flush()
+            if self._rename(g, op, out, operands, cast):
+                return True
+            self._write_out()
             g = Group(space, out.numel(), s)
             args = plan(g, out, operands)
         if args in (CONFLICT, EAGER):
-            self.flush()
             return False
         apply_step(g, op, out, cast, args)
         self.group = g
+        return True
+
+    def _through_renamed(self, out: Tensor, operands) -> tuple[list, list[Renamed]]:
+        """(the operands as the op reads them while tensors are renamed, the
+        renamed tensors that ``out`` is the whole of). An op that touches part of
+        a renamed tensor, or touches one on another stream, has every buffer
+        copied back first."""
+        self.renamed = [r for r in self.renamed if r.alive()]
+        s = current_stream()
+        touched = [o.x if isinstance(o, Rolled) else o for o in (*operands, out) if isinstance(o, (Tensor, Rolled))]
+        if any(r.overlaps(t) and (r.stream != s or not r.whole(t)) for r in self.renamed for t in touched):
+            self.flush()
+            return list(operands), []
+        return [read_through(self.renamed, o) for o in operands], [r for r in self.renamed if r.whole(out)]
+
+    def _rename(self, g: Group, op: str, out: Tensor, operands, cast: str) -> bool:
+        """Store the op's result into a buffer of the fuser's own where storing
+        it into ``out`` conflicts with the open group (which reads ``out`` at other
+        elements) and ``out`` is the whole of its memory (not a slice, which other
+        views would soon touch), over the group's shape: later ops read the buffer
+        for ``out`` (``_renaming.py``). True where it did."""
+        storage = out._storage
+        whole = out._contig and out._ptr == storage.ptr and out.numel() * out.dtype.itemsize == storage.nbytes
+        if g.n < 2 or not whole or space_of(out) != g.shape:
+            return False
+        buffer = Tensor._empty(out.shape, out.dtype)
+        args = plan(g, buffer, operands)
+        if args in (CONFLICT, EAGER):
+            return False
+        apply_step(g, op, buffer, cast, args)
+        self.group = g
+        self.renamed = [r for r in self.renamed if not r.whole(out)] + [Renamed(out, buffer, g.stream)]
         return True
 
     def _join_opened(self, h: Group | None, op: str, out: Tensor, operands, cast: str) -> bool:
@@ -224,6 +284,17 @@ class Fuser:
         self.group = h
         return True
 
+    def _join_narrowed(self, g: Group, op: str, out: Tensor, operands, cast: str) -> bool:
+        """Join an op over fewer elements than the open group's to it, as a step
+        that each thread computes for its elements (``narrowed``): True, or False
+        where it may not."""
+        wide = narrowed(g, out, operands)
+        args = CONFLICT if wide is None else plan(g, wide, operands)
+        if args in (CONFLICT, EAGER):
+            return False
+        apply_step(g, op, wide, cast, args)
+        return True
+
     def reduce(self, op: str, x: Tensor, dim, keepdim: bool) -> Tensor | None:
         """A reduction of a result of the open group, over all its dimensions
         (beside the group's other full reductions) or a block of them (the
@@ -232,6 +303,8 @@ class Fuser:
         tail only where that tail came without a reduction, so that it
         touches nothing the other threads do), as the kernel's epilogue: the
         reduction's output (None: not taken, the eager reduction runs)."""
+        if self.renamed:  # read through a buffer, or copied back first
+            (x,), _ = self._through_renamed(x, [x])
         g = self.group
         if g is None or len(g.reductions) >= MAX_REDUCTIONS or op not in REDUCTIONS:
             return None
@@ -285,9 +358,23 @@ class Fuser:
     # -- writing a group out -----------------------------------------------------------------
     def flush(self, last: bool = False) -> None:
         """Launch the open group as one fused kernel (on the stream its ops were
-        issued on). ``last``: the traced function's last kernel, which ends the
-        pass of the while node whose body it is captured into where its tail
-        computes the node's flag (``_loop_ended_by``)."""
+        issued on), then copy renamed tensors' buffers back into them, so that
+        their memory holds what the ops stored. ``last``: the traced function's
+        last kernel, which ends the pass of the while node whose body it is
+        captured into where its tail computes the node's flag (``_loop_ended_by``)."""
+        if self._launching:  # its own kernel's launch, which flushes what is held back
+            return
+        renamed, self.renamed = self.renamed, []
+        self._write_out(last)
+        copied = [r for r in renamed if r.alive()]
+        for r in copied:
+            with stream(r.stream):
+                r.tensor().copy_(r.buffer)  # joins a group of copies (or runs eagerly)
+        if copied:
+            self._write_out()
+
+    def _write_out(self, last: bool = False) -> None:
+        """Launch the open group as one fused kernel (see ``flush``)."""
         g = self.group
         if g is None:
             return
@@ -446,7 +533,7 @@ def fusing(fuse: bool = True):
         try:
             fuser.flush()  # what ran before the error is issued, as eagerly
         except Exception:
-            fuser.group = None  # the capture is broken anyway: its error is the one to see
+            fuser.group, fuser.renamed = None, []  # the capture is broken anyway: its error is the one to see
         raise
     finally:
         if previous is None:

@@ -254,6 +254,34 @@ def test_ops_over_fewer_elements_before_a_chain_that_broadcasts_them_are_its_fir
             _assert_as_eager(a, b)
 
 
+def test_ops_over_fewer_elements_after_a_chains_ops_join_it_as_steps():
+    # the Ising sweep as written: the neighbours' sums, then -2.0 * beta (a value a lattice), then the flips
+    rng = np.random.default_rng(17)
+    spins, beta = tp.tensor(rng.standard_normal((3, 6, 5))), tp.tensor(rng.uniform(0.3, 0.6, (3, 1, 1)))
+
+    def accept(spins, beta):
+        near = tp.roll(spins, 1, 1) + tp.roll(spins, -1, 2)
+        twice = -2.0 * beta
+        kept = twice + 1.0  # returned: stored by the first element of each lattice
+        return tp.exp(twice * spins * near), kept
+
+    def updates_what_the_chain_read(spins, beta):
+        near = spins * beta
+        beta.mul_(2.0)  # every thread of the chain reads beta: the first ones must not store it meanwhile
+        return near + beta, beta
+
+    eager, compiled, compiled_fn = _eager_and_compiled(accept, spins, beta)
+    (name, text), *others = _names(compiled_fn)
+    assert not others and name == "fused_add_mul_exp", (name, others)
+    assert " == 0:" in text  # the small result stored by the first element along the broadcast dimensions
+    for a, b in zip(_values(compiled), _values(eager), strict=True):
+        _assert_as_eager(a, b)
+    eager, compiled, compiled_fn = _eager_and_compiled(updates_what_the_chain_read, spins, beta)
+    assert len(_names(compiled_fn)) > 1
+    for a, b in zip(_values(compiled), _values(eager), strict=True):
+        _assert_as_eager(a, b)
+
+
 def test_ops_over_fewer_elements_stay_apart_where_they_update_what_they_read_or_are_read_rolled():
     rng = np.random.default_rng(16)
     x = tp.tensor(rng.standard_normal((4, 6)))

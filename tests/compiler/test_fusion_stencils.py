@@ -147,7 +147,7 @@ def test_full_size_ops_after_a_tail_they_do_not_touch_join_its_kernel():
     def writes_tail_input(y, k, t, h):
         acc = k * 0.2
         t.add_(y[0, 0:1] * 0.5)  # the tail reads y's first element
-        y.add_(acc)  # and this writes it: after the tail
+        y.add_(acc)  # and this writes it: into a buffer, copied back into y after the tail's kernel
 
     def writes_tail_output(y, k, t, h):
         acc = k * 0.2
@@ -156,7 +156,7 @@ def test_full_size_ops_after_a_tail_they_do_not_touch_join_its_kernel():
 
     k0, y0 = np.random.default_rng(5).standard_normal((2, 4, 3))
     for fn, kernels in ((stage, ["fused_mul_add"]), (reads_tail, ["fused_mul_add", "fused_mul_add"]),
-                        (writes_tail_input, ["fused_mul_add", "fused_add"]),
+                        (writes_tail_input, ["fused_mul_add", "fused_copy"]),
                         (writes_tail_output, ["fused_mul_copy", "fused_copy"])):  # fmt: skip
         eager = [tp.tensor(y0), tp.tensor(k0), tp.tensor([1.0]), tp.tensor([0.1])]
         fn(*eager)
@@ -211,6 +211,84 @@ def test_a_roll_of_what_the_chain_wrote_ends_the_chain_first():
     got = step(tp.tensor(u0))
     np.testing.assert_array_equal(got.numpy(), (np.roll(u0 * 2, 1, 0) + u0 * 2) * 0.5)
     assert len(_names(step)) == 2  # another thread's element of v is read: v is stored first
+
+
+def _sweep(spins, colours, beta):
+    """An Ising sweep without its draws: each colour's sites flipped where the
+    acceptance passes a fixed threshold, the spins read rolled, then stored."""
+    for colour in (0, 1):
+        near = tp.roll(spins, 1, 1) + tp.roll(spins, -1, 1) + tp.roll(spins, 1, 2) + tp.roll(spins, -1, 2)
+        flip = tp.logical_and(tp.exp(-2.0 * beta * spins * near) > 0.4, colours[colour])
+        spins.copy_(tp.where(flip, -spins, spins))
+    return spins.sum(dim=(1, 2))
+
+
+def _lattices(seed: int):
+    rng = np.random.default_rng(seed)
+    s0 = np.where(rng.random((3, 6, 8)) < 0.5, -1.0, 1.0)
+    checker = (np.arange(6)[:, None] + np.arange(8)[None, :]) % 2
+    colours = tp.tensor(np.stack([checker == 0, checker == 1])[:, None])
+    return s0, colours, tp.tensor(1.0 / np.array([1.5, 2.3, 3.0])[:, None, None])
+
+
+def test_a_store_into_what_the_chain_reads_rolled_goes_to_a_buffer_until_a_store_ends_it():
+    """The first colour's flips conflict with the rolled reads of the spins: they
+    go to a buffer, which the second colour reads rolled and whose flips end the
+    renaming, stored into the spins (with their magnetisation). Two kernels, where
+    storing each colour apart took four; ``-2.0 * beta`` (a value a lattice) joins
+    the neighbours' kernel after them."""
+    s0, colours, beta = _lattices(7)
+    eager = tp.tensor(s0)
+    want = _sweep(eager, colours, beta)
+    step = tp.compile(_sweep)
+    step(tp.tensor(s0), colours, beta)  # the warm-up
+    spins = tp.tensor(s0)
+    got = step(spins, colours, beta)  # captured and replayed
+    assert _names(step) == ["fused_add_mul_exp_gt_and_neg_where", "fused_add_mul_exp_gt_and_neg_where_sum"]
+    np.testing.assert_array_equal(spins.numpy(), eager.numpy())
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert not np.array_equal(spins.numpy(), s0)  # sites flipped
+
+
+def test_a_renamed_tensor_is_copied_back_before_anything_else_touches_it():
+    """Where no store ends the renaming, the buffer goes back into the tensor
+    before the function ends, before an op that touches part of it, before a
+    kernel the fuser does not make (a float16 cast, here) and before a
+    reduction it cannot fuse; reshaped whole, it is read from the buffer."""
+
+    def ends_renamed(spins, colours, beta):
+        near = tp.roll(spins, 1, 1) + tp.roll(spins, -1, 1)
+        spins.copy_(spins * near * 0.5)  # renamed; nothing ends it
+
+    def touches_part(spins, colours, beta):
+        ends_renamed(spins, colours, beta)
+        spins[1].add_(1.0)  # part of it: copied back first
+        return spins * 2.0
+
+    def eager_cast(spins, colours, beta):
+        ends_renamed(spins, colours, beta)
+        return spins.half().float() + spins.reshape(3, 48).sum(dim=1).reshape(3, 1, 1)
+
+    def unfused_reduction(spins, colours, beta):
+        ends_renamed(spins, colours, beta)
+        return spins.prod(dim=1), spins.reshape(3, 48) * beta.reshape(3, 1)  # whole, in another shape
+
+    for fn in (ends_renamed, touches_part, eager_cast, unfused_reduction):
+        s0, colours, beta = _lattices(8)
+        eager = tp.tensor(s0)
+        want = fn(eager, colours, beta)
+        step = tp.compile(fn)
+        step(tp.tensor(s0), colours, beta)
+        spins = tp.tensor(s0)
+        got = step(spins, colours, beta)
+        assert _names(step)[:2] == ["fused_add_mul", "fused_copy"], fn.__name__  # the buffer, then back
+        _assert_as_eager(spins.numpy(), eager.numpy())
+        for a, b in zip(_values(got), _values(want), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def _values(out) -> list:
+    return [] if out is None else [t.numpy() for t in (out if isinstance(out, tuple) else (out,))]
 
 
 def test_the_columns_of_a_stack_are_stored_by_the_chain_that_computes_them():
@@ -281,7 +359,7 @@ def test_a_reduction_along_rows_after_a_counter_runs_the_counter_on_the_first_th
 
 H, W = 5, 9  # the interior; 45 elements, more than three per thread of the simulator's blocks
 VIEWS = tuple((dy, dx) for dy in range(3) for dx in range(3))  # p[dy:dy + H, dx:dx + W]
-KINDS = ("read", "update", "combine", "roll", "pair", "draw", "rows", "reduce", "count", "flag", "note")
+KINDS = ("read", "update", "combine", "roll", "pair", "draw", "rows", "reduce", "count", "flag", "note", "whole")
 
 
 @st.composite
@@ -298,8 +376,10 @@ def _programs(draw):
 
 def _run(steps, p, q, total, count, flag):
     """The program: full-size values from shifted views of ``p`` and ``q``;
-    in-place updates of views of ``p``; sums into the one-element ``total``; a
-    counter and a flag. Returns its last full-size value."""
+    in-place updates of views of ``p``, and of ``q`` whole from itself rolled
+    (stored into a buffer, ``compiler/_renaming.py``) or in part; sums into
+    the one-element ``total``; a counter and a flag. Returns its last
+    full-size value."""
     values = [q]
     for kind, k, pick, s in steps:
         dy, dx = VIEWS[k]
@@ -326,6 +406,11 @@ def _run(steps, p, q, total, count, flag):
             count.add_(1)
         elif kind == "flag":
             tp.logical_and(tp.gt(total, s), tp.lt(count, pick % 4), out=flag)
+        elif kind == "whole":  # q (values[0]) stored whole, from itself rolled; or part of it updated
+            if pick % 3 == 2:
+                q[pick % H].add_(s)
+            else:
+                q.copy_(tp.roll(q, k - 4, pick % 2) * s + value)
         else:  # a note of an element of the field, through a one-element view
             total.copy_(view[pick % H, k].reshape(1) + total)
     return values[-1]
