@@ -37,6 +37,7 @@ __all__ = [
     "Write",
     "after_tail",
     "apply_step",
+    "follows",
     "ends_in_rows",
     "headed",
     "narrowed",
@@ -151,6 +152,7 @@ class Group:
         self.state: Tensor | None = None  # the generator's, where the group draws
         self.draws = 0
         self.dims: tuple | None = None  # the shape of every step's result, while they share one
+        self.after: list[Group] = []  # small groups its last block runs after its reductions (``follows``)
 
     def full(self) -> bool:
         """True when one more op could take the kernel past a limit."""
@@ -186,6 +188,19 @@ class Group:
         if any(w.overlaps(lo, hi) for w in self.head_writes.values()):  # stored by the first thread
             return True
         return any(spans_overlap(byte_span(r.out), (lo, hi)) for r in self.reductions)
+
+
+def follows(b: Group, g: Group) -> bool:
+    """True when ``g``, a group written out right after ``b``, may run in the
+    last block of ``b``'s kernel once its reductions are done (an epilogue,
+    ``fused.Epilogue``: an Ising sweep's moments and histogram after the
+    magnetisations), as a kernel after it would: ``b`` counts its blocks
+    done on a ticket (full reductions, or rows shared by blocks), ``g`` is on
+    its stream, small (``fused.EPILOGUE_MAX`` elements at most), with neither
+    reductions, draws nor a head, and the parameters of both fit the driver's."""
+    if not b.ticket or g.stream != b.stream or g.n > fused.EPILOGUE_MAX or g.reductions or g.draws or g.head:
+        return False
+    return b.param_bytes() + sum(e.param_bytes() - _PASS_END_BYTES for e in (*b.after, g)) <= PARAM_BYTES
 
 
 def plan(g: Group, out: Tensor, operands):

@@ -57,6 +57,13 @@ What joins a group, so that each element's value is the eager one:
   strides from starts that no multiple of the smallest stride separates (the
   columns of a ``stack``) share no element, and do not.
 
+A group whose kernel has a last block (full reductions, or a few long rows
+that blocks share) does not launch at once when the next op ends it: the small
+groups written out right after it (``fused.EPILOGUE_MAX`` elements at most,
+without reductions or draws) run in its last block once the reductions are
+done, in order, as kernels after it would (``_groups.follows``; an Ising
+sweep's moments and histogram after the magnetisations).
+
 Results that nothing can read any more (their memory freed before the group
 is written out) are not stored. A store into a whole tensor that the group
 reads at other elements (an Ising sweep's flips into the spins it read
@@ -99,6 +106,7 @@ from ._groups import (
     after_tail,
     apply_step,
     ends_in_rows,
+    follows,
     headed,
     narrowed,
     plan,
@@ -175,6 +183,7 @@ class Fuser:
         self.kernels: list[tuple[str, str]] = []  # (name, source) of every fused kernel launched
         self.written: list[int] = []  # data pointers of every op's output and every kernel's arrays
         self.renamed: list[Renamed] = []  # tensors whose latest value is in a buffer (``_renaming.py``)
+        self.before: Group | None = None  # written out, waiting for epilogues (``_write_out``)
         self._launching = False  # its own kernel: what it writes was noted as its ops joined
 
     def note_written(self, ptrs) -> None:
@@ -222,7 +231,7 @@ class Fuser:
         if g is not None and (
             g.shape != space or g.stream != s or g.full() or (g.tail and not after_tail(g, out, operands))
         ):  # fmt: skip
-            self._write_out()
+            self._write_out(more=True)
             g = None
         fresh = g is None
         if fresh:
@@ -231,7 +240,7 @@ class Fuser:
         if args is CONFLICT and not fresh:
             if self._rename(g, op, out, operands, cast):
                 return True
-            self._write_out()
+            self._write_out(more=True)
             g = Group(space, out.numel(), s)
             args = plan(g, out, operands)
         if args in (CONFLICT, EAGER):
@@ -373,31 +382,53 @@ class Fuser:
         if copied:
             self._write_out()
 
-    def _write_out(self, last: bool = False) -> None:
-        """Launch the open group as one fused kernel (see ``flush``)."""
-        g = self.group
+    def _write_out(self, last: bool = False, more: bool = False) -> None:
+        """Launch the open group as one fused kernel (see ``flush``). ``more``:
+        the next op is coming, and ends the group only because it does not join
+        it. A group whose kernel has a last block (its reductions' ticket) then
+        waits (``before``), and small groups written out right after it run in
+        that block (``follows``: epilogues), until one cannot."""
+        g, self.group = self.group, None
+        if g is not None and not g.steps:
+            g = None
+        b = self.before
+        if b is not None and g is not None and follows(b, g):
+            b.after.append(g)
+            if more:
+                return
+            g = None
+        if b is not None:
+            self.before = None
+            self._launch(b, last and g is None)
         if g is None:
             return
-        self.group = None
-        if not g.steps:
+        if more and g.ticket:
+            self.before = g
             return
+        self._launch(g, last)
+
+    def _launch(self, g: Group, last: bool) -> None:
+        """Launch group ``g`` as one fused kernel, its epilogues (``g.after``) in its last block."""
         live = [w for w in g.writes.values() if w.alive()]
         stored = [w for w in g.tail_writes.values() if w.alive()]
         head_stored = [w for w in g.head_writes.values() if w.alive()]
         loop, go = _loop_ended_by(g) if last else (None, None)
-        tail = fused.Tail(tuple(g.tail), tuple(w.step for w in stored), go)
+        tail = fused.Tail(tuple(g.tail), tuple(w.step for w in stored), None if g.after else go)
+        epilogues = [_epilogue(e, go if e is g.after[-1] else None) for e in g.after]
         head = fused.Head(tuple(g.head), tuple(w.step for w in head_stored))
         reductions = tuple(
             fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, r.k, r.trail) for r in g.reductions
         )
-        name = _kernel_name((*g.head, *g.steps), reductions, g.tail)
+        after = [s for e in g.after for s in (*e.steps, *e.tail)]
+        name = _kernel_name((*g.head, *g.steps), reductions, (*g.tail, *after))
         counts = (len(g.inputs), len(g.ones), len(g.scalars))
         strided, shifts = tuple(strides for _, strides, _ in g.strided), tuple(sh for _, _, sh in g.strided)
         out_strides = tuple(w.strides for w in live)
         rows = g.reductions[0].out.numel() if ends_in_rows(g) else 0
         pieces = max(1, _reduction_blocks(g.n) // rows) if rows and g.ticket else 0  # a few long rows
         source = partial(fused.source, name, counts, tuple(g.steps), tuple(w.step for w in live), reductions, g.shape,
-                         strided, out_strides, shifts=shifts, draws=g.draws, head=head, pieces=pieces)  # fmt: skip
+                         strided, out_strides, shifts=shifts, draws=g.draws, head=head, pieces=pieces,
+                         epilogues=tuple(e for e, _ in epilogues))  # fmt: skip
         text = source(tail=tail)
         kernel = fused.kernel(name, text)
         args = [np.int64(g.n), *[array_arg(t._ptr, t.numel(), t.dtype) for t in (*g.inputs, *g.ones)]]
@@ -405,7 +436,8 @@ class Fuser:
         args += [w.array() for w in (*live, *head_stored)]
         if g.draws:
             args.append(array_arg(g.state._ptr, g.state.numel(), g.state.dtype))
-        tail_outputs = [w.array() for w in stored] + (loop.pass_end_args() if loop is not None else [])
+        tail_outputs = [w.array() for w in stored] + [a for _, args in epilogues for a in args]
+        tail_outputs += loop.pass_end_args() if loop is not None else []
         with stream(g.stream), self._launching_own():
             if not g.reductions:
                 grid, block = grid_1d(g.n)
@@ -430,7 +462,8 @@ class Fuser:
             launch(kernel, grid, block, args, g.stream)
         if loop is not None:
             loop.pass_ended()
-        conditions = [w for w in stored if w.dtype in _CONDITIONS and w.step != go] if capture_state.active else []
+        noted = capture_state.active and not g.after  # (a kernel with epilogues is not swapped)
+        conditions = [w for w in stored if w.dtype in _CONDITIONS and w.step != go] if noted else []
         flags = {w.ptr: (w.step, w.dtype) for w in conditions}
         if flags:
 
@@ -456,6 +489,21 @@ class Fuser:
         return all(not isinstance(o, Tensor) or o.dtype.name in FUSABLE for o in operands)
 
 
+def _epilogue(e: Group, go: int | None) -> tuple:
+    """(``fused.Epilogue`` of the small group ``e``, its kernel arguments): ``go``
+    the step of its tail that ends the while node's pass, or None."""
+    live = [w for w in e.writes.values() if w.alive()]
+    stored = [w for w in e.tail_writes.values() if w.alive()]
+    epilogue = fused.Epilogue(
+        e.n, (len(e.inputs), len(e.ones), len(e.scalars)), tuple(e.steps), tuple(w.step for w in live), e.shape,
+        tuple(strides for _, strides, _ in e.strided), tuple(w.strides for w in live),
+        tuple(sh for _, _, sh in e.strided), fused.Tail(tuple(e.tail), tuple(w.step for w in stored), go),
+    )  # fmt: skip
+    args = [array_arg(t._ptr, t.numel(), t.dtype) for t in (*e.inputs, *e.ones)]
+    args += [*[spanned(t, e.shape, strides) for t, strides, _ in e.strided], *e.scalars]
+    return epilogue, args + [w.array() for w in (*live, *stored)]
+
+
 def _loop_ended_by(g: Group) -> tuple:
     """(the open while node, the tail step that computes its flag) where the
     group's kernel may end the node's pass (``conditional.pass_end``): the
@@ -466,7 +514,7 @@ def _loop_ended_by(g: Group) -> tuple:
     node = capture_state.loops.get(g.stream.handle) if capture_state.loops else None
     if node is None or node.ended_at is not None:
         return None, None
-    w = g.tail_writes.get(node.pred._ptr)
+    w = (g.after[-1] if g.after else g).tail_writes.get(node.pred._ptr)  # the last stage's tail
     if w is None or w.dtype is not dt.bool or not w.alive():
         return None, None
     return node, w.step
@@ -533,7 +581,11 @@ def fusing(fuse: bool = True):
         try:
             fuser.flush()  # what ran before the error is issued, as eagerly
         except Exception:
-            fuser.group, fuser.renamed = None, []  # the capture is broken anyway: its error is the one to see
+            fuser.group, fuser.before, fuser.renamed = (
+                None,
+                None,
+                [],
+            )  # the capture is broken anyway: its error is the one to see
         raise
     finally:
         if previous is None:

@@ -39,6 +39,13 @@ on a ticket as the full reductions); several such reductions of one chain may sh
 where they reduce the same rows (the three components of an N-body step's
 pulls), but not with full reductions.
 
+After full reductions or rows that blocks share, the last block may run
+*epilogues* (``Epilogue``): small chains of their own, its threads ``BLOCK``
+elements apart, each after a barrier and followed by its own tail, reading
+what the stage before stored (the moments of an Ising sweep from the
+magnetisations, then its histogram); their parameters follow the tail's
+outputs, named with the suffix ``_e{k}``.
+
 A chain may begin with a *head*: ops on one-element tensors that every
 thread runs before its elements (a step size from a time and its bound, which
 the elements then read), the first thread storing their results. Ops over
@@ -70,17 +77,19 @@ from __future__ import annotations
 
 import functools
 import keyword
+import re
 from dataclasses import dataclass, replace
 
 from . import elementwise as ew
 from ._source import jit_source
 from ._target import SMALL_BLOCKS
 
-__all__ = ["BLOCK", "Head", "Reduction", "Step", "Tail", "kernel", "op_functions", "source"]
+__all__ = ["BLOCK", "EPILOGUE_MAX", "Epilogue", "Head", "Reduction", "Step", "Tail", "kernel", "op_functions", "source"]
 
 UNROLL = 4  # elements a thread loads before it computes (while it has that many left)
 BLOCK = 32 if SMALL_BLOCKS else 256  # threads per block of a fused reduction (its shared scratch has this size)
 THREAD_ROWS = 16  # rows of at most this many elements are reduced a thread a row (a block would idle most lanes)
+EPILOGUE_MAX = 16 * BLOCK  # elements of an epilogue at most: the last block's threads take them in turn
 _ENDS_PASS = "end_pass = pass_end()"  # the line of a kernel that ends a while node's pass (Tail.go)
 _SETS_NODE = "set_handle = set_node()"  # the line of a kernel that sets the next node's handle (Tail.node)
 
@@ -153,6 +162,28 @@ class Tail:
         return replace(self, node=(step, cases))
 
 
+@dataclass(frozen=True)
+class Epilogue:
+    """A small chain of ``n`` elements (``EPILOGUE_MAX`` at most) that the last
+    block of a kernel with full reductions or shared rows runs after them, its
+    threads ``BLOCK`` elements apart, then its tail on its first thread (the
+    moments and the histogram of an Ising sweep, after the magnetisations):
+    a kernel of its own less. Its parameters are those of a chain (``counts``,
+    ``steps``, ``stores``, ``shape``, ``strided``, ``out_strides``,
+    ``shifts``, ``tail``, as ``source`` takes them), named with the suffix
+    ``_e{k}`` for the kernel's ``k``-th epilogue."""
+
+    n: int
+    counts: tuple
+    steps: tuple
+    stores: tuple
+    shape: tuple
+    strided: tuple = ()
+    out_strides: tuple = ()
+    shifts: tuple = ()
+    tail: Tail = Tail()
+
+
 def _fn_name(op: str) -> str:
     """The name a generated kernel calls an op by (``sub``; ``and_``, ``abs_``)."""
     return f"{op}_" if keyword.iskeyword(op) or op in ("abs", "pow", "copy", "min", "max", "sum") else op
@@ -171,7 +202,7 @@ _CONVERT = {"bool": "np.bool_", **{d: f"np.{d}" for d in ("int32", "int64", "flo
 def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], stores: tuple[int, ...],
            reductions: tuple[Reduction, ...] = (), shape: tuple = (), strided: tuple = (),
            out_strides: tuple = (), tail: Tail = Tail(), shifts: tuple = (), draws: int = 0,
-           head: Head = Head(), pieces: int = 0) -> str:  # fmt: skip
+           head: Head = Head(), pieces: int = 0, epilogues: tuple[Epilogue, ...] = ()) -> str:  # fmt: skip
     """The kernel's Python source. ``counts`` is (full-size inputs, one-element
     inputs, scalars); ``stores[k]`` is the step whose value output ``k`` takes;
     ``strided[k]`` are the element strides of strided input ``k`` over ``shape``
@@ -181,10 +212,15 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     contiguous); ``draws`` is how many uniform draws of ``n`` numbers it makes;
     ``head`` the one-element steps every thread runs first; ``pieces``, for
     reductions along rows, the blocks that share each row (0: a block or a
-    thread a row)."""
+    thread a row); ``epilogues``, after full reductions or shared rows, the
+    small chains the last block runs after them, in order (the kernel's tail
+    then runs in that block too, before them, and the last one's tail ends
+    the while node's pass where one does)."""
     na, nb, ns = counts
     out_strides = out_strides or (None,) * len(stores)
-    ops = sorted({s.op for s in (*head.steps, *steps, *tail.steps)})
+    ops = sorted(
+        {s.op for s in (*head.steps, *steps, *tail.steps, *[s for e in epilogues for s in (*e.steps, *e.tail.steps)])}
+    )
     params = ["n", *[f"a{k}" for k in range(na)], *[f"b{k}" for k in range(nb)]]
     params += [*[f"c{k}" for k in range(len(strided))], *[f"s{k}" for k in range(ns)]]
     params += [f"o{k}" for k in range(len(stores))] + [f"e{k}" for k in range(len(head.stores))]
@@ -195,7 +231,9 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     elif reductions:  # full ones, or rows that blocks share
         params += ["ticket", "scale", *[f"{p}{m}" for m in range(len(reductions)) for p in ("partials", "red", "init")]]
     params += [f"q{k}" for k in range(len(tail.stores))]
-    if tail.go is not None:
+    params += [name for k, e in enumerate(epilogues) for name in _epilogue_params(e, k)]
+    ends_pass = (epilogues[-1].tail if epilogues else tail).go is not None  # by the last stage's tail
+    if ends_pass:
         params += ["loop", "counter", "cancel", "max_iters"]
     params += ["node"] if tail.node is not None else []
     body = [f"def {name}({', '.join(params)}):"]
@@ -208,11 +246,13 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
         body += ["    seed, base = np.uint64(rng[0]), rng[1]"]
     layout = (shape, strided, shifts or ((),) * len(strided), out_strides, draws)
     if rows and pieces:
-        body += _pieced_rows(steps, stores, reductions, layout, pieces) + _first_thread(tail)
+        body += _pieced_rows(steps, stores, reductions, layout, pieces)
+        body += _last_block_lines(tail, epilogues) if epilogues else _first_thread(tail)
     elif rows:
         body += _rows(steps, stores, reductions, layout) + _first_thread(tail)
     else:
         body += _grid_stride(steps, stores, reductions, layout, tail)
+        body += _last_block_lines(Tail(), epilogues)  # after _finish's tail
     names = ", ".join(_fn_name(op) for op in ops) + ("," if len(ops) == 1 else "")
     head = ["import numpy as np", "from numba import cuda", ""]
     if any("vector_base(" in line for line in body):
@@ -222,12 +262,12 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
         head += ["from tensorplay.kernels.random import _advance, _unit"]
     if reductions:
         head += ["from tensorplay.kernels.reduce import COMBINE, FINALIZE, block_total"]
-    if tail.go is not None:
+    if ends_pass:
         head += ["from tensorplay.kernels.conditional import pass_end"]
     if tail.node is not None:
         head += ["from tensorplay.kernels.conditional import set_node"]
     head += ["", f"{names} = op_functions({', '.join(repr(op) for op in ops)})"]
-    if tail.go is not None:
+    if ends_pass:
         head += [_ENDS_PASS]
     if tail.node is not None:
         head += [_SETS_NODE]
@@ -272,6 +312,50 @@ def _grid_stride(steps, stores, reductions, layout: tuple, tail: Tail) -> list[s
     else:
         body += _first_thread(tail)
     return body
+
+
+def _last_block_lines(tail: Tail, epilogues) -> list[str]:
+    """Lines that end the last block's branch of a kernel with epilogues (none
+    without): ``tail``, the chain's where its reductions are along shared rows
+    (after full ones ``_finish`` ran it: an empty one), then each epilogue in
+    turn, the block's threads synchronised between stages so that each reads
+    what the one before stored."""
+    if not epilogues:
+        return []
+    lines = ["        if t == 0:", *_tail_lines(tail)] if tail.steps else []
+    for k, e in enumerate(epilogues):
+        lines += _epilogue_lines(e, k)
+    return lines
+
+
+def _epilogue_params(e: Epilogue, k: int) -> list[str]:
+    """The parameters of epilogue ``k``: a chain's, suffixed ``_e{k}``."""
+    na, nb, ns = e.counts
+    names = [*[f"a{j}" for j in range(na)], *[f"b{j}" for j in range(nb)], *[f"c{j}" for j in range(len(e.strided))]]
+    names += [*[f"s{j}" for j in range(ns)], *[f"o{j}" for j in range(len(e.stores))]]
+    names += [f"q{j}" for j in range(len(e.tail.stores))]
+    return [f"{name}_e{k}" for name in names]
+
+
+_STAGE_NAME = re.compile(r"\b([abcoqsvwxyz]\d+)\b")  # a chain's parameters and values, as the lines name them
+
+
+def _epilogue_lines(e: Epilogue, k: int) -> list[str]:
+    """Epilogue ``k``'s lines in the last block's branch: its elements, its
+    threads ``BLOCK`` apart, then its tail on the block's first thread, each
+    after a barrier; every name of the chain suffixed ``_e{k}``."""
+    ones = sorted({arg[1] for s in e.steps for arg in s.args if arg[0] == "b"})
+    layout = (e.shape, e.strided, e.shifts or ((),) * len(e.strided), e.out_strides or (None,) * len(e.stores), 0)
+    lines = [
+        "        cuda.syncthreads()  # what the stage before stored is seen",
+        *[f"        y{j} = b{j}[0]" for j in ones],
+    ]
+    lines += ["        ep = t", f"        while ep < {e.n}:"]
+    lines += ["    " + line for line in _elements(e.steps, e.stores, (), [("ep", "")], layout)]
+    lines += [f"            ep += {BLOCK}"]
+    if e.tail.steps:
+        lines += ["        cuda.syncthreads()", "        if t == 0:", *_tail_lines(e.tail)]
+    return [_STAGE_NAME.sub(lambda m: f"{m[1]}_e{k}", line) for line in lines]
 
 
 def _first_thread(tail: Tail) -> list[str]:

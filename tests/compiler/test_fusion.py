@@ -597,6 +597,76 @@ def test_the_last_block_combines_the_rows_partials_in_groups_of_its_threads(monk
     np.testing.assert_array_equal(got[1].numpy(), (3.0 * x).min(axis=1))
 
 
+def test_small_ops_after_shared_rows_run_in_the_last_block(monkeypatch):
+    """An Ising sweep's end: the magnetisation of each lattice (rows shared by
+    blocks), the sweep count (the chain's tail), then the moments of each
+    (four elements) and a histogram (four by eight), each reading what the
+    stage before stored, and the loop's test: one kernel, its last block
+    running the tail and the two small groups in turn (epilogues)."""
+    from tensorplay.kernels.fused import BLOCK
+    from tensorplay.runtime.backend import get as get_backend
+
+    monkeypatch.setattr(get_backend(), "max_threads_per_launch", 270_336)  # an H100's: a few long rows shared
+
+    def finish(spins, sweep, moments, bins, numbers, go):
+        spins.mul_(-1.0)
+        sweep.add_(1)
+        a = spins.sum(dim=(1, 2)).abs() / spins[0].numel()
+        moments[:, 0].add_(a)
+        moments[:, 1].add_(a * a)
+        here = sweep % 8  # this sweep's bin
+        bins.add_(a[:, None] * (numbers == here).double())
+        tp.lt(sweep, 3, out=go)
+
+    rng = np.random.default_rng(18)
+    s0 = np.where(rng.random((4, 16 * BLOCK // 32 + 1, 32)) < 0.7, 1.0, -1.0)
+
+    def state():
+        return [tp.tensor(s0), tp.zeros(1, dtype=tp.int64), tp.zeros(4, 2, dtype=tp.float64),
+                tp.zeros(4, 8, dtype=tp.float64), tp.arange(8, dtype=tp.int64), tp.ones(1, dtype=tp.bool)]  # fmt: skip
+
+    eager = state()
+    while eager[5].item():
+        finish(*eager)
+    fused = state()
+    step = tp.compile(finish)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(fused[5]):
+            step(*fused)
+    g.replay()
+    (name, text), *others = _names(step)
+    assert not others and text.count("while ep < ") == 2, (name, others)  # the two small groups
+    for got, want in zip(fused, eager, strict=True):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    assert fused[1].item() == 3
+
+
+def test_small_ops_after_a_full_reduction_run_in_its_last_block_unless_they_reduce_or_draw():
+    x0 = np.random.default_rng(19).standard_normal(3000)
+
+    def stats(x, weights, acc):
+        total = (x * 2.0).sum()
+        acc.add_(weights * total)  # four elements, after the sum: the last block's
+        return acc * 0.5
+
+    def small_sum(x, weights, acc):
+        total = (x * 2.0).sum()
+        return (weights * total).sum()  # a reduction of its own: a kernel of its own
+
+    def small_draws(x, weights, acc):
+        total = (x * 2.0).sum()
+        return tp.rand(4, dtype=tp.float64) * total  # the draws: a kernel of their own
+
+    for fn, kernels in ((stats, 1), (small_sum, 2), (small_draws, 2)):
+        args = tp.tensor(x0), tp.tensor([1.0, 2.0, 3.0, 4.0]), tp.zeros(4, dtype=tp.float64)
+        tp.manual_seed(5)
+        eager, compiled, compiled_fn = _eager_and_compiled(fn, *args)
+        assert len(_names(compiled_fn)) == kernels, fn.__name__
+        if fn is not small_draws:  # (their numbers are another kernel's)
+            np.testing.assert_allclose(_values(compiled)[0], _values(eager)[0], rtol=1e-12)
+
+
 def test_reductions_along_other_rows_or_everything_are_kernels_of_their_own():
     def f(x):
         y = x * 2.0

@@ -19,11 +19,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from helpers.properties import hypothesis_settings
 from hypothesis import given
 from hypothesis import strategies as st
 
 import tensorplay as tp
+from tensorplay.kernels.fused import EPILOGUE_MAX
 
 SIM = tp.cuda.backend() == "sim"
 GALLERY = Path(__file__).resolve().parents[2] / "examples" / "gallery"
@@ -61,15 +63,22 @@ def _cg_state(n: int, seed: int = 0) -> list:
             tp.tensor([float((b * b).sum())]), tp.empty(1, dtype=tp.bool)]  # fmt: skip
 
 
-def test_a_conjugate_gradient_step_of_tensor_ops_is_three_kernels_with_the_eager_iterates():
-    eager, fused = _cg_state(9), _cg_state(9)
+@pytest.mark.parametrize("n", [9, 24])
+def test_a_conjugate_gradient_step_of_tensor_ops_is_three_kernels_with_the_eager_iterates(n):
+    """Three kernels; on a grid small enough (``fused.EPILOGUE_MAX`` points at
+    most) the third, p's update and the convergence test, runs in the last
+    block of the second, after its reduction (an epilogue)."""
+    eager, fused = _cg_state(n), _cg_state(n)
     ops_step = _cg_step()
     step = tp.compile(ops_step)
     for _ in range(4):  # the warm-up, the capture, then replays: each an iteration on both sides
         ops_step(*eager, 1e-30)
         step(*fused, 1e-30)
     assert step.graph(*fused, 1e-30) is not None
-    assert _names(step) == ["fused_mul_sub_sum_truediv", "fused_mul_add_sub_sum_truediv", "fused_mul_add_copy_gt"]
+    if n * n <= EPILOGUE_MAX:
+        assert _names(step) == ["fused_mul_sub_sum_truediv", "fused_mul_add_sub_sum_truediv_copy_gt"]
+    else:
+        assert _names(step) == ["fused_mul_sub_sum_truediv", "fused_mul_add_sub_sum_truediv", "fused_mul_add_copy_gt"]
     for got, want in zip(fused[:3], eager[:3], strict=True):  # x, r and p
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)  # sums in another order
     assert fused[5].item() and eager[5].item()
