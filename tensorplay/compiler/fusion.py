@@ -431,9 +431,7 @@ class Fuser:
                          epilogues=tuple(e for e, _ in epilogues))  # fmt: skip
         text = source(tail=tail)
         kernel = fused.kernel(name, text)
-        args = [np.int64(g.n), *[array_arg(t._ptr, t.numel(), t.dtype) for t in (*g.inputs, *g.ones)]]
-        args += [*[spanned(t, g.shape, strides) for t, strides, _ in g.strided], *g.scalars]
-        args += [w.array() for w in (*live, *head_stored)]
+        args = [np.int64(g.n), *_read_args(g), *[w.array() for w in (*live, *head_stored)]]
         if g.draws:
             args.append(array_arg(g.state._ptr, g.state.numel(), g.state.dtype))
         tail_outputs = [w.array() for w in stored] + [a for _, args in epilogues for a in args]
@@ -499,9 +497,14 @@ def _epilogue(e: Group, go: int | None) -> tuple:
         tuple(strides for _, strides, _ in e.strided), tuple(w.strides for w in live),
         tuple(sh for _, _, sh in e.strided), fused.Tail(tuple(e.tail), tuple(w.step for w in stored), go),
     )  # fmt: skip
-    args = [array_arg(t._ptr, t.numel(), t.dtype) for t in (*e.inputs, *e.ones)]
-    args += [*[spanned(t, e.shape, strides) for t, strides, _ in e.strided], *e.scalars]
-    return epilogue, args + [w.array() for w in (*live, *stored)]
+    return epilogue, [*_read_args(e), *[w.array() for w in (*live, *stored)]]
+
+
+def _read_args(g: Group) -> list:
+    """The kernel arguments of what group ``g`` reads: its full-size and
+    one-element inputs, its strided ones (flat over what they span), its scalars."""
+    args = [array_arg(t._ptr, t.numel(), t.dtype) for t in (*g.inputs, *g.ones)]
+    return args + [*[spanned(t, g.shape, strides) for t, strides, _ in g.strided], *g.scalars]
 
 
 def _loop_ended_by(g: Group) -> tuple:
