@@ -232,6 +232,11 @@ class KernelIsing:
 # -- what a user writes first: tensor ops, tp.compile --------------------------------------------
 
 
+def neighbours(spins):
+    """The sum of each site's four neighbours on the torus."""
+    return tp.roll(spins, 1, 1) + tp.roll(spins, -1, 1) + tp.roll(spins, 1, 2) + tp.roll(spins, -1, 2)
+
+
 def flipped(spins, near, beta, colour):
     """``spins`` with those of ``colour`` (a checkerboard mask) flipped where a
     uniform draw is under the Metropolis acceptance exp(-2 beta s near)."""
@@ -244,8 +249,7 @@ def ops_sweep(spins, colours, beta, moments, bins, bin_numbers, sweep, go, burn_
     mask of colour c; ``beta`` [t, 1, 1] = 1 / T; ``bin_numbers`` = arange(bins).
     The moments as ``measure``'s."""
     for colour in (0, 1):
-        near = tp.roll(spins, 1, 1) + tp.roll(spins, -1, 1) + tp.roll(spins, 1, 2) + tp.roll(spins, -1, 2)
-        spins.copy_(flipped(spins, near, beta, colours[colour]))
+        spins.copy_(flipped(spins, neighbours(spins), beta, colours[colour]))
     sweep.add_(1)
     weight = (sweep > burn_in).double()  # 0 during the burn-in
     a = spins.sum(dim=(1, 2)).abs() * per_spin * weight
