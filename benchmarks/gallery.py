@@ -165,6 +165,7 @@ def cg_rows(rows: list, progress) -> None:
         per_iter, iters = _tp(stencil, lambda s: s.result()[1])
         x = stencil.result()[0].reshape(n, n)
         csr_per_iter, _ = _tp(cg.KernelCG(problem, "csr"), lambda s: s.result()[1])
+        coop_per_iter, coop_iters = _tp(cg.CooperativeCG(problem), lambda s: s.result()[1])
         ops_per_iter, ops_iters = _tp(cg.OpsCG(problem), lambda s: s.result()[1])
         progress.step(f"cg {n} tensorplay")
         stop, cap = cg.TOL**2 * float(np.sum(problem.b**2)), 20 * n + 100
@@ -178,11 +179,16 @@ def cg_rows(rows: list, progress) -> None:
                 return f"{steps} iterations, tensorplay {iters}"
             return _close(answer["x"], x, 1e-6)
 
-        note = f"{iters} iterations (ops-only {ops_iters}); csr kernel {csr_per_iter * 1e6:.1f} us/iter"
+        note = (
+            f"{iters} iterations (cooperative {coop_iters}, ops-only {ops_iters}); "
+            f"csr kernel {csr_per_iter * 1e6:.1f} us/iter"
+        )
         rows.append(
             _row(f"gallery: cg {n}x{n} float64 (stencil kernels), us/iter", per_iter, others, compare, note, 0.8)
         )
         rows[-1]["tensorplay_csr"] = csr_per_iter * 1e6
+        name = f"gallery: cg {n}x{n} float64 (one cooperative kernel a pass), us/iter"
+        rows.append(_row(name, coop_per_iter, others, compare, note, 0.8))
         rows.append(_row(f"gallery ops-only: cg {n}x{n} float64, us/iter", ops_per_iter, others, compare, note, 1.0))
 
 

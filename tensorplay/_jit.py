@@ -17,7 +17,7 @@ from ._interop import as_tensor
 from ._tensor import Tensor
 from .runtime.backend import get as get_backend
 from .runtime.capture import capture_state
-from .runtime.launch import KernelArray, launch
+from .runtime.launch import KernelArray, launch, launcher_for
 from .runtime.streams import Stream, as_stream
 
 __all__ = ["Kernel", "jit", "launch_kernel"]
@@ -131,6 +131,15 @@ class Kernel:
 
     def __call__(self, *args):
         raise TypeError(f"launch {self.__name__} with a configuration: {self.__name__}[blocks, threads](...)")
+
+    def max_cooperative_blocks(self, threads, *args, shared_bytes: int = 0) -> int:
+        """The most blocks of ``threads`` threads a launch with ``args`` may have
+        where the kernel synchronises its whole grid (``cuda.cg.this_grid().sync()``):
+        those that fit on the device at once (1 on the simulator)."""
+        block = _dim3(threads, "threads")
+        _check_launch((1, 1, 1), block, shared_bytes)
+        launcher = launcher_for(self.dispatcher, [_kernel_arg(a, i) for i, a in enumerate(args)])
+        return launcher.max_cooperative_blocks(block[0] * block[1] * block[2], shared_bytes)[0]
 
 
 def jit(fn=None, **options):

@@ -36,8 +36,8 @@ def _checks(text: str) -> int:
 
 def test_cg_matches_scipy_in_every_version(tmp_path):
     text = _run("cg.py", "--quick", "--plot", "--pictures", str(tmp_path))
-    assert _checks(text) == 11  # stencil, csr: iterations, solution, residual, exact; ops: the first three
-    for version in ("stencil", "csr", "ops"):
+    assert _checks(text) == 15  # stencil, csr, cooperative: iterations, solution, residual, exact; ops: three
+    for version in ("stencil", "csr", "cooperative", "ops"):
         assert f"6x6 {version}: iterations against scipy's (relative)" in text
     assert "<polyline" in (tmp_path / "cg_residual_6.svg").read_text()
     assert (tmp_path / "cg_solution_6.png").read_bytes()[:4] == b"\x89PNG"
@@ -64,6 +64,24 @@ def test_cg_kernels_do_four_iterations_a_pass_as_one_a_pass(monkeypatch, matrix)
     assert n1 == n4 == cg.scipy_cg(problem)[1] and n4 % cg.PER_PASS  # it converged inside a pass
     np.testing.assert_allclose(x4, x1, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(r4, r1, rtol=1e-6, atol=1e-14)  # the last is rounding (1.7e-16 of the first)
+
+
+@pytest.mark.parametrize("n", [9, 12])
+def test_cg_cooperative_pass_keeps_several_points_a_thread_and_ends_inside_a_pass(monkeypatch, n):
+    # on the simulator a cooperative grid is one block of 32 threads: 81 and 144 points take 4 and 8 a
+    # thread; a pass of one iteration and one of 32 give the same iterations, iterates and residuals
+    cg = _entry("cg")
+    problem, got = cg.Poisson(n), {}
+    for per_pass in (1, cg.COOPERATIVE_PER_PASS):
+        monkeypatch.setattr(cg, "COOPERATIVE_PER_PASS", per_pass)
+        solver = cg.CooperativeCG(problem)
+        solver.solve()
+        got[per_pass] = (*solver.result(), solver.residuals())
+    (x1, n1, r1), (xp, n_p, rp) = got.values()
+    assert n1 == n_p == cg.scipy_cg(problem)[1] and n_p % cg.COOPERATIVE_PER_PASS  # it converged inside a pass
+    np.testing.assert_allclose(xp, x1, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(rp, r1, rtol=1e-6, atol=1e-14)
+    np.testing.assert_allclose(x1.reshape(n, n), problem.exact, rtol=1e-6)
 
 
 def test_cavity_steps_match_numpy_in_both_versions(tmp_path):

@@ -13,6 +13,12 @@ versions, each one graph launch whose while node runs every iteration:
   loop: a do-while driven by our kernel), ``PER_PASS`` iterations a pass;
 * ``csr``: the same with the matrix as a CSR sparse matrix (built here, in
   NumPy) and a sparse matrix-vector kernel of our own;
+* ``cooperative``: a pass is one kernel that synchronises its whole grid
+  (``cuda.cg.this_grid().sync()``; tensorplay launches it cooperatively, every
+  block on the device at once). Each thread keeps its share of x, r and p in
+  registers for the pass's ``COOPERATIVE_PER_PASS`` iterations: an iteration
+  writes p for the stencil's neighbours and reads it back, and waits for the
+  whole grid three times (p written, p·Ap summed, r·r summed);
 * ``ops``: what a user writes first, tensor ops in a ``tp.compile``d step (the
   stencil as five in-place shifted-slice updates of a padded array, two dot
   products, α and β as one-element tensors) inside ``g.while_(flag)``.
@@ -31,7 +37,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 
 import numpy as np
 
@@ -53,7 +59,10 @@ MAX_BLOCKS = 1056 if tp.cuda.backend() == "cuda" else 4
 # the kernels of the pass's later iterations return at once (``converged``), so the iterations and the
 # answer are those of one a pass.
 PER_PASS = 4
-VERSIONS = ["stencil", "csr", "ops"]
+# Iterations a pass of the cooperative version: x, r and p are read into registers at a pass's start
+# and written back at its end, three vectors each way, as much memory as an iteration of ``stencil``.
+COOPERATIVE_PER_PASS = 32
+VERSIONS = ["stencil", "csr", "cooperative", "ops"]
 RR, RR_NEW, PAP, BETA, STOP = range(5)  # the solver's scalars, in one float64 tensor on the device
 
 
@@ -275,6 +284,122 @@ class KernelCG:
         return np.sqrt(rr / rr[0])
 
 
+# -- one cooperative kernel a pass ------------------------------------------------------------
+
+PAP_SUMS, RR_SUMS = 0, 2  # the cooperative pass's sums, two slots each: iteration t adds into slot t % 2
+
+
+@cache
+def cooperative_pass(per_thread: int):
+    """The pass kernel with ``per_thread`` elements a thread (thread k's are k, k + T, k + 2T, ...
+    for T threads in all), kept in registers between the grid's waits."""
+
+    @tp.jit
+    def cg_pass(x, r, p, shared_p, s, sums, iters, history, loop, n, per_pass):
+        """``per_pass`` iterations at most, fewer once r·r is under the tolerance; s holds r·r, β
+        and the tolerance between passes, ``sums`` the iterations' block sums."""
+        grid = cuda.cg.this_grid()
+        k0, step, size = tp.cuda.grid(1), cuda.gridsize(1), n * n
+        first = k0 == 0
+        xs = cuda.local.array(per_thread, float64)
+        rs = cuda.local.array(per_thread, float64)
+        ps = cuda.local.array(per_thread, float64)
+        aps = cuda.local.array(per_thread, float64)
+        for e in range(per_thread):
+            k = k0 + e * step
+            if k < size:
+                xs[e], rs[e], ps[e] = x[k], r[k], p[k]
+        rr, beta, stop, done = s[RR], s[BETA], s[STOP], iters[0]
+        t = 0
+        while rr > stop and t < per_pass:
+            slot = t % 2
+            for e in range(per_thread):  # p = r + βp, for the neighbours too
+                k = k0 + e * step
+                if k < size:
+                    ps[e] = rs[e] + beta * ps[e]
+                    shared_p[k] = ps[e]
+            grid.sync()
+            if first:
+                sums[RR_SUMS + 1 - slot] = 0.0  # every thread read it before the wait above
+            v = 0.0
+            for e in range(per_thread):  # Ap, and p·Ap
+                k = k0 + e * step
+                if k < size:
+                    i = k // n
+                    j = k - i * n
+                    a = 4.0 * ps[e]
+                    if i > 0:
+                        a -= shared_p[k - n]
+                    if i < n - 1:
+                        a -= shared_p[k + n]
+                    if j > 0:
+                        a -= shared_p[k - 1]
+                    if j < n - 1:
+                        a -= shared_p[k + 1]
+                    aps[e] = a
+                    v += ps[e] * a
+            add_block_sum(v, sums, PAP_SUMS + slot)
+            grid.sync()
+            alpha, v = rr / sums[PAP_SUMS + slot], 0.0
+            for e in range(per_thread):  # x += αp, r -= αAp, and r·r
+                k = k0 + e * step
+                if k < size:
+                    xs[e] += alpha * ps[e]
+                    rs[e] -= alpha * aps[e]
+                    v += rs[e] * rs[e]
+            if first:
+                sums[PAP_SUMS + 1 - slot] = 0.0  # read before the wait above
+            add_block_sum(v, sums, RR_SUMS + slot)
+            grid.sync()
+            rr_new = sums[RR_SUMS + slot]
+            beta, rr, done, t = rr_new / rr, rr_new, done + 1, t + 1
+            if first and done < history.size:
+                history[done] = rr
+        for e in range(per_thread):
+            k = k0 + e * step
+            if k < size:
+                x[k], r[k], p[k] = xs[e], rs[e], ps[e]
+        grid.sync()  # every thread has read the sums
+        if first:
+            s[RR], s[BETA], iters[0] = rr, beta, done
+            for q in range(4):
+                sums[q] = 0.0
+            tp.cuda.set_conditional(loop, np.uint32(1 if rr > stop else 0))
+
+    return cg_pass
+
+
+class CooperativeCG(KernelCG):
+    """CG as one cooperative kernel a pass (``cooperative_pass``), ``COOPERATIVE_PER_PASS`` iterations
+    of it a pass of ``with g.while_() as loop``, each thread with as few elements as lets every block
+    of the grid be on the device at once."""
+
+    def __init__(self, problem: Poisson, max_iters: int | None = None) -> None:
+        super().__init__(problem, "stencil", max_iters)
+
+    def _capture(self) -> tp.cuda.CUDAGraph:
+        size, n = self.problem.n**2, self.problem.n
+        self.sums = tp.zeros(4, dtype=tp.float64)
+        g = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(g):
+            with g.while_(max_iters=-(-self.max_iters // COOPERATIVE_PER_PASS)) as loop:
+                args = (self.x, self.r, self.p, self.ap, self.s, self.sums, self.iters, self.history, loop, n)
+                args += (COOPERATIVE_PER_PASS,)
+                per_thread = 1
+                while True:  # the fewest elements a thread whose grid fits on the device at once
+                    kernel = cooperative_pass(per_thread)
+                    self.blocks = -(-size // (per_thread * BLOCK))
+                    if self.blocks <= kernel.max_cooperative_blocks(BLOCK, *args):
+                        break
+                    per_thread *= 2
+                kernel[self.blocks, BLOCK](*args)
+        return g
+
+    def reset(self) -> None:
+        super().reset()
+        self.sums.zero_()
+
+
 # -- what a user writes first: tensor ops, tp.compile --------------------------------------------
 
 
@@ -381,7 +506,13 @@ def main() -> int:
         print(f"  {'version':10}{'iterations':>12}{'us/iteration':>15}{'residual':>12}{'vs scipy':>12}")
         curves = {}
         for name in args.only:
-            solver = OpsCG(problem) if name == "ops" else KernelCG(problem, name)
+            solver = (
+                OpsCG(problem)
+                if name == "ops"
+                else CooperativeCG(problem)
+                if name == "cooperative"
+                else KernelCG(problem, name)
+            )
             if not args.quick:
                 solver.solve()  # once untimed: kernels compiled
             seconds = timed(solver.solve)

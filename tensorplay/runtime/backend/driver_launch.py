@@ -1,6 +1,9 @@
 """Kernel launches on the driver: a ``Launcher`` per compiled Numba kernel
 launches it through ``cuLaunchKernel`` with its parameters packed into a
-pre-built buffer per thread, which skips Numba's dispatcher (20-100 us a launch)."""
+pre-built buffer per thread, which skips Numba's dispatcher (20-100 us a launch).
+A kernel that synchronises its whole grid (``cuda.cg.this_grid().sync()``)
+goes through ``cuLaunchCooperativeKernel``, which a capture records as a
+cooperative kernel node, once its blocks are known to fit on the device at once."""
 
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ import threading
 
 from cuda.bindings import driver as drv
 
-from .driver_calls import fail
+from .driver_calls import check, fail
 from .driver_overlap import register_waiting
+from .errors import too_many_cooperative_blocks
 from .params import POINTER, pack_pointer, param_formats
 
 __all__ = ["KERNEL_NAMES", "Launcher", "kernel_name"]
@@ -42,7 +46,10 @@ def kernel_name(dispatcher) -> str:
 class Launcher:
     """Launches one compiled Numba kernel with pre-packed parameters."""
 
-    __slots__ = ("name", "kernel", "argtypes", "waits", "_func", "_packers", "_nbytes", "_local")
+    __slots__ = (
+        "name", "kernel", "argtypes", "waits", "cooperative",
+        "_func", "_packers", "_nbytes", "_local", "_fit", "_context_func",
+    )  # fmt: skip
 
     def __init__(self, dispatcher, argtypes) -> None:
         self.kernel = dispatcher
@@ -58,6 +65,31 @@ class Launcher:
             register_waiting(self._func)
         self._packers, self._nbytes = _param_packers(argtypes)
         self._local = threading.local()
+        self.cooperative = bool(getattr(kernel, "cooperative", False))  # Numba saw a grid-wide sync in it
+        self._fit: dict = {}  # (threads, shared bytes) -> (blocks at once on the device, how that comes)
+        self._context_func = None  # the context's CUfunction of the library kernel, once asked for
+
+    def context_function(self):
+        """The context's CUfunction of the kernel: Numba loads kernels as library
+        CUkernels, which ``cuLaunchKernel`` takes in place of one and other calls do not."""
+        if self._context_func is None:
+            kernel = drv.CUkernel(int(self._func))
+            self._context_func = check("cuKernelGetFunction", drv.cuKernelGetFunction(kernel))
+        return self._context_func
+
+    def max_cooperative_blocks(self, threads: int, shared_bytes: int = 0) -> tuple[int, str]:
+        """The most blocks of ``threads`` threads that are on the device at once, and how that comes."""
+        fit = self._fit.get((threads, shared_bytes))
+        if fit is None:
+            per_sm = check(
+                "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(self.context_function(), threads, shared_bytes),
+            )
+            device = check("cuCtxGetDevice", drv.cuCtxGetDevice())
+            count = drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+            sms = check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(count, device))
+            fit = self._fit[threads, shared_bytes] = (per_sm * sms, f"{per_sm} a multiprocessor, {sms} of them")
+        return fit
 
     def _buffers(self):
         # One buffer per thread: the driver reads it during cuLaunchKernel,
@@ -83,9 +115,23 @@ class Launcher:
         """Launch with every parameter already packed (the ops' fast path)."""
         data, _, addr = self._buffers()
         data[: self._nbytes] = packed
+        if self.cooperative:
+            self._launch_cooperative(grid, block, stream, addr, shared_bytes)
+            return
         err = drv.cuLaunchKernel(
             self._func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
             shared_bytes, stream, addr, 0,
         )[0]  # fmt: skip
         if err:
             raise fail(f"cuLaunchKernel({self.name})", err)
+
+    def _launch_cooperative(self, grid, block, stream, addr, shared_bytes) -> None:
+        blocks = grid[0] * grid[1] * grid[2]
+        most, why = self.max_cooperative_blocks(block[0] * block[1] * block[2], shared_bytes)
+        if blocks > most:
+            raise too_many_cooperative_blocks(self.name, blocks, most, why)
+        err = drv.cuLaunchCooperativeKernel(
+            self.context_function(), grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, stream, addr
+        )[0]
+        if err:
+            raise fail(f"cuLaunchCooperativeKernel({self.name})", err)

@@ -71,9 +71,7 @@ class KernelNode:
         self._ptrs = (ctypes.c_uint64 * max(nbytes // 8, 1))(*[base + 8 * i for i in range(nbytes // 8)])
         self.data[:nbytes] = packed
         p = drv.CUDA_KERNEL_NODE_PARAMS()
-        # Numba loads kernels as library CUkernels: cuLaunchKernel takes one in
-        # place of a CUfunction, a kernel node wants the context's function.
-        p.func = check("cuKernelGetFunction", drv.cuKernelGetFunction(drv.CUkernel(int(launcher._func))))
+        p.func = launcher.context_function()  # a kernel node wants the context's function
         p.gridDimX, p.gridDimY, p.gridDimZ = grid
         p.blockDimX, p.blockDimY, p.blockDimZ = block
         p.sharedMemBytes = 0

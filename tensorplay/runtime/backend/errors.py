@@ -3,7 +3,7 @@ both give for a graph update the driver refuses (``update_refusal``)."""
 
 from __future__ import annotations
 
-__all__ = ["CaptureError", "CudaError", "HazardError", "explain", "update_refusal"]
+__all__ = ["CaptureError", "CudaError", "HazardError", "explain", "too_many_cooperative_blocks", "update_refusal"]
 
 # Plain words for the codes users meet; anything else falls back to the
 # driver's own description.
@@ -30,6 +30,16 @@ _ADVICE = {
     "CUDA_ERROR_NO_DEVICE": "no CUDA device is visible",
     "CUDA_ERROR_NOT_INITIALIZED": "the driver was not initialised",
 }
+
+
+def too_many_cooperative_blocks(name: str, blocks: int, most: int, why: str) -> ValueError:
+    """The error for a launch of a kernel that synchronises its whole grid with
+    more blocks than can be on the device at once (``why``: how many can)."""
+    return ValueError(
+        f"{name} synchronises its whole grid (cuda.cg.this_grid().sync()), so every block of a launch must be "
+        f"on the device at once: at most {most} here ({why}), got {blocks}; launch fewer blocks and let each "
+        "thread loop over several items (kernel.max_cooperative_blocks(threads, *args) gives the most)"
+    )
 
 
 def explain(code_name: str, fallback: str = "") -> str:

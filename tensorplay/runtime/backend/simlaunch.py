@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .errors import too_many_cooperative_blocks
 from .params import POINTER, pack_pointer, param_formats
-from .simplain import memory_array, pointer_array, run_kernel
+from .simplain import memory_array, pointer_array, run_kernel, syncs_grid
 
 if TYPE_CHECKING:
     from .sim import SimBackend
@@ -17,7 +18,7 @@ __all__ = ["SimLauncher"]
 class SimLauncher:
     """Runs a kernel in Numba's simulator on views of simulated device memory."""
 
-    __slots__ = ("name", "kernel", "argtypes", "_backend", "_dispatcher", "_arrays", "_formats")
+    __slots__ = ("name", "kernel", "argtypes", "cooperative", "_backend", "_dispatcher", "_arrays", "_formats")
 
     def __init__(self, backend: SimBackend, dispatcher, argtypes) -> None:
         from numba.cuda import types
@@ -34,6 +35,11 @@ class SimLauncher:
             for t in argtypes
         ]
         self._formats = param_formats(argtypes)
+        self.cooperative = syncs_grid(dispatcher)
+
+    def max_cooperative_blocks(self, threads: int, shared_bytes: int = 0) -> tuple[int, str]:
+        """One: Numba's simulator synchronises a grid of one block (the driver's launcher says more)."""
+        return 1, "the simulator synchronises a grid of one block only"
 
     def __call__(self, grid, block, stream, args, shared_bytes=0) -> None:
         self._backend.enqueue(stream, "kernel", self.run_for(grid, block, args, shared_bytes), self.label(grid, block))
@@ -45,6 +51,8 @@ class SimLauncher:
         """The launch as a function of no arguments (run now, or a graph node)."""
         if type(grid) is not tuple or type(block) is not tuple:  # the driver's launcher reads 3 of each
             raise TypeError(f"launching {self.name}: grid and block must be 3-tuples, got {grid!r} and {block!r}")
+        if self.cooperative and grid != (1, 1, 1):
+            raise too_many_cooperative_blocks(self.name, grid[0] * grid[1] * grid[2], *self.max_cooperative_blocks(0))
 
         backend = self._backend
         fake = [

@@ -170,6 +170,17 @@ def _reach(fn, names: set, seen: set) -> None:
             _reach(target, names, seen)
 
 
+def syncs_grid(dispatcher) -> bool:
+    """Whether a simulator kernel's code, or what it reaches, names ``this_grid``:
+    it synchronises its whole grid, which the simulator does for one block only."""
+    fn = getattr(dispatcher, "fn", None)
+    if fn is None:
+        return False
+    names: set[str] = set()
+    _reach(fn, names, set())
+    return "this_grid" in names
+
+
 def _runs_in_sequence(dispatcher, args) -> bool:
     """Whether the kernel runs one thread after another (see above); Numba's own
     path remains for host arrays (copied in and out around the launch) and for
