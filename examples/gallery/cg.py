@@ -369,6 +369,13 @@ def cooperative_pass(per_thread: int):
     return cg_pass
 
 
+MAX_PER_THREAD = 8  # beyond, the four vectors' registers spill (255 registers a thread at 8 on sm_90)
+
+
+class DoesNotFit(ValueError):
+    """The grid is too large for the cooperative version on this device."""
+
+
 class CooperativeCG(KernelCG):
     """CG as one cooperative kernel a pass (``cooperative_pass``), ``COOPERATIVE_PER_PASS`` iterations
     of it a pass of ``with g.while_() as loop``, each thread with as few elements as lets every block
@@ -385,13 +392,18 @@ class CooperativeCG(KernelCG):
             with g.while_(max_iters=-(-self.max_iters // COOPERATIVE_PER_PASS)) as loop:
                 args = (self.x, self.r, self.p, self.ap, self.s, self.sums, self.iters, self.history, loop, n)
                 args += (COOPERATIVE_PER_PASS,)
-                per_thread = 1
-                while True:  # the fewest elements a thread whose grid fits on the device at once
+                for per_thread in (1, 2, 4, MAX_PER_THREAD):  # the fewest whose grid fits on the device at once
                     kernel = cooperative_pass(per_thread)
                     self.blocks = -(-size // (per_thread * BLOCK))
-                    if self.blocks <= kernel.max_cooperative_blocks(BLOCK, *args):
+                    most = kernel.max_cooperative_blocks(BLOCK, *args)
+                    if self.blocks <= most:
                         break
-                    per_thread *= 2
+                else:
+                    raise DoesNotFit(
+                        f"the cooperative version keeps x, r, p and Ap in registers, {MAX_PER_THREAD} points a "
+                        f"thread at most: {size} points need more threads than the {most * BLOCK} that fit on this "
+                        "device at once; the stencil version takes any size"
+                    )
                 kernel[self.blocks, BLOCK](*args)
         return g
 
@@ -506,13 +518,13 @@ def main() -> int:
         print(f"  {'version':10}{'iterations':>12}{'us/iteration':>15}{'residual':>12}{'vs scipy':>12}")
         curves = {}
         for name in args.only:
-            solver = (
-                OpsCG(problem)
-                if name == "ops"
-                else CooperativeCG(problem)
-                if name == "cooperative"
-                else KernelCG(problem, name)
-            )
+            try:
+                solver = {"ops": OpsCG, "cooperative": CooperativeCG}.get(name, lambda p, m=name: KernelCG(p, m))(
+                    problem
+                )
+            except DoesNotFit as e:
+                print(f"  {name:10}  not run: {e}")
+                continue
             if not args.quick:
                 solver.solve()  # once untimed: kernels compiled
             seconds = timed(solver.solve)
