@@ -426,9 +426,11 @@ class Fuser:
         out_strides = tuple(w.strides for w in live)
         rows = g.reductions[0].out.numel() if ends_in_rows(g) else 0
         pieces = max(1, _reduction_blocks(g.n) // rows) if rows and g.ticket else 0  # a few long rows
+        flat = None if g.reductions else grid_1d(g.n)  # the grid of a kernel without reductions
+        one_each = flat is not None and flat[0][0] * flat[1][0] >= g.n  # a thread for every element
         source = partial(fused.source, name, counts, tuple(g.steps), tuple(w.step for w in live), reductions, g.shape,
                          strided, out_strides, shifts=shifts, draws=g.draws, head=head, pieces=pieces,
-                         epilogues=tuple(e for e, _ in epilogues))  # fmt: skip
+                         epilogues=tuple(e for e, _ in epilogues), one_each=one_each)  # fmt: skip
         text = source(tail=tail)
         kernel = fused.kernel(name, text)
         args = [np.int64(g.n), *_read_args(g), *[w.array() for w in (*live, *head_stored)]]
@@ -437,8 +439,8 @@ class Fuser:
         tail_outputs = [w.array() for w in stored] + [a for _, args in epilogues for a in args]
         tail_outputs += loop.pass_end_args() if loop is not None else []
         with stream(g.stream), self._launching_own():
-            if not g.reductions:
-                grid, block = grid_1d(g.n)
+            if flat is not None:
+                grid, block = flat
             elif rows and not pieces:  # a thread a short row, else a block a row
                 for r in g.reductions:
                     args += [array_arg(r.out._ptr, r.out.numel(), r.out.dtype), rk.identity_value(r.op, r.acc)]

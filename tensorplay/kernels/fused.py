@@ -192,7 +192,8 @@ def op_functions(*ops: str) -> tuple:
 def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], stores: tuple[int, ...],
            reductions: tuple[Reduction, ...] = (), shape: tuple = (), strided: tuple = (),
            out_strides: tuple = (), tail: Tail = Tail(), shifts: tuple = (), draws: int = 0,
-           head: Head = Head(), pieces: int = 0, epilogues: tuple[Epilogue, ...] = ()) -> str:  # fmt: skip
+           head: Head = Head(), pieces: int = 0, epilogues: tuple[Epilogue, ...] = (),
+           one_each: bool = False) -> str:  # fmt: skip
     """The kernel's Python source. ``counts`` is (full-size inputs, one-element
     inputs, scalars); ``stores[k]`` is the step whose value output ``k`` takes;
     ``strided[k]`` are the element strides of strided input ``k`` over ``shape``
@@ -205,7 +206,11 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     thread a row); ``epilogues``, after full reductions or shared rows, the
     small chains the last block runs after them, in order (the kernel's tail
     then runs in that block too, before them, and the last one's tail ends
-    the while node's pass where one does)."""
+    the while node's pass where one does); ``one_each``, without reductions,
+    that the grid has a thread for every element: the loops that take four
+    elements a thread are left out, whose registers would cost the kernel its
+    occupancy for nothing (89 against 32 a thread, a colour of the ops-only
+    Ising sweep on sm_90)."""
     na, nb, ns = counts
     out_strides = out_strides or (None,) * len(stores)
     ops = sorted(
@@ -241,7 +246,7 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     elif rows:
         body += _rows(steps, stores, reductions, layout) + _first_thread(tail)
     else:
-        body += _grid_stride(steps, stores, reductions, layout, tail)
+        body += _grid_stride(steps, stores, reductions, layout, tail, one_each)
         body += _last_block_lines(Tail(), epilogues)  # after _finish's tail
     names = ", ".join(_fn_name(op) for op in ops) + ("," if len(ops) == 1 else "")
     head = ["import numpy as np", "from numba import cuda", ""]
@@ -279,20 +284,22 @@ def _head_lines(head: Head) -> list[str]:
     return lines
 
 
-def _grid_stride(steps, stores, reductions, layout: tuple, tail: Tail) -> list[str]:
+def _grid_stride(steps, stores, reductions, layout: tuple, tail: Tail, one_each: bool = False) -> list[str]:
     """The body of a kernel over every element: a grid-stride loop, ``UNROLL``
-    elements a thread at a time while it has that many left, then one at a
-    time; then the full reductions' finish, or the tail on the first thread."""
+    elements a thread at a time while it has that many left (not where every
+    element has a thread of its own: ``one_each``), then one at a time; then
+    the full reductions' finish, or the tail on the first thread."""
     body = ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)"]
     body += [f"    acc{m} = init{m}" for m in range(len(reductions))]
     _, strided, _, out_strides, draws = layout
-    if not strided and not any(out_strides):
+    if not strided and not any(out_strides) and not one_each:
         body += _vector_loop(steps, stores, reductions, draws)
-    body.append(f"    while i + {UNROLL - 1} * step < n:  # {UNROLL} elements at a time, loaded together")
-    body += [f"        i{u} = i + {u} * step" for u in range(1, UNROLL)]
-    at = [("i", "_0")] + [(f"i{u}", f"_{u}") for u in range(1, UNROLL)]
-    body += _elements(steps, stores, reductions, at, layout)
-    body.append(f"        i += {UNROLL} * step")
+    if not one_each:
+        body.append(f"    while i + {UNROLL - 1} * step < n:  # {UNROLL} elements at a time, loaded together")
+        body += [f"        i{u} = i + {u} * step" for u in range(1, UNROLL)]
+        at = [("i", "_0")] + [(f"i{u}", f"_{u}") for u in range(1, UNROLL)]
+        body += _elements(steps, stores, reductions, at, layout)
+        body.append(f"        i += {UNROLL} * step")
     body.append("    while i < n:")
     body += _elements(steps, stores, reductions, [("i", "")], layout)
     body.append("        i += step")

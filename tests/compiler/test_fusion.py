@@ -773,3 +773,20 @@ def test_compiled_functions_traced_by_two_threads_at_once_leave_no_fuser_behind(
         y = x * 5 + 1
     g.replay()
     assert y.tolist() == [6.0] * 4
+
+
+@pytest.mark.parametrize("n", [50, 300])
+def test_a_grid_with_a_thread_for_every_element_has_no_loop_over_several(n):
+    # on the simulator grid_1d gives at most 64 threads: 50 elements have a thread each, and the kernel
+    # leaves out the loops that take four a thread (registers it would not use); 300 keep them
+    def f(x, y):
+        return x * 2.0 + y
+
+    compiled = tp.compile(f)
+    rng = np.random.default_rng(15)
+    for _ in range(2):  # the first call runs eagerly, the second fused
+        x, y = rng.standard_normal(n), rng.standard_normal(n)
+        got = compiled(tp.tensor(x), tp.tensor(y))
+        np.testing.assert_allclose(got.numpy(), 2.0 * x + y, rtol=1e-15)
+    (_, text), *others = _names(compiled)
+    assert not others and ("4 elements at a time" in text) == (n > 64) and ("load4" in text) == (n > 64)
