@@ -385,27 +385,32 @@ class CooperativeCG(KernelCG):
         super().__init__(problem, "stencil", max_iters)
 
     def _capture(self) -> tp.cuda.CUDAGraph:
-        size, n = self.problem.n**2, self.problem.n
+        n = self.problem.n
         self.sums = tp.zeros(4, dtype=tp.float64)
+        args = [self.x, self.r, self.p, self.ap, self.s, self.sums, self.iters, self.history, None, n]
+        args += [COOPERATIVE_PER_PASS]
+        kernel, self.blocks = self._fitting_kernel(args)  # chosen before the capture, which a refusal would end
         g = tp.cuda.CUDAGraph()
         with tp.cuda.graph(g):
             with g.while_(max_iters=-(-self.max_iters // COOPERATIVE_PER_PASS)) as loop:
-                args = (self.x, self.r, self.p, self.ap, self.s, self.sums, self.iters, self.history, loop, n)
-                args += (COOPERATIVE_PER_PASS,)
-                for per_thread in (1, 2, 4, MAX_PER_THREAD):  # the fewest whose grid fits on the device at once
-                    kernel = cooperative_pass(per_thread)
-                    self.blocks = -(-size // (per_thread * BLOCK))
-                    most = kernel.max_cooperative_blocks(BLOCK, *args)
-                    if self.blocks <= most:
-                        break
-                else:
-                    raise DoesNotFit(
-                        f"the cooperative version keeps x, r, p and Ap in registers, {MAX_PER_THREAD} points a "
-                        f"thread at most: {size} points need more threads than the {most * BLOCK} that fit on this "
-                        "device at once; the stencil version takes any size"
-                    )
+                args[8] = loop
                 kernel[self.blocks, BLOCK](*args)
         return g
+
+    def _fitting_kernel(self, args: list):
+        """(kernel, blocks) with the fewest points a thread whose grid fits on the device at once."""
+        size, handle = self.problem.n**2, np.uint64(0)  # a loop's handle, as the kernel takes it
+        for per_thread in (1, 2, 4, MAX_PER_THREAD):
+            kernel = cooperative_pass(per_thread)
+            blocks = -(-size // (per_thread * BLOCK))
+            most = kernel.max_cooperative_blocks(BLOCK, *args[:8], handle, *args[9:])
+            if blocks <= most:
+                return kernel, blocks
+        raise DoesNotFit(
+            f"the cooperative version keeps x, r, p and Ap in registers, {MAX_PER_THREAD} points a thread at "
+            f"most: {size} points need more threads than the {most * BLOCK} that fit on this device at once; "
+            "the stencil version takes any size"
+        )
 
     def reset(self) -> None:
         super().reset()

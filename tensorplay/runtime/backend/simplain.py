@@ -174,11 +174,14 @@ def syncs_grid(dispatcher) -> bool:
     """Whether a simulator kernel's code, or what it reaches, names ``this_grid``:
     it synchronises its whole grid, which the simulator does for one block only."""
     fn = getattr(dispatcher, "fn", None)
-    if fn is None:
-        return False
+    return fn is not None and "this_grid" in _names_reached(fn)
+
+
+def _names_reached(fn) -> set[str]:
+    """The names kernel function ``fn``'s code and what it reaches use (``_reach``)."""
     names: set[str] = set()
     _reach(fn, names, set())
-    return "this_grid" in names
+    return names
 
 
 def _runs_in_sequence(dispatcher, args) -> bool:
@@ -189,8 +192,7 @@ def _runs_in_sequence(dispatcher, args) -> bool:
         return False
     fn = dispatcher.fn
     if fn not in _in_sequence:
-        names: set[str] = set()
-        _reach(fn, names, set())
+        names = _names_reached(fn)
         _in_sequence[fn] = not (names & _THREADS_MEET or any(n.endswith("_sync") for n in names))
     return _in_sequence[fn] and not any(isinstance(a, (np.ndarray, np.void, ArgHint)) for a in args)
 
