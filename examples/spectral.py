@@ -557,7 +557,7 @@ def integral(y: np.ndarray, dx: float) -> float:
 
 def main() -> int:
     p = parser(__doc__)
-    p.set_defaults(pictures=str(DOCS))
+    p.set_defaults(docs=str(DOCS))
     p.add_argument("--n", type=int, help="grid points per side (default 512; --quick: 16)")
     p.add_argument("--steps", type=int, help="the shear layer's steps (default 3n, to t = 2π; --quick: 16, to t = π/2)")
     p.add_argument("--dtype", choices=sorted(LIMITS), default="float64", help="the fields' precision")

@@ -1,13 +1,13 @@
 """The one device: what the ``device=`` arguments accept.
 
 Tensors live on ``cuda:0`` (which the simulator emulates): ``device=`` takes
-None, a tensor's ``.device``, ``"cuda"`` or ``"cuda:0"`` and refuses the rest
+None, a tensor's ``.device``, ``"cuda"``, ``"cuda:0"`` or 0 and refuses the rest
 with a sentence.
 """
 
 from __future__ import annotations
 
-__all__ = ["DEVICE", "Device", "check_device"]
+__all__ = ["DEVICE", "Device", "check_device", "names_device"]
 
 
 class Device:
@@ -32,11 +32,28 @@ class Device:
 DEVICE = Device()
 
 
+def names_device(value) -> bool:
+    """Whether ``value`` is given as a device (a ``Device``, ``"cuda"``, ``"cuda:N"``,
+    ``"cpu"``...) rather than a dtype: what ``x.to(...)`` tells apart."""
+    if isinstance(value, Device):
+        return True
+    return isinstance(value, str) and value.split(":", 1)[0] in ("cuda", "cpu", "meta", "mps", "xpu")
+
+
 def check_device(device, error: type[Exception] = ValueError) -> Device:
-    """The device ``device`` names (the one there is); ``error`` (a sentence) for any other."""
+    """The device ``device`` names (the one there is: None, ``"cuda"``, ``"cuda:0"``,
+    0 or a tensor's ``.device``); ``error`` (a sentence) for any other."""
     if device is None or device is DEVICE or (isinstance(device, (str, Device)) and device == DEVICE):
         return DEVICE
+    if isinstance(device, int) and not isinstance(device, bool) and device == 0:
+        return DEVICE
+    if device == "cpu" or getattr(device, "type", None) == "cpu":
+        raise error(
+            f"tensorplay has one device, cuda:0, and keeps tensors there, got device={device!r}; "
+            "take a host copy with x.numpy() (or np.asarray(x))"
+        )
     raise error(
-        f"tensorplay has one device, cuda:0 (the simulator emulates it), got device={device!r}; "
-        "leave device=None (or pass x.device), and take a host copy with x.numpy()"
+        f"tensorplay has one device, cuda:0, got device={device!r}; leave device=None (or pass x.device); "
+        "to use several GPUs run a process per GPU (python -m tensorplay.distributed.run --nproc-per-node N), "
+        "each of which sees its own as cuda:0"
     )

@@ -33,15 +33,44 @@ def _shape_arg(shape) -> tuple[int, ...]:
     return shape
 
 
+def _leaves(data):
+    """The numbers in ``data`` (a number or nested lists and tuples of them)."""
+    if isinstance(data, (list, tuple)):
+        for item in data:
+            yield from _leaves(item)
+    else:
+        yield data
+
+
+def _refuse_big_ints(data, arr: np.ndarray) -> None:
+    """An OverflowError, as PyTorch's, for a Python int outside int64 (the type Python ints
+    take) in ``data`` of ints only, which NumPy made ``arr`` of another kind (uint64, float64, object)."""
+    if arr.dtype.kind not in "ufO" or (arr.dtype.kind == "f" and not np.any(np.abs(arr) >= 2.0**63)):
+        return
+    leaves = list(_leaves(data))
+    if any(not isinstance(v, (int, np.integer)) for v in leaves):  # a float among them: a floating tensor
+        return
+    big = next((v for v in leaves if type(v) is int and not -(1 << 63) <= v < 1 << 63), None)
+    if big is not None:
+        fix = "pass dtype=tp.uint64 (for values up to 2**64 - 1) or" if 0 < big < 1 << 64 else "pass"
+        raise OverflowError(
+            f"tensor(): the Python int {big} does not fit int64, the type Python ints take; {fix} a floating dtype"
+        )
+
+
 def _host_array(data, dtype: dt.DType | None) -> np.ndarray:
     if isinstance(data, Tensor):
         raise TypeError("tensor() got a Tensor; use .clone() or .to(dtype) to copy it")
+    if isinstance(data, np.generic):  # a NumPy scalar keeps its dtype, as an array does
+        data = np.asarray(data)
     if isinstance(data, np.ndarray):
         arr = data
         if dtype is None:
             dt.from_numpy_dtype(arr.dtype)
     else:
         arr = np.asarray(data)
+        if dtype is None:
+            _refuse_big_ints(data, arr)
         if arr.dtype == object or arr.dtype.kind not in "biufc":
             raise TypeError(f"expected numbers, nested lists of numbers or an array, got {type(data).__name__}")
         if dtype is None:

@@ -375,8 +375,10 @@ def setitem(x: Tensor, plan: IndexPlan, value, accumulate: bool = False) -> None
 def _put_masked(x: Tensor, plan: IndexPlan, value) -> None:
     """``x[mask] = value`` with a mask tensor: where the mask is True, one value
     broadcast (``where``), or as many values as True elements, in order (their
-    ranks); no count is read, so this is captured like any op. Too few values:
-    the last repeats; too many: the rest are left."""
+    ranks). Eagerly, as in NumPy, another number of values is an error (the
+    count of True elements is read back: one wait for the device). Inside a
+    capture no count can be read: too few values, the last repeats; too many,
+    the rest are left."""
     (a,) = plan.arrays
     if not a.array.numel():  # an empty mask selects nothing
         return
@@ -392,14 +394,33 @@ def _put_masked(x: Tensor, plan: IndexPlan, value) -> None:
         _ops.where_into(view, mask.reshape((1,) * len(before) + a.sizes + (1,) * len(after)), v)
         return
     _refuse_overlapping(view, "write through a mask into")
+    _check_value_count(mask, count)
     outer, n, inner = _split(view.shape, at, dims)
-    if not outer * n * inner:
+    if not outer * n * inner or not count:
         return
     values3 = _read_apart(v.expand(before + (count,) + after), view).reshape(outer, count, inner)
     rank = _ranks(mask)
     out = _Writable(view, at, dims, False)
     _launch(ik.put_ranked, outer * n * inner, [out.t3, rank, values3])
     out.done()
+
+
+def _check_value_count(mask: Tensor, count: int) -> None:
+    """Refuse ``count`` values (other than one) for a mask with another number of True elements:
+    eagerly by reading that number; inside a capture, only no values at all (which nothing could be taken from)."""
+    if capture_state.active or current_stream().is_capturing():
+        if not count:
+            raise CaptureError(
+                "x[mask] = <no values> inside a capture: the number of True elements cannot be read while "
+                "capturing, and any of them would have no value to take; assign outside the capture, or give one value"
+            )
+        return
+    selected = int(mask.sum().item())
+    if selected != count:
+        raise ValueError(
+            f"x[mask] = values: cannot assign {count} values to the {selected} elements the mask selects; "
+            f"give {selected} values (in the order of the True elements) or one value for all of them"
+        )
 
 
 # -- along one dimension: index_select, index_add, gather, scatter --------------------------------

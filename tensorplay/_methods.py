@@ -14,6 +14,7 @@ from . import _differentiable as AG
 from . import _dtype as dt
 from . import _ops as OPS
 from . import _reduce
+from ._device import check_device, names_device
 from ._differentiable import tracked as _tracked
 from ._factories import arange, upload
 from ._grad_mode import no_grad
@@ -95,7 +96,22 @@ def _from_table() -> dict:
                 methods[f"__r{op.name}__"] = _binary(op.name, f"__r{op.name}__", reflected=True)
         if op.inplace:
             methods[op.inplace] = methods[f"__i{op.name}__"] = _inplace(op.name, op.inplace)
+    for name in ("__eq__", "__ne__"):
+        methods[name] = _unequal_to_none(methods[name])
     return methods
+
+
+def _unequal_to_none(method):
+    """``method`` (``==`` or ``!=``), leaving a comparison with None to Python (as
+    PyTorch does): ``x == None`` is False, ``x != None`` True, ``x in [None]`` works."""
+
+    def compare(self, other):
+        if other is None:
+            return NotImplemented
+        return method(self, other)
+
+    compare.__name__ = compare.__qualname__ = method.__name__
+    return compare
 
 
 class ValuesIndices(NamedTuple):
@@ -178,14 +194,6 @@ class TensorMath:
     max, min = _extreme("max"), _extreme("min")  # noqa: A003 (PyTorch's names)
     argmax, argmin = _arg("max"), _arg("min")
 
-    def any(self, dim=None, keepdim: bool = False):  # noqa: A003 (PyTorch's name)
-        """True where any element along ``dim`` (all of them if None) is nonzero (a bool tensor)."""
-        return (self != 0).amax(dim=dim, keepdim=keepdim)
-
-    def all(self, dim=None, keepdim: bool = False):  # noqa: A003 (PyTorch's name)
-        """True where every element along ``dim`` (all of them if None) is nonzero (a bool tensor)."""
-        return (self != 0).amin(dim=dim, keepdim=keepdim)
-
     def __matmul__(self, other):
         if self._ag is None and not _tracked(other):
             return _matmul(self, other)
@@ -251,9 +259,22 @@ class TensorMath:
     def contiguous(self):
         return self if self._contig else self.clone()
 
-    def to(self, dtype, copy: bool = False):
-        """This tensor as ``dtype`` (itself when already of that type, unless ``copy``)."""
-        if isinstance(dtype, str) and dtype in ("cuda", "cuda:0"):
+    def to(self, *args, dtype=None, device=None, non_blocking: bool = False, copy: bool = False):
+        """This tensor as ``dtype`` (itself when already of that type, unless ``copy``),
+        with PyTorch's forms: ``x.to(dtype)``, ``x.to(device)``, ``x.to(device, dtype)``,
+        ``x.to(other)`` (its dtype), keywords ``dtype=``, ``device=`` and ``copy=``.
+        The device is cuda:0, the one there is (any other is a sentence)."""
+        for arg in args:
+            if isinstance(arg, Tensor):
+                dtype = arg.dtype
+            elif names_device(arg) or (isinstance(arg, int) and not isinstance(arg, bool)):
+                device = arg
+            elif isinstance(arg, bool):  # PyTorch's positional non_blocking: every copy here is ordered on the stream
+                continue
+            else:
+                dtype = arg
+        check_device(device)
+        if dtype is None:
             return self.clone() if copy else self
         dtype = dt.as_dtype(dtype)
         if dtype is self.dtype and not copy:
@@ -295,7 +316,9 @@ class TensorMath:
     def type(self, dtype):
         return self.to(dtype)
 
-    def cuda(self):
+    def cuda(self, device=None, non_blocking: bool = False):
+        """The tensor itself: it is on cuda:0, the device there is (any other is a sentence)."""
+        check_device(device)
         return self
 
 

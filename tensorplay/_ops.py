@@ -259,12 +259,23 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
     computed_by, out_dtype, cast, scalar_type = types.binary_types(op, compute_in)
     if out is None:
         out = Tensor._empty(shape, out_dtype)
-    elif out.shape != shape and broadcast_shapes(out.shape, shape) != out.shape:
-        raise ValueError(f"in-place '{_SYMBOL.get(op, op)}' cannot write shape {shape} into shape {out.shape}")
+    elif out.shape != shape and not _writes_into(shape, out.shape):
+        raise ValueError(
+            f"in-place '{_SYMBOL.get(op, op)}' cannot write shape {shape} into shape {out.shape} "
+            "(the shape of its out= or in-place target)"
+        )
     elif not dt.can_store(out_dtype, out.dtype):
         raise TypeError(f"in-place '{_SYMBOL.get(op, op)}' would store {out_dtype} results in a {out.dtype} tensor")
     operands = [_operand(x, scalar_type, compute_in) for x in (a, b)]
     return elementwise(computed_by, out, operands, cast)
+
+
+def _writes_into(shape: tuple, target: tuple) -> bool:
+    """Whether a result of ``shape`` broadcasts to ``target``, the shape of the tensor it is written into."""
+    try:
+        return broadcast_shapes(target, shape) == target
+    except ValueError:
+        return False
 
 
 def _operand(x, scalar_type: type, compute: dt.DType):

@@ -230,4 +230,19 @@ def cumulative_prod(
 cumsum = cumulative_sum  # PyTorch's names
 cumprod = cumulative_prod
 
-add_methods({"cumsum": cumulative_sum, "cumprod": cumulative_prod})
+
+def pytorch_accumulation(fn):
+    """``fn`` (``prod``, ``cumulative_sum`` or ``cumulative_prod``) as a method with PyTorch's
+    dtypes: unsigned integers accumulate to int64 as the other integers do, as ``x.sum()``
+    (the standard's functions give uint64)."""
+
+    def method(self: Tensor, *args, dtype=None, **kwargs) -> Tensor:
+        if dtype is None and self.dtype.np.kind == "u":
+            dtype = dt.int64
+        return fn(self, *args, dtype=dtype, **kwargs)
+
+    method.__name__, method.__doc__ = fn.__name__, fn.__doc__
+    return method
+
+
+add_methods({"cumsum": pytorch_accumulation(cumulative_sum), "cumprod": pytorch_accumulation(cumulative_prod)})

@@ -29,6 +29,7 @@ from ._indexing_functions import index_select
 from ._manipulation_functions import concat, moveaxis
 from ._methods import ValuesIndices
 from ._reduce import reduce_dims
+from ._scans import pytorch_accumulation
 from ._sorting_functions import sort
 from ._tape import record
 from ._tensor import Tensor, add_methods
@@ -384,7 +385,7 @@ add_methods(
     {
         "logsumexp": logsumexp,
         "median": median,
-        "prod": prod,
+        "prod": pytorch_accumulation(prod),
         "quantile": quantile,
         "std": _method_std,
         "var": _method_var,

@@ -361,12 +361,14 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
             self._setitem_arrays(plan, value)  # added by _indexing_functions
             return
         target = self._view(plan.shape, plan.strides, plan.offset)
-        if isinstance(value, Tensor):
-            target.copy_(value)
-        elif isinstance(value, (list, tuple, np.ndarray)):
-            target.copy_(np.asarray(value))
-        else:
+        if isinstance(value, (list, tuple)):
+            value = np.asarray(value)
+        if not isinstance(value, (Tensor, np.ndarray)):
             target.fill_(value)
+            return
+        while value.ndim > target.ndim and value.shape[0] == 1:  # leading 1s dropped, as NumPy broadcasts
+            value = value[0]
+        target.copy_(value)
 
     # -- host readback -----------------------------------------------------------------
     def numpy(self) -> np.ndarray:

@@ -108,4 +108,4 @@ def allclose(a: Tensor, b: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equ
     return bool(all(isclose(a, b, rtol, atol, equal_nan)).item())
 
 
-add_methods({"allclose": allclose, "diff": diff, "isclose": isclose})
+add_methods({"all": all, "allclose": allclose, "any": any, "diff": diff, "isclose": isclose})

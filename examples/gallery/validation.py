@@ -25,6 +25,7 @@ from pathlib import Path
 import tensorplay as tp
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "gallery"  # where the pictures go by default
+QUICK = "quick-pictures"  # where quick runs draw them with --plot (in the current folder)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,19 +78,25 @@ class Validation:
 def parser(doc: str) -> argparse.ArgumentParser:
     """The options every entry takes: ``--quick`` (sizes the simulator runs in
     seconds), ``--plot`` (draw the pictures in quick mode too) and ``--pictures``
-    (their folder)."""
+    (their folder; an entry with another default folder sets ``docs``)."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(docs=str(DOCS))
     p.add_argument("--quick", action="store_true", help="small sizes that run on the simulator in seconds")
     p.add_argument("--plot", action="store_true", help="draw the pictures in quick mode too")
-    p.add_argument("--pictures", default=str(DOCS), help="the folder the pictures go to (default: docs/gallery)")
+    p.add_argument(
+        "--pictures",
+        default=None,
+        help=f"the folder the pictures go to (default: the page's folder under docs/; with --quick, {QUICK})",
+    )
     return p
 
 
 def pictures_folder(args: argparse.Namespace) -> Path | None:
-    """Where to draw the pictures, or None: full runs draw them, quick runs only with ``--plot``."""
+    """Where to draw the pictures, or None: full runs draw them (into ``docs``, or ``--pictures``),
+    quick runs only with ``--plot`` (into ``QUICK``, not over the full runs' pictures, or ``--pictures``)."""
     if args.quick and not args.plot:
         return None
-    folder = Path(args.pictures)
+    folder = Path(args.pictures or (QUICK if args.quick else args.docs))
     os.makedirs(folder, exist_ok=True)
     return folder
 

@@ -155,6 +155,8 @@ class OpenNode:
     known: int = 0
     clean: bool = True  # every node of its bodies so far is known
     flag_touched: bool = False  # a known node after the pass ended may write the loop's flag
+    # what the user calls to open the next body, and what closes the node, for the errors' sentences
+    words: tuple[str, str] = ("begin_capture_to_next_conditional_body()", "end_capture_to_conditional_node()")
 
     def pass_end_args(self) -> list:
         """What a kernel that ends this while node's pass (``kernels/conditional.pass_end``)

@@ -98,12 +98,12 @@ class ConditionalNodes:
         (an if/else's else-body, a switch's next case)."""
         node = self._innermost("begin_capture_to_next_conditional_body()")
         if node.index + 1 >= len(node.bodies):
-            what = "its else-body" if node.kind == "if_else" else f"its {len(node.bodies)} cases"
+            what = "its else-body" if node.kind == "if_else" else f"the last of its {len(node.bodies)} cases"
+            opens, closes = node.words
             self._refuse(
                 RuntimeError,
-                f"begin_capture_to_next_conditional_body() on a{'n' if node.kind[0] == 'i' else ''} "
-                f"{node.kind.replace('_', '/')} node already capturing {what if node.index else 'its only body'}; "
-                "close it with end_capture_to_conditional_node()",
+                f"{opens} on a{'n' if node.kind[0] == 'i' else ''} {node.kind.replace('_', '/')} node already "
+                f"capturing {what if node.index else 'its only body'}; close it with {closes}",
             )
         conditional.next_body(node, self._mode, self._route)
 
@@ -112,11 +112,12 @@ class ConditionalNodes:
         node = self._innermost("end_capture_to_conditional_node()")
         if node.index + 1 < len(node.bodies):
             left = len(node.bodies) - node.index - 1
+            opens, closes = node.words
             self._refuse(
                 RuntimeError,
-                f"end_capture_to_conditional_node() with {left} of the {node.kind.replace('_', '/')} node's "
-                f"{len(node.bodies)} bodies never opened; open each with begin_capture_to_next_conditional_body() "
-                "(use an if node for an if without else)",
+                f"{closes} with {left} of the {node.kind.replace('_', '/')} node's {len(node.bodies)} bodies "
+                f"never opened; open each with {opens}"
+                + (" (use an if node, g.if_(flag), for an if without else)" if node.kind == "if_else" else ""),
             )
         self._open.pop()
         conditional.close(node)
@@ -135,6 +136,7 @@ class ConditionalNodes:
     @contextmanager
     def if_(self, pred):
         """``with g.if_(flag) as handle:`` captures the body of an if node."""
+        self._need_capture("g.if_()")
         self.begin_capture_to_if_node(pred)
         yield np.uint64(self._open[-1].handle)
         self.end_capture_to_conditional_node()
@@ -158,7 +160,9 @@ class ConditionalNodes:
         >>> x.item()
         -1.0
         """
+        self._need_capture("g.if_else()")
         self.begin_capture_to_if_else_node(pred)
+        self._open[-1].words = ("branch.else_()", "the end of the `with g.if_else(...)` block")
         yield Branch(self._open[-1].handle, self.begin_capture_to_next_conditional_body)
         self.end_capture_to_conditional_node()
 
@@ -185,7 +189,9 @@ class ConditionalNodes:
         >>> x.item()
         100.0
         """
+        self._need_capture("g.switch_()")
         self.begin_capture_to_switch_node(index, n)
+        self._open[-1].words = ("cases.next()", f"the end of the `with g.switch_(index, {n})` block")
         yield Cases(self._open[-1].handle, n, self.begin_capture_to_next_conditional_body)
         self.end_capture_to_conditional_node()
 
@@ -225,6 +231,7 @@ class ConditionalNodes:
         >>> total.item(), loop.iterations.item(), loop.hit_limit
         (10.0, 4, False)
         """
+        self._need_capture("g.while_()")
         loop = self.begin_capture_to_while_node(pred, max_iters, unroll)
         yield loop
         self.end_capture_to_conditional_node()
@@ -243,9 +250,12 @@ class ConditionalNodes:
             raise RuntimeError("cancelled() during a capture; call it after a replay")
         return [loop for loop in self._loops if loop.cancelled]
 
-    def _open_node(self, kind: str, pred, n: int | None = None, max_iters: int | None = None, unroll: int = 1):
+    def _need_capture(self, call: str) -> None:
         if self._stream is None:
-            raise RuntimeError(f"begin_capture_to_{kind}_node() needs a capture in progress")
+            raise RuntimeError(f"{call} needs a capture in progress: use it inside `with tp.cuda.graph(g):`")
+
+    def _open_node(self, kind: str, pred, n: int | None = None, max_iters: int | None = None, unroll: int = 1):
+        self._need_capture(f"begin_capture_to_{kind}_node()")
         if self._open and self._open[-1].copies:
             self._refuse(
                 RuntimeError,

@@ -48,8 +48,7 @@ from ..runtime.capture import capture_state
 from ..runtime.libraries.simulated import Operand, call
 from ..runtime.streams import current_stream
 from . import _nccl
-from ._hub import DistributedError, Hub, Link, LocalLink, Watch
-from .run import _free_port
+from ._hub import DistributedError, Hub, Link, LocalLink, Watch, free_port
 
 __all__ = [
     "DistributedError", "P2POp", "ReduceOp", "Work", "all_gather_into_tensor", "all_reduce", "barrier",
@@ -178,7 +177,7 @@ def _mpi_rendezvous() -> tuple[str, int] | None:
     where = None
     if comm.Get_rank() == 0:
         one_machine = len(set(hosts)) == 1
-        where = ("127.0.0.1" if one_machine else socket.gethostbyname(hosts[0]), _free_port())
+        where = ("127.0.0.1" if one_machine else socket.gethostbyname(hosts[0]), free_port())
     return comm.bcast(where, root=0)
 
 

@@ -39,12 +39,19 @@ from multiprocessing.connection import Client, Listener
 
 import numpy as np
 
-__all__ = ["OPS", "DistributedError", "Hub", "Link", "LocalLink", "Watch", "combine", "describe"]
+__all__ = ["OPS", "DistributedError", "Hub", "Link", "LocalLink", "Watch", "combine", "describe", "free_port"]
 
 OPS = ("SUM", "PROD", "MIN", "MAX", "AVG")
 _REDUCE = {"SUM": np.add, "PROD": np.multiply, "MIN": np.minimum, "MAX": np.maximum, "AVG": np.add}
 _TICK = 0.05  # seconds between the hub's looks at its clock
 JOINING = 30.0  # seconds the ranks have to join, at least: starting Python and tensorplay on a busy machine
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now (for a rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class DistributedError(RuntimeError):

@@ -19,22 +19,17 @@ import argparse
 import collections
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 
+from ._hub import free_port
+
 __all__ = ["main"]
 
 _TAIL = 40  # lines of a failed rank's error output said again at the end
 _GRACE = 5.0  # seconds the other ranks get to stop after one failed
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _gpus() -> int:
@@ -75,7 +70,7 @@ def main(argv: list | None = None) -> int:
     if args.nnodes > 1 and args.master_port is None:
         parser.error("a group over several machines needs --master-addr and --master-port (the same on each)")
     world = args.nproc_per_node * args.nnodes
-    port = args.master_port or _free_port()
+    port = args.master_port or free_port()
     ranks, threads, tails = [], [], {}
     own_gpu = "CUDA_VISIBLE_DEVICES" not in os.environ and _gpus() >= args.nproc_per_node
     for local in range(args.nproc_per_node):

@@ -16,7 +16,14 @@ def _fn_name(op: str) -> str:
 
 # np.bool_, not bool: on the simulator a Python bool divides as Python does
 # (True / False raises ZeroDivisionError), a NumPy one as the GPU (inf, NaN).
-_CONVERT = {"bool": "np.bool_", **{d: f"np.{d}" for d in ("int32", "int64", "float32", "float64")}}
+# to_int32 and to_int64 (kernels/_convert): np.int32 and np.int64 on the GPU.
+_CONVERT = {
+    "bool": "np.bool_",
+    "int32": "to_int32",
+    "int64": "to_int64",
+    "float32": "np.float32",
+    "float64": "np.float64",
+}
 
 
 def _elements(steps, stores, reductions, at: list[tuple[str, str]], layout: tuple) -> list[str]:

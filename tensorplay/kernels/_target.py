@@ -14,8 +14,8 @@ from numba import cuda
 from numba.cuda.core import config
 
 __all__ = [
-    "ALIGNED_SHARED", "DISK_CACHE", "GRID_DEPENDENCY", "INTRINSICS", "IEEE_MATH", "LIBDEVICE", "SMALL_BLOCKS",
-    "WARP_SHUFFLES", "device_function", "resident",
+    "ALIGNED_SHARED", "DISK_CACHE", "GRID_DEPENDENCY", "INTRINSICS", "IEEE_MATH", "LIBDEVICE", "NATIVE_INT_CASTS",
+    "SMALL_BLOCKS", "WARP_SHUFFLES", "device_function", "resident",
 ]  # fmt: skip
 
 _SIMULATED = bool(config.ENABLE_CUDASIM)
@@ -27,6 +27,7 @@ IEEE_MATH = not _SIMULATED  # math.* gives inf and NaN (Python's raises instead)
 LIBDEVICE = not _SIMULATED  # numba.cuda.libdevice (the bit casts float_as_int, int_as_float)
 SMALL_BLOCKS = _SIMULATED  # a Python thread per CUDA thread: keep tiles and blocks small
 DISK_CACHE = not _SIMULATED  # cuda.jit(cache=True): compiled kernels kept on disk across processes
+NATIVE_INT_CASTS = not _SIMULATED  # np.int32(x) of a float converts as the GPU's stores do (NumPy's wraps or raises)
 
 
 def _capability() -> tuple[int, int]:

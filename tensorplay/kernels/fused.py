@@ -79,6 +79,7 @@ import functools
 import re
 from dataclasses import dataclass, replace
 
+from . import _convert  # noqa: F401 (the texts import its conversions: loaded with this module)
 from . import elementwise as ew
 from ._fused_lines import _CONVERT, _accumulate, _advance_lines, _assign, _draw, _elements, _fn_name, _tail_lines
 from ._source import jit_source
@@ -253,6 +254,8 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     if any("vector_base(" in line for line in body):
         head += ["from tensorplay.kernels._vector import load4, store4, vector_base"]
     head += ["from tensorplay.kernels.fused import op_functions"]
+    if any("to_int" in line for line in body):
+        head += ["from tensorplay.kernels._convert import to_int32, to_int64"]
     if draws:
         head += ["from tensorplay.kernels.random import _advance, _unit"]
     if reductions:

@@ -422,7 +422,10 @@ OPS: dict[str, Op] = {
             "mod", lambda a, b: sm.remainder(a, b), symbol="%", inplace="remainder_", method="remainder",
             function="remainder", backward=_remainder_grads, grad_name="RemainderBackward",
         ),
-        _binary("pow", lambda a, b: a**b, symbol="**", inplace="pow_", backward=_pow, uses_result=True, kinds="biuhfc"),
+        _binary(
+            "pow", lambda a, b: sm.power(a, b), symbol="**", inplace="pow_", backward=_pow, uses_result=True,
+            kinds="biuhfc",
+        ),
         _binary(
             "maximum", lambda a, b: a if (a > b or a != a) else b,
             backward=lambda g, a, b, out: _pick(g, a, b, "gt"), grad_name="MaximumBackward",

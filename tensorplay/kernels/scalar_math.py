@@ -367,6 +367,38 @@ def _integer_floordiv(a, b):
 floordiv = float_or_integer(_float_floordiv, _integer_floordiv)
 
 
+def _inexact_power(a, b):
+    return a**b
+
+
+def _integer_power(a, b):
+    """``a ** b`` of integers, as PyTorch's: a negative exponent gives ``1 / a ** -b``
+    truncated (1 of 1, -1 or 1 of -1, else 0), where NumPy raises."""
+    if b < 0:
+        if a == 1:
+            return a
+        if a == -1:
+            return a if b % 2 else -a
+        return a - a
+    return a**b
+
+
+def _choose_power(*types):
+    """``_integer_power`` where both arguments are integers or bools, else ``a ** b``."""
+    from numba.cuda import types as nt
+
+    exact = all(isinstance(t, (nt.Integer, nt.Boolean)) for t in types)
+    return _integer_power if exact else _inexact_power
+
+
+def _python_power(a, b):
+    exact = all(isinstance(v, (int, np.integer, np.bool_)) for v in (a, b))  # bool is an int
+    return _integer_power(a, b) if exact else _inexact_power(a, b)
+
+
+power = _by_type(2, _choose_power, _python_power)
+
+
 def _float_remainder(a, b):
     """``a % b`` of floats as NumPy's divmod computes it: ``fmod``, moved into
     the divisor's sign, and a zero of the divisor's sign. The standard's cases

@@ -136,14 +136,16 @@ def tiles_kernel(source: str, descending: bool, tile: int):
 
 @cuda.jit
 def taken_rows(x, index, out):
-    """``out[r, j] = x[r, index[r, j]]`` (``index`` int64 positions along ``x``'s rows)."""
+    """``out[r, j] = x[r, index[r, j]]`` (``index`` int64 positions along ``x``'s rows;
+    one out of range, as a user's ``sorter`` may hold, is clamped into it)."""
     k = i64(out.shape[1])
+    last = i64(x.shape[1]) - 1
     total = i64(out.shape[0]) * k
     e = i64(cuda.grid(1))
     while e < total:
         r = e // k
         j = e % k
-        out[r, j] = x[r, index[r, j]]
+        out[r, j] = x[r, min(max(index[r, j], i64(0)), last)]
         e += cuda.gridsize(1)
 
 

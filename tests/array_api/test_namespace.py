@@ -102,10 +102,28 @@ def test_creation_takes_the_one_device(device):
 
 
 def test_creation_refuses_the_cpu_with_a_sentence():
-    with pytest.raises(ValueError, match=r"^tensorplay has one device, cuda:0 .* got device='cpu'; .*numpy\(\)"):
+    with pytest.raises(ValueError, match=r"^tensorplay has one device, cuda:0, .* got device='cpu'; .*numpy\(\)"):
         tp.zeros(2, device="cpu")
     with pytest.raises(ValueError, match=r"got device='cuda:1'"):
         tp.asarray([1.0], device="cuda:1")
+
+
+def test_to_and_cuda_take_pytorchs_device_forms():
+    x = tp.arange(3, dtype=tp.float32)
+    for args, kwargs in [(("cuda",), {}), ((x.device,), {}), ((0,), {}), ((), {"device": "cuda:0"})]:
+        assert x.to(*args, **kwargs) is x
+    assert x.to("cuda", tp.float64).dtype == tp.float64
+    assert x.to(device="cuda", dtype=tp.int32).tolist() == [0, 1, 2]
+    assert x.to(tp.zeros(1, dtype=tp.float16)).dtype == tp.float16  # another tensor's dtype
+    assert x.to("cuda", copy=True) is not x
+    assert x.cuda() is x and x.cuda(0) is x and tp.empty(2, device=0).shape == (2,)
+    with pytest.raises(ValueError, match=r"got device='cpu'; take a host copy with x\.numpy\(\)"):
+        x.to("cpu")
+    for other in ("cuda:1", 1):
+        with pytest.raises(ValueError, match=r"run a process per GPU .*distributed\.run"):
+            x.to(other)
+    with pytest.raises(ValueError, match="got device=1"):
+        x.cuda(1)
 
 
 def test_to_device_to_the_same_device_is_the_tensor_itself():

@@ -316,3 +316,29 @@ def test_a_while_node_keeps_its_flag_alive_after_the_caller_drops_it():
     junk = tp.zeros(64, dtype=tp.bool)  # would take the flag's memory were it freed
     g.replay()
     assert x.item() == 3.0 and not junk.any().item()
+
+
+def test_the_with_forms_name_themselves_in_their_errors():
+    g, flag, index = tp.cuda.CUDAGraph(), tp.tensor([True]), tp.tensor([0], dtype=tp.int32)
+    for opening in (lambda: g.while_(flag), lambda: g.if_(flag), lambda: g.if_else(flag), lambda: g.switch_(index, 2)):
+        with pytest.raises(
+            RuntimeError, match=r"^g\.\w+\(\) needs a capture in progress: use it inside `with tp\.cuda\.graph"
+        ):
+            with opening():
+                pass
+    with pytest.raises(
+        RuntimeError, match=r"^cases\.next\(\) on a switch node already capturing the last of its 2 cases"
+    ):
+        with tp.cuda.graph(g):
+            with g.switch_(index, 2) as cases:
+                cases.next()
+                cases.next()
+    _no_capture_left()
+    with pytest.raises(
+        RuntimeError, match=r"if_else\(\.\.\.\)` block with 1 of .* never opened; open each with branch\.else_\(\)"
+    ):
+        with tp.cuda.graph(g):
+            with g.if_else(flag):
+                pass
+    _no_capture_left()
+    assert (tp.ones(2) + 1).tolist() == [2.0, 2.0]

@@ -24,6 +24,7 @@ import pytest
 
 import tensorplay as tp
 import tensorplay.distributed as dist
+from tensorplay.distributed._hub import free_port
 
 ON_SIM = tp.cuda.backend() == "sim"
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +55,7 @@ def _launch(script: str, n: int, **env) -> subprocess.CompletedProcess:
 
 def _ranks(script: str, n: int, **env) -> list[subprocess.CompletedProcess]:
     """``script`` as ``n`` ranks started one by one (no launcher to stop the others when one fails)."""
-    port = _free_port()
+    port = free_port()
     procs = [
         subprocess.Popen(
             [sys.executable, script],
@@ -70,12 +71,6 @@ def _ranks(script: str, n: int, **env) -> list[subprocess.CompletedProcess]:
         out, err = p.communicate(timeout=120)
         done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
     return done
-
-
-def _free_port() -> int:
-    from tensorplay.distributed.run import _free_port
-
-    return _free_port()
 
 
 COLLECTIVES = """

@@ -80,9 +80,9 @@ def test_nccl_needs_a_gpu_and_other_backends_are_a_sentence():
 
 def _two_links(timeout: float = 5.0):
     """A hub of two ranks in this process, its two links and a watch for rank 0."""
-    from tensorplay.distributed.run import _free_port
+    from tensorplay.distributed._hub import free_port
 
-    port, key = _free_port(), b"test"
+    port, key = free_port(), b"test"
     hub = _hub.Hub("127.0.0.1", port, 2, timeout, key)
     links = [None, None]
 
