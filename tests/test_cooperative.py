@@ -102,3 +102,32 @@ def test_in_a_while_node_body():
     g.replay()
     np.testing.assert_array_equal(x.numpy(), expected(start, 6))
     assert counter.item() == 0
+
+
+@tp.jit
+def sums_and_decides(x, out, handle):
+    """A grid-wide wait and a conditional node's handle in one kernel: refused."""
+    grid = cuda.cg.this_grid()
+    i = tp.cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i] + x[(i + 1) % x.size]
+    grid.sync()
+    if i == 0:
+        tp.cuda.set_conditional(handle, np.uint32(1 if out[0] > 0 else 0))
+
+
+def test_a_grid_wait_with_set_conditional_is_refused_before_it_compiles():
+    # Each links CUDA's device runtime library; the GPU's linker refuses (or crashes on) two copies.
+    start, x, out = _inputs()
+    counter, go = tp.tensor([1], dtype=tp.int32), tp.tensor([True])
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(go) as loop:
+            with pytest.raises(ValueError, match=r"both synchronises its whole grid .*g\.while_\(flag\)"):
+                sums_and_decides[1, THREADS](x, out, loop)
+            count_down[1, 1](counter, go)  # the capture goes on
+    g.replay()
+    np.testing.assert_array_equal(x.numpy(), start)
+    assert counter.item() == 0
+    neighbour_sums[_blocks(x, out, 1), THREADS](x, out, 1)  # the runtime stays usable
+    np.testing.assert_array_equal(x.numpy(), expected(start, 1))

@@ -18,7 +18,8 @@ versions, each one graph launch whose while node runs every iteration:
   block on the device at once). Each thread keeps its share of x, r and p in
   registers for the pass's ``COOPERATIVE_PER_PASS`` iterations: an iteration
   writes p for the stencil's neighbours and reads it back, and waits for the
-  whole grid three times (p written, p·Ap summed, r·r summed);
+  whole grid three times (p written, p·Ap summed, r·r summed); its loop is
+  ``g.while_(go)``, the flag written by the kernel;
 * ``ops``: what a user writes first, tensor ops in a ``tp.compile``d step (the
   stencil as five in-place shifted-slice updates of a padded array, two dot
   products, α and β as one-element tensors) inside ``g.while_(flag)``.
@@ -295,9 +296,11 @@ def cooperative_pass(per_thread: int):
     for T threads in all), kept in registers between the grid's waits."""
 
     @tp.jit
-    def cg_pass(x, r, p, shared_p, s, sums, iters, history, loop, n, per_pass):
+    def cg_pass(x, r, p, shared_p, s, sums, iters, history, go, n, per_pass):
         """``per_pass`` iterations at most, fewer once r·r is under the tolerance; s holds r·r, β
-        and the tolerance between passes, ``sums`` the iterations' block sums."""
+        and the tolerance between passes, ``sums`` the iterations' block sums; ``go[0]``: not
+        yet converged (the while node's flag: a kernel that waits for its grid cannot also set
+        the node's handle, as both link CUDA's device runtime)."""
         grid = cuda.cg.this_grid()
         k0, step, size = tp.cuda.grid(1), cuda.gridsize(1), n * n
         first = k0 == 0
@@ -364,7 +367,7 @@ def cooperative_pass(per_thread: int):
             s[RR], s[BETA], iters[0] = rr, beta, done
             for q in range(4):
                 sums[q] = 0.0
-            tp.cuda.set_conditional(loop, np.uint32(1 if rr > stop else 0))
+            go[0] = rr > stop
 
     return cg_pass
 
@@ -378,7 +381,7 @@ class DoesNotFit(ValueError):
 
 class CooperativeCG(KernelCG):
     """CG as one cooperative kernel a pass (``cooperative_pass``), ``COOPERATIVE_PER_PASS`` iterations
-    of it a pass of ``with g.while_() as loop``, each thread with as few elements as lets every block
+    of it a pass of ``g.while_(go)``, each thread with as few elements as lets every block
     of the grid be on the device at once."""
 
     def __init__(self, problem: Poisson, max_iters: int | None = None) -> None:
@@ -387,23 +390,23 @@ class CooperativeCG(KernelCG):
     def _capture(self) -> tp.cuda.CUDAGraph:
         n = self.problem.n
         self.sums = tp.zeros(4, dtype=tp.float64)
-        args = [self.x, self.r, self.p, self.ap, self.s, self.sums, self.iters, self.history, None, n]
+        self.go = tp.ones(1, dtype=tp.bool)
+        args = [self.x, self.r, self.p, self.ap, self.s, self.sums, self.iters, self.history, self.go, n]
         args += [COOPERATIVE_PER_PASS]
         kernel, self.blocks = self._fitting_kernel(args)  # chosen before the capture, which a refusal would end
         g = tp.cuda.CUDAGraph()
         with tp.cuda.graph(g):
-            with g.while_(max_iters=-(-self.max_iters // COOPERATIVE_PER_PASS)) as loop:
-                args[8] = loop
+            with g.while_(self.go, max_iters=-(-self.max_iters // COOPERATIVE_PER_PASS)):
                 kernel[self.blocks, BLOCK](*args)
         return g
 
     def _fitting_kernel(self, args: list):
         """(kernel, blocks) with the fewest points a thread whose grid fits on the device at once."""
-        size, handle = self.problem.n**2, np.uint64(0)  # a loop's handle, as the kernel takes it
+        size = self.problem.n**2
         for per_thread in (1, 2, 4, MAX_PER_THREAD):
             kernel = cooperative_pass(per_thread)
             blocks = -(-size // (per_thread * BLOCK))
-            most = kernel.max_cooperative_blocks(BLOCK, *args[:8], handle, *args[9:])
+            most = kernel.max_cooperative_blocks(BLOCK, *args)
             if blocks <= most:
                 return kernel, blocks
         raise DoesNotFit(
@@ -415,6 +418,7 @@ class CooperativeCG(KernelCG):
     def reset(self) -> None:
         super().reset()
         self.sums.zero_()
+        self.go.fill_(True)
 
 
 # -- what a user writes first: tensor ops, tp.compile --------------------------------------------

@@ -15,6 +15,7 @@ from cuda.bindings import driver as drv
 from .driver_calls import check, fail
 from .driver_overlap import register_waiting
 from .errors import too_many_cooperative_blocks
+from .kernel_names import refuse_grid_sync_with_set_conditional
 from .params import POINTER, pack_pointer, param_formats
 
 __all__ = ["KERNEL_NAMES", "Launcher", "kernel_name"]
@@ -54,6 +55,7 @@ class Launcher:
     def __init__(self, dispatcher, argtypes) -> None:
         self.kernel = dispatcher
         self.argtypes = tuple(argtypes)
+        refuse_grid_sync_with_set_conditional(kernel_name(dispatcher), dispatcher)  # the linker would crash
         kernel = dispatcher.compile(tuple(argtypes))
         kernel.bind()
         cufunc = kernel._codelibrary.get_cufunc()

@@ -42,6 +42,16 @@ def too_many_cooperative_blocks(name: str, blocks: int, most: int, why: str) -> 
     )
 
 
+def grid_sync_with_set_conditional(name: str) -> ValueError:
+    """The error for a kernel that both synchronises its whole grid and sets a conditional node's handle."""
+    return ValueError(
+        f"{name} both synchronises its whole grid (cuda.cg.this_grid().sync()) and calls "
+        "tp.cuda.set_conditional: each links CUDA's device runtime library, which the GPU's linker refuses to "
+        "link twice into one kernel; write the decision into a flag tensor and loop on it (g.while_(flag)), "
+        "or set the handle in a small kernel launched after this one"
+    )
+
+
 def explain(code_name: str, fallback: str = "") -> str:
     """The plain explanation for a driver result code name."""
     return _ADVICE.get(code_name, fallback or "see the CUDA driver documentation")

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .errors import too_many_cooperative_blocks
+from .kernel_names import refuse_grid_sync_with_set_conditional, syncs_grid
 from .params import POINTER, pack_pointer, param_formats
-from .simplain import memory_array, pointer_array, run_kernel, syncs_grid
+from .simplain import memory_array, pointer_array, run_kernel
 
 if TYPE_CHECKING:
     from .sim import SimBackend
@@ -35,6 +36,7 @@ class SimLauncher:
             for t in argtypes
         ]
         self._formats = param_formats(argtypes)
+        refuse_grid_sync_with_set_conditional(self.name, dispatcher)  # as the GPU's linker does
         self.cooperative = syncs_grid(dispatcher)
 
     def max_cooperative_blocks(self, threads: int, shared_bytes: int = 0) -> tuple[int, str]:

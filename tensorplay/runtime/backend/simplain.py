@@ -24,7 +24,6 @@ from __future__ import annotations
 import random
 import sys
 import threading
-import types
 import warnings
 import weakref
 from typing import TYPE_CHECKING
@@ -38,6 +37,7 @@ from numba.cuda.simulator.kernel import FakeCUDAKernel, _push_kernel_context
 from numba.cuda.simulator.kernelapi import Dim3, FakeCUDAModule, FakeCUDAShared, swapped_cuda_module
 
 from .errors import CaptureError, HazardError
+from .kernel_names import code_names, names_reached
 from .simint import int_array_type
 from .simthreads import Watch, WatchedAtomics
 
@@ -139,51 +139,6 @@ _in_sequence: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # kernel 
 _plain: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # device function -> names no ``cuda``
 
 
-def _code_names(fn) -> set[str]:
-    """The names the code of Python function ``fn`` (and of the functions defined in it) uses."""
-    codes, names = [fn.__code__], set()
-    while codes:
-        c = codes.pop()
-        names.update(c.co_names)
-        codes.extend(k for k in c.co_consts if hasattr(k, "co_names"))
-    return names
-
-
-def _reach(fn, names: set, seen: set) -> None:
-    """Add the names ``fn``'s code uses and those of what it reaches through its
-    globals and closure (the Python functions of simulator kernels)."""
-    fn = getattr(fn, "fn", None) or fn  # a simulator kernel or device function: its Python function
-    if getattr(fn, "__code__", None) is None or fn in seen:
-        return
-    seen.add(fn)
-    own = _code_names(fn)
-    names |= own
-    reached = [cell.cell_contents for cell in fn.__closure__ or ()]
-    for name in own:
-        target = fn.__globals__.get(name)
-        if isinstance(target, types.ModuleType):  # module.attr(...): each attribute named there (not
-            reached += [vars(target).get(attr) for attr in own]  # through getattr: NumPy's warns on some)
-        else:
-            reached.append(target)
-    for target in reached:
-        if callable(target) and not isinstance(target, type):
-            _reach(target, names, seen)
-
-
-def syncs_grid(dispatcher) -> bool:
-    """Whether a simulator kernel's code, or what it reaches, names ``this_grid``:
-    it synchronises its whole grid, which the simulator does for one block only."""
-    fn = getattr(dispatcher, "fn", None)
-    return fn is not None and "this_grid" in _names_reached(fn)
-
-
-def _names_reached(fn) -> set[str]:
-    """The names kernel function ``fn``'s code and what it reaches use (``_reach``)."""
-    names: set[str] = set()
-    _reach(fn, names, set())
-    return names
-
-
 def _runs_in_sequence(dispatcher, args) -> bool:
     """Whether the kernel runs one thread after another (see above); Numba's own
     path remains for host arrays (copied in and out around the launch) and for
@@ -192,7 +147,7 @@ def _runs_in_sequence(dispatcher, args) -> bool:
         return False
     fn = dispatcher.fn
     if fn not in _in_sequence:
-        names = _names_reached(fn)
+        names = names_reached(fn)
         _in_sequence[fn] = not (names & _THREADS_MEET or any(n.endswith("_sync") for n in names))
     return _in_sequence[fn] and not any(isinstance(a, (np.ndarray, np.void, ArgHint)) for a in args)
 
@@ -245,7 +200,7 @@ def _call(kernel, *args):
         fn = kernel.fn
         plain = _plain.get(fn)
         if plain is None:
-            plain = _plain[fn] = not any(_is_cuda(fn.__globals__.get(n)) for n in _code_names(fn))
+            plain = _plain[fn] = not any(_is_cuda(fn.__globals__.get(n)) for n in code_names(fn))
         if plain:
             return fn(*args)
     return _numba_call(kernel, *args)
