@@ -243,7 +243,9 @@ def mse_loss(input, target, reduction: str):  # noqa: A002 (PyTorch's name)
     scale = 2.0 / max(diff.numel(), 1) if reduction == "mean" else 2.0
 
     def grads(gs):
-        g = diff * (gs[0] * scale)
+        # with create_graph, the difference again as ops, so that the gradient has one of its own
+        d = input - target if is_grad_enabled() else diff
+        g = d * (gs[0] * scale)
         return _grad_for(g, input), _grad_for(-g, target) if needs_grad(target) else None
 
     return record("MseLossBackward", out, (input, target), grads)

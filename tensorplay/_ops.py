@@ -266,6 +266,8 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
         )
     elif not dt.can_store(out_dtype, out.dtype):
         raise TypeError(f"in-place '{_SYMBOL.get(op, op)}' would store {out_dtype} results in a {out.dtype} tensor")
+    elif _converts_bfloat16(out_dtype, out.dtype):
+        return copy(out, binary(op, a, b))
     operands = [_operand(x, scalar_type, compute_in) for x in (a, b)]
     return elementwise(computed_by, out, operands, cast)
 
@@ -400,8 +402,17 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
         keys = [*_flat_output_keys(out_dtype), pointer_key(x.dtype.name)]
         plan = _UNARY_PLANS.put(key, UnaryPlan(out_dtype, FlatKernels(op, _letter(x), cast, keys)))
         return _launch_into_new(plan.kernels, Tensor._empty(x.shape, out_dtype), _PACK_PTR(x._ptr), x._ptr)
-    out = Tensor._empty(x.shape, out_dtype) if out is None else out
+    if out is None:
+        out = Tensor._empty(x.shape, out_dtype)
+    elif _converts_bfloat16(out_dtype, out.dtype):
+        return copy(out, unary(op, x))
     return elementwise(op, out, [x], cast)
+
+
+def _converts_bfloat16(result: dt.DType, stored: dt.DType) -> bool:
+    """Whether results of dtype ``result`` written into a ``stored`` tensor go to or from bfloat16:
+    a kernel encodes bfloat16 stores only of bfloat16 results, so such a write is computed, then copied."""
+    return result is not stored and dt.bfloat16 in (result, stored)
 
 
 def copy(dst: Tensor, src: Tensor) -> Tensor:

@@ -277,3 +277,23 @@ def test_a_compiled_function_runs_bfloat16_eagerly():
 
     x = tp.tensor([1.0, 255.0], dtype=tp.bfloat16)
     assert f(x).tolist() == [4.0, 512.0] and f.kernels() == []
+
+
+@pytest.mark.parametrize("other", ["float16", "float32", "float64"])
+def test_mixed_in_place_ops_and_out_store_values_not_bits(other):
+    # a bfloat16 target of another dtype's results, and another dtype's target of bfloat16 results
+    a = np.linspace(-3.0, 3.0, 13).astype(np.float32)
+    b = np.linspace(0.25, 2.0, 13).astype(other)
+    for method, ref in [("add_", np.add), ("sub_", np.subtract), ("mul_", np.multiply), ("div_", np.divide)]:
+        x = tp.tensor(a).to(tp.bfloat16)
+        getattr(x, method)(tp.tensor(b))
+        want = _rounded(ref(_rounded(a).astype(np.float64), b.astype(np.float64)))
+        np.testing.assert_array_equal(x.float().numpy(), want, err_msg=method)
+    out = tp.empty(13, dtype=tp.bfloat16)
+    tp.add(tp.tensor(a), tp.tensor(b), out=out)
+    np.testing.assert_array_equal(out.float().numpy(), _rounded(a.astype(np.float64) + b.astype(np.float64)))
+    tp.exp(tp.tensor(b), out=out)
+    np.testing.assert_allclose(out.float().numpy(), _rounded(np.exp(b.astype(np.float64))), rtol=2**-7)
+    wide = tp.empty(13, dtype=getattr(tp, other))
+    tp.mul(tp.tensor(a).to(tp.bfloat16), tp.tensor(a).to(tp.bfloat16), out=wide)
+    np.testing.assert_array_equal(wide.numpy(), (_rounded(_rounded(a) * _rounded(a))).astype(other))

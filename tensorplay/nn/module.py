@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._device import check_device, names_device
 from .._dtype import DType, as_dtype
 from .._tensor import Tensor
 from ..autograd import no_grad
@@ -326,24 +327,38 @@ class Module:
         clear_grads(self.parameters(), set_to_none)
 
     # -- dtype -------------------------------------------------------------------------------
-    def to(self, dtype: DType | str) -> Module:
+    def to(self, *args, dtype: DType | str | None = None, device=None) -> Module:
         """Cast floating point parameters and buffers to ``dtype``; returns self.
+        PyTorch's forms: ``m.to(dtype)``, ``m.to(device)``, ``m.to(device, dtype)``; the
+        device is cuda:0, the one there is.
 
         A parameter whose dtype changes becomes a new ``Parameter`` object (its
-        gradient dropped): build the optimizer after the cast.
+        gradient dropped): build the optimizer after the cast. A parameter shared
+        by several modules (tied weights) stays shared: one new ``Parameter``.
         """
+        for arg in args:
+            if names_device(arg) or (isinstance(arg, int) and not isinstance(arg, bool)):
+                device = arg
+            else:
+                dtype = arg
+        check_device(device)
+        if dtype is None:
+            return self
         dtype = as_dtype(dtype)
         if not dtype.is_floating_point:
             raise TypeError(f"Module.to() expects a floating point dtype, got {dtype.name}")
+        converted: dict[int, tuple] = {}  # id of a tensor -> (it, its cast): tied ones stay one
         for m in self.modules():
             for registry in ("_parameters", "_buffers"):
                 table = m.__dict__[registry]
                 for name, t in table.items():
                     if t is None or not t.dtype.is_floating_point or t.dtype is dtype:
                         continue
-                    with no_grad():
-                        cast = t.detach().to(dtype)
-                    table[name] = Parameter(cast, t.requires_grad) if isinstance(t, Parameter) else cast
+                    if id(t) not in converted:
+                        with no_grad():
+                            cast = t.detach().to(dtype)
+                        converted[id(t)] = (t, Parameter(cast, t.requires_grad) if isinstance(t, Parameter) else cast)
+                    table[name] = converted[id(t)][1]
         return self
 
     def float(self) -> Module:

@@ -397,3 +397,17 @@ def test_deepcopy_copies_memory_and_pickling_device_memory_is_refused():
     assert net.weight.tolist() != [[5.0, 5.0], [5.0, 5.0]]
     with pytest.raises(TypeError, match="device memory cannot be pickled"):
         pickle.dumps(tp.ones(2))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_has_second_derivatives(reduction):
+    # loss of (x², t): its gradient in x is 2(x² - t)·2x / n, whose own gradients are checked against the formulas
+    xv, tv = np.array([1.0, 2.0, 3.0]), np.array([0.5, 1.0, -1.0])
+    x, t = tp.tensor(xv, requires_grad=True), tp.tensor(tv, requires_grad=True)
+    loss = tp.nn.functional.mse_loss(x * x, t, reduction=reduction)
+    n = 3 if reduction == "mean" else 1
+    (g,) = tp.autograd.grad(loss.sum(), x, create_graph=True)
+    np.testing.assert_allclose(g.numpy(), 4 * xv * (xv**2 - tv) / n)
+    g.sum().backward()  # d/dx of 4x(x² - t)/n is (12x² - 4t)/n; d/dt is -4x/n
+    np.testing.assert_allclose(x.grad.numpy(), (12 * xv**2 - 4 * tv) / n)
+    np.testing.assert_allclose(t.grad.numpy(), -4 * xv / n)

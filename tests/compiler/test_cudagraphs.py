@@ -300,3 +300,24 @@ def test_memory_shared_by_other_dtypes_or_across_storages():
         for _ in range(3):
             f(a, bits)
     assert f.graph(a, bits) is None
+
+
+def test_a_compiled_module_follows_train_and_eval_and_replaced_parameters():
+    tp.manual_seed(0)
+    model = tp.nn.Sequential(tp.nn.Linear(4, 4), tp.nn.Dropout(0.5))
+    compiled, x = tp.compile(model), tp.ones(8, 4)
+    for _ in range(3):  # warm-up, capture, replay: in training, dropout zeroes about half
+        compiled(x).sum().backward()
+    model.eval()  # dropout off: the same as the eager module, with grad and without
+    for _ in range(3):
+        np.testing.assert_allclose(compiled(x).detach().numpy(), model(x).detach().numpy(), rtol=1e-6)
+    with tp.no_grad():
+        for _ in range(3):
+            np.testing.assert_allclose(compiled(x).numpy(), model(x).numpy(), rtol=1e-6)
+        linear = model[0]
+        linear.weight = tp.nn.Parameter(tp.zeros(4, 4))  # a new parameter: its values, not the old one's
+        for _ in range(3):
+            np.testing.assert_allclose(compiled(x).numpy(), np.broadcast_to(linear.bias.numpy(), (8, 4)), rtol=1e-6)
+    model.train()
+    out = compiled(x).detach().numpy()
+    assert (out == 0).any()  # dropout again

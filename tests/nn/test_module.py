@@ -217,6 +217,19 @@ def test_to_double_casts_floating_parameters_and_buffers():
         net.to(tp.int32)
 
 
+def test_to_keeps_tied_parameters_tied_and_takes_pytorchs_device_forms():
+    a, b = nn.Linear(3, 3), nn.Linear(3, 3)
+    b.weight = a.weight
+    net = nn.Sequential(a, b)
+    assert len(list(net.parameters())) == 3
+    net.double()
+    assert net[0].weight is net[1].weight and len(list(net.parameters())) == 3
+    assert net.to("cuda") is net and net.to("cuda", tp.float32) is net and net[1].weight.dtype == tp.float32
+    assert net[0].weight is net[1].weight
+    with pytest.raises(ValueError, match="got device='cpu'"):
+        net.to("cpu")
+
+
 # -- hooks -------------------------------------------------------------------------------
 
 

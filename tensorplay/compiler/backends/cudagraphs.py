@@ -135,18 +135,39 @@ class CompiledFunction:
             tickets.prepare()  # what fused reductions count on, made before any capture
         self._kernels: dict[str, None] = {}  # the sources of the fused kernels generated so far, in order
         self._entries = BoundedCache("compile.cudagraphs.signatures", SIGNATURE_LIMIT)  # signature -> Entry
+        self._module_state = _module_state_reader(fn)  # None for a plain function
+        self._state = None if self._module_state is None else self._module_state()
+        self._other_states: dict = {}  # a module's other states (modes, parameters) -> their signatures
         self._lock = threading.RLock()  # one warm-up or capture at a time
         self._warner = Warner(self._name)  # why signatures run eagerly, said once each
 
     def __call__(self, *args, **kwargs):
         if capture_state.active and current_stream().is_capturing():
             return self._traced(args, kwargs)[0]  # into the capture in progress
+        if self._module_state is not None:
+            self._follow_module_state()
         key, tensors = signature(args, kwargs)
         entry = self._entries.get(key)
         replay = None if entry is None else getattr(entry.mine, "replay", None)
         if replay is None:
             return self._first_calls(key, args, kwargs, tensors)
         return replay.launch(tensors)
+
+    def _follow_module_state(self) -> None:
+        """A module's graphs keep its modes (``train()``/``eval()``: dropout on or off...) and its
+        parameters as they were at their capture: in another state (a mode switched, a parameter
+        replaced) the calls use that state's signatures, captured anew the first time."""
+        state = self._module_state()
+        if state == self._state:
+            return
+        with self._lock:
+            self._other_states[self._state] = self._entries
+            entries = self._other_states.pop(state, None)
+            if entries is None:
+                entries = BoundedCache("compile.cudagraphs.signatures", SIGNATURE_LIMIT)
+            while len(self._other_states) >= _STATES_KEPT:  # the longest unused goes, with its graphs
+                del self._other_states[next(iter(self._other_states))]
+            self._entries, self._state = entries, state
 
     def _first_calls(self, key, args, kwargs, tensors):
         """A signature not captured yet: warm up, capture, or run eagerly."""
@@ -329,11 +350,24 @@ class CompiledFunction:
         """Forget every signature: graphs are freed, the next calls warm up again."""
         with self._lock:
             self._entries.clear()
+            self._other_states.clear()
             self._warner.reset()
 
     def __repr__(self) -> str:
         graphs = sum(getattr(e.mine, "replay", None) is not None for e in list(self._entries.values()))
         return f"<tensorplay compiled {self._name} (cudagraphs, {graphs} graph(s) in this thread)>"
+
+
+_STATES_KEPT = 4  # a module's states whose graphs are kept besides the current one
+
+
+def _module_state_reader(fn):
+    """For a module, a function giving its state as its graphs depend on it: every submodule's
+    mode and the identity of every parameter; None for anything else."""
+    modules, parameters = getattr(fn, "modules", None), getattr(fn, "parameters", None)
+    if not callable(modules) or not callable(parameters):
+        return None
+    return lambda: (tuple(getattr(m, "training", None) for m in modules()), tuple(map(id, parameters())))
 
 
 def _refusing(fn, args: tuple, kwargs: dict):
