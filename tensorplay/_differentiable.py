@@ -173,7 +173,8 @@ def reduce(op: str, x, dim, keepdim: bool):
             return (g.expand(x.shape),)
         if op == "mean":
             return ((g / count).expand(x.shape),)
-        hit = (x == extreme.reshape(kept)).to(x.dtype)  # max/min: ties share the gradient
+        e = extreme.reshape(kept)
+        hit = ((x == e) | ((x != x) & (e != e))).to(x.dtype)  # max/min: ties share the gradient (NaN ties NaN)
         return (g * hit / hit.sum(dims, keepdim=True),)
 
     return record(f"{op.capitalize()}Backward", out, (x,), grads)

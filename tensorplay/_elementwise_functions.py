@@ -26,10 +26,12 @@ from .kernels.op_table import OPS as OP_TABLE
 
 
 def _binary(op: str, name: str, symbol: str):
+    gradless = OP_TABLE[op].result == "bool"  # a comparison's result carries no gradient to lose
+
     def fn(a, b, out: Tensor | None = None) -> Tensor:
         if _tracked(a) or _tracked(b) or _tracked(out):
             if out is not None:
-                refuse_in_place(f"{name}(..., out=)", out, a, b)
+                refuse_in_place(f"{name}(..., out=)", out, *(() if gradless else (a, b)))
             else:
                 return AG.binary(op, a, b)
         return _ops.binary(op, a, b, out)
@@ -40,12 +42,14 @@ def _binary(op: str, name: str, symbol: str):
 
 
 def _unary(op: str, name: str):
+    gradless = OP_TABLE[op].result == "bool"  # a test's result carries no gradient to lose
+
     def fn(x: Tensor, out: Tensor | None = None) -> Tensor:
         if not isinstance(x, Tensor):
             raise TypeError(f"{name}() expects a tensor, got {type(x).__name__}")
         if _tracked(x) or _tracked(out):
             if out is not None:
-                refuse_in_place(f"{name}(..., out=)", out, x)
+                refuse_in_place(f"{name}(..., out=)", out, *(() if gradless else (x,)))
             else:
                 return AG.unary(op, x)
         return _ops.unary(op, x, out)

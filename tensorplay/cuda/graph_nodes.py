@@ -13,7 +13,7 @@ import numpy as np
 
 from ..runtime.backend import get as get_backend
 from ..runtime.memory import allocator
-from ..runtime.streams import Stream
+from ..runtime.streams import Stream, current_stream
 from . import conditional
 from .conditional import Branch, Cases, Handle, Loop
 
@@ -252,6 +252,11 @@ class ConditionalNodes:
 
     def _need_capture(self, call: str) -> None:
         if self._stream is None:
+            if current_stream().is_capturing():
+                raise RuntimeError(
+                    f"{call} on a graph that is not capturing, while another graph is: open conditional nodes on "
+                    "the graph of the `with tp.cuda.graph(...)` block in progress"
+                )
             raise RuntimeError(f"{call} needs a capture in progress: use it inside `with tp.cuda.graph(g):`")
 
     def _open_node(self, kind: str, pred, n: int | None = None, max_iters: int | None = None, unroll: int = 1):

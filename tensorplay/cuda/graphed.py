@@ -177,10 +177,20 @@ class Captured:
         grads = [None] * len(self.static_inputs)
         if not wanted or not self.differentiable:
             return grads
-        found = autograd.grad(
-            wanted, [self.static_inputs[i] for i in self.differentiable], grad_outputs=grad_outs,
-            retain_graph=True, allow_unused=self.allow_unused,
-        )  # fmt: skip
+        try:
+            found = autograd.grad(
+                wanted, [self.static_inputs[i] for i in self.differentiable], grad_outputs=grad_outs,
+                retain_graph=True, allow_unused=self.allow_unused,
+            )  # fmt: skip
+        except RuntimeError as e:
+            if "was not used to compute the outputs" not in str(e):
+                raise
+            unused = self.differentiable[int(str(e).split("input ", 1)[1].split(" ", 1)[0])]
+            what = f"argument {unused}" if unused < self.n_args else "a parameter of the module"
+            raise RuntimeError(
+                f"{self.label}: {what} requires grad but the outputs do not use it; pass allow_unused_input=True "
+                "to make_graphed_callables to get None as its gradient"
+            ) from None
         for i, g in zip(self.differentiable, found, strict=True):
             grads[i] = g
         return grads
@@ -281,6 +291,10 @@ def make_graphed_callables(
     host data (a NumPy array) is refused with a ``TypeError``, since the graph's
     inputs are device tensors fed to autograd (``tp.tensor(array)`` copies one there).
 
+    A callable that changes its arguments in place changes the captured sample
+    tensors at each replay, not the tensors passed to the call (``tp.compile``
+    copies such changes back to the call's arguments).
+
     A module (and each of its submodules) may not carry hooks, which a replay
     would skip, nor buffers that require grad, which the graphed backward would
     give no gradient: both are refused with a ``ValueError`` before anything runs.
@@ -294,6 +308,8 @@ def make_graphed_callables(
     >>> w.grad.tolist()
     [3.0, 4.0]
     """
+    if not isinstance(num_warmup_iters, int) or isinstance(num_warmup_iters, bool) or num_warmup_iters < 0:
+        raise ValueError(f"expected num_warmup_iters to be a number of runs (0 or more), got {num_warmup_iters!r}")
     just_one = not isinstance(callables, tuple)
     if just_one:
         callables, sample_args = (callables,), (sample_args,)

@@ -178,7 +178,7 @@ class Event:
     True
     """
 
-    __slots__ = ("_h", "enable_timing", "_captured", "__weakref__")
+    __slots__ = ("_h", "enable_timing", "_captured", "_recorded", "__weakref__")
 
     def __init__(self, enable_timing: bool = False) -> None:
         dev = _device()
@@ -186,11 +186,13 @@ class Event:
         self.enable_timing = bool(enable_timing)
         self._h = dev.event_create(self.enable_timing)
         self._captured = False  # last recorded inside a capture: a point in a graph
+        self._recorded = False  # recorded at all
 
     def record(self, stream: Stream | None = None) -> None:
         """Record the event on ``stream`` (the current stream if None)."""
         s = as_stream(stream)
         self._captured = bool(capture_state.active) and s.is_capturing()
+        self._recorded = True
         if capture_state.active:
             flush_fused()
         _device().event_record(self._h, s._h)
@@ -215,6 +217,10 @@ class Event:
         """Milliseconds between this event and ``end`` (both recorded, both timing)."""
         if not (self.enable_timing and end.enable_timing):
             raise ValueError("elapsed_time needs both events created with enable_timing=True")
+        for which, event in (("this", self), ("the end", end)):
+            if not event._recorded:
+                raise ValueError(f"elapsed_time: {which} event was never recorded; record it on a stream first")
+            refuse_captured_event("elapsed_time()", event._captured)
         return _device().event_elapsed_ms(self._h, end._h)
 
     def __repr__(self) -> str:

@@ -411,3 +411,35 @@ def test_mse_loss_has_second_derivatives(reduction):
     g.sum().backward()  # d/dx of 4x(x² - t)/n is (12x² - 4t)/n; d/dt is -4x/n
     np.testing.assert_allclose(x.grad.numpy(), (12 * xv**2 - 4 * tv) / n)
     np.testing.assert_allclose(t.grad.numpy(), -4 * xv / n)
+
+
+def test_digamma_has_gradients_and_lgamma_second_ones():
+    from scipy.special import polygamma
+
+    xv = np.array([1.3, 2.0, 4.5, 0.2, -0.5, -2.7, 30.0, 1e-3])
+    x = tp.tensor(xv, requires_grad=True)
+    tp.digamma(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), polygamma(1, xv), rtol=1e-9)
+    x = tp.tensor(xv, requires_grad=True)
+    (g,) = tp.autograd.grad(tp.lgamma(x).sum(), x, create_graph=True)  # digamma
+    g.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), polygamma(1, xv), rtol=1e-9)
+
+
+def test_max_and_min_send_the_gradient_to_a_nan_as_pytorch():
+    for reduce in (lambda x: x.max(), lambda x: x.amin(0), lambda x: x.max(0).values, lambda x: tp.max(x)):
+        x = tp.tensor([1.0, float("nan"), 2.0], requires_grad=True)
+        reduce(x).backward()
+        assert x.grad.tolist() == [0.0, 1.0, 0.0]
+    x = tp.tensor([1.0, 3.0, 3.0], requires_grad=True)
+    x.max().backward()
+    assert x.grad.tolist() == [0.0, 0.5, 0.5]  # ties share it
+
+
+def test_a_comparison_into_a_bool_out_takes_inputs_that_require_grad():
+    x, flag = tp.tensor([0.2, 0.9], requires_grad=True), tp.empty(2, dtype=tp.bool)
+    tp.gt(x, 0.5, out=flag)
+    tp.isnan(x, out=flag)
+    assert flag.tolist() == [False, False]
+    with pytest.raises(RuntimeError, match="would write a tensor that requires grad into one that does not"):
+        tp.add(x, 1.0, out=tp.empty(2))

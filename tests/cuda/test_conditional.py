@@ -342,3 +342,12 @@ def test_the_with_forms_name_themselves_in_their_errors():
                 pass
     _no_capture_left()
     assert (tp.ones(2) + 1).tolist() == [2.0, 2.0]
+
+
+def test_a_node_opened_on_a_graph_that_is_not_the_one_capturing_says_so():
+    g, other, flag = tp.cuda.CUDAGraph(), tp.cuda.CUDAGraph(), tp.tensor([True])
+    with pytest.raises(RuntimeError, match=r"on a graph that is not capturing, while another graph is"):
+        with tp.cuda.graph(g):
+            with other.if_(flag):
+                pass
+    _no_capture_left()

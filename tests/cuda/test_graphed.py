@@ -122,7 +122,9 @@ def test_unused_inputs_need_allow_unused_input():
         return (x * 2).sum()
 
     args = (tp.zeros(2).requires_grad_(), tp.zeros(2).requires_grad_())
-    with pytest.raises(RuntimeError, match="input 1 was not used.*allow_unused=True"):
+    with pytest.raises(
+        RuntimeError, match="argument 1 requires grad but the outputs do not use it.*allow_unused_input=True"
+    ):
         tp.cuda.make_graphed_callables(uses_one, args)
     f = tp.cuda.make_graphed_callables(uses_one, args, allow_unused_input=True)
     x, y = tp.ones(2).requires_grad_(), tp.ones(2).requires_grad_()
@@ -231,3 +233,15 @@ def test_keyword_and_host_arguments_get_a_sentence():
     np.testing.assert_allclose(graphed(tp.tensor(host)).detach().numpy(), expected, rtol=1e-6)
     layer.eval()  # the other mode runs eagerly, keywords and all
     np.testing.assert_allclose(graphed(x=tp.ones(4, 3)).numpy(), graphed(tp.ones(4, 3)).numpy())
+
+
+def test_graphed_callables_check_their_options_and_name_the_unused_argument():
+    with pytest.raises(ValueError, match="num_warmup_iters to be a number of runs .* got -1"):
+        tp.cuda.make_graphed_callables(lambda a: a * 2, (tp.ones(2),), num_warmup_iters=-1)
+    samples = (tp.randn(3, requires_grad=True), tp.randn(3, requires_grad=True))
+    with pytest.raises(
+        RuntimeError, match=r"argument 1 requires grad but the outputs do not use it; pass allow_unused_input=True"
+    ):
+        tp.cuda.make_graphed_callables(lambda a, b: a * 2, samples)
+    graphed = tp.cuda.make_graphed_callables(lambda a, b: a * 2, samples, allow_unused_input=True)
+    assert graphed(tp.ones(3), tp.ones(3)).tolist() == [2.0, 2.0, 2.0]

@@ -193,3 +193,21 @@ def test_work_on_a_stream_is_asynchronous():
     assert s.query() is True and end.query() is True
     assert start.elapsed_time(end) > 0.1
     assert out.item() > 0
+
+
+def test_elapsed_time_of_an_event_never_recorded_or_recorded_in_a_capture_is_a_sentence():
+    start, end = tp.cuda.Event(enable_timing=True), tp.cuda.Event(enable_timing=True)
+    with pytest.raises(ValueError, match="this event was never recorded"):
+        start.elapsed_time(end)
+    start.record()
+    with pytest.raises(ValueError, match="the end event was never recorded"):
+        start.elapsed_time(end)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        end.record()
+    g.replay()
+    with pytest.raises(tp.cuda.CaptureError, match=r"elapsed_time\(\) on an event recorded during a graph capture"):
+        start.elapsed_time(end)
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) >= 0.0
