@@ -4,7 +4,7 @@ so that an installed tensorplay runs it without this repository too:
 ``python -m tensorplay.examples.heat`` or ``tensorplay-heat``; this script runs
 the same, with the same options (``--help``).
 
-    python examples/heat.py [--n 8] [--tol 1e-3] [--max-iters 400] [--no-fuse] [--dot heat.dot] [--pictures heat]
+    python examples/heat.py [--n 8] [--tol 1e-3] [--max-iters 400] [--no-fuse] [--dot heat_while.dot] [--pictures heat]
 """
 
 from tensorplay.examples.heat import main

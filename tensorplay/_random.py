@@ -68,8 +68,21 @@ generator = _Generator()
 prepare_before_captures(generator.prepare)
 
 
+_MASK = (1 << 64) - 1
+
+
+def mixed_seed(seed: int) -> int:
+    """The seed as the kernels take it: its 64 bits through SplitMix64's finaliser, a
+    one-to-one mix, so that no seed's first draw is 0 (seed 0's was) and no two
+    seeds' sequences are one another's shifted by a few numbers."""
+    z = (int(seed) + 0x9E3779B97F4A7C15) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
 def _seed(state: Tensor, seed: int) -> None:
-    bits = np.array(int(seed) & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64).view(np.int64)[()]
+    bits = np.array(mixed_seed(int(seed) & _MASK), dtype=np.uint64).view(np.int64)[()]
     launch(rnd.seed_state, (1, 1, 1), (1, 1, 1), [state, bits])
 
 
@@ -78,6 +91,8 @@ def manual_seed(seed: int) -> None:
     sequence again; the graphs captured before draw from it too."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"manual_seed expects an int, got {type(seed).__name__}")
+    if not -(1 << 63) <= seed < 1 << 64:
+        raise ValueError(f"manual_seed expects a seed from -2**63 to 2**64 - 1 (64 bits), got {seed}")
     _refuse_in_capture("tp.manual_seed()", "; seed before capture_begin(): " + _REPLAYS_DRAW_ON)
     _seed(generator.state(), seed)
 

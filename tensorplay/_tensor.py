@@ -231,6 +231,8 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
     # -- views ---------------------------------------------------------------------
     def _dim(self, d: int, extra: int = 0) -> int:
         n = self.ndim + extra
+        if d.__class__ is not int and not isinstance(d, (int, np.integer)):
+            raise TypeError(f"expected a dimension as an int, got {d!r}")
         if not -max(n, 1) <= d < max(n, 1):
             raise IndexError(f"dimension {d} is out of range for a tensor of {self.ndim} dimensions")
         return d % max(n, 1)
@@ -299,8 +301,14 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
         return self._view(shape, strides)
 
     @_differentiable_view("reshape")
-    def squeeze(self, dim: int | None = None) -> Tensor:
-        keep = [i for i, d in enumerate(self.shape) if d != 1 or (dim is not None and i != self._dim(dim))]
+    def squeeze(self, dim: int | tuple | None = None) -> Tensor:
+        """Without the dimensions of size 1 among ``dim`` (an int or a tuple of them; all
+        of them if None); those of other sizes stay, as in PyTorch."""
+        if dim is None:
+            dims = set(range(self.ndim))
+        else:
+            dims = {self._dim(d) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
+        keep = [i for i, d in enumerate(self.shape) if d != 1 or i not in dims]
         return self._view([self.shape[i] for i in keep], [self._strides[i] for i in keep])
 
     @_differentiable_view("narrow")
@@ -318,7 +326,14 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
     def expand(self, *sizes) -> Tensor:
 
         sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
-        sizes = tuple(s if s != -1 else self.shape[i - len(sizes) + self.ndim] for i, s in enumerate(sizes))
+        lead = len(sizes) - self.ndim
+        for i, s in enumerate(sizes):  # -1 keeps a size of x's; any other negative size is none
+            if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < -1 or (s == -1 and i < lead):
+                raise ValueError(
+                    f"expand{sizes}: sizes are numbers 0 or more, or -1 to keep one of the tensor's own "
+                    f"{self.shape} (not for a new leading dimension); got {s!r} at dimension {i}"
+                )
+        sizes = tuple(int(s) if s != -1 else self.shape[i - lead] for i, s in enumerate(sizes))
         return self._view(sizes, broadcast_strides(self.shape, self._strides, sizes))
 
     def expand_as(self, other: Tensor) -> Tensor:

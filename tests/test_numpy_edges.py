@@ -122,3 +122,25 @@ def test_comparison_with_none_is_pythons():
     x = tp.ones(2)
     assert (x == None) is False and (x != None) is True  # noqa: E711 (what is tested)
     assert x in [None, x] and x not in [None]
+
+
+def test_expand_refuses_negative_sizes_before_anything_reads_them():
+    x = tp.zeros((3, 1))
+    for sizes in [(3, -3), (-1, 3, 4), (3, -2)]:
+        with pytest.raises(ValueError, match="sizes are numbers 0 or more, or -1"):
+            x.expand(*sizes)
+    with pytest.raises(ValueError, match="sizes are numbers 0 or more"):
+        tp.broadcast_to(x, (3, -3))
+    assert x.expand(2, -1, 5).shape == (2, 3, 5) and x.expand(3, 0).shape == (3, 0)
+    assert (x + 1).tolist() == [[1.0]] * 3  # the runtime is fine
+
+
+def test_squeeze_checks_its_dims_and_takes_a_tuple_as_pytorch():
+    with pytest.raises(IndexError, match="dimension 3 is out of range"):
+        tp.zeros((3, 4)).squeeze(3)
+    with pytest.raises(TypeError, match="dimension as an int"):
+        tp.zeros((3, 1)).squeeze(1.5)
+    x = tp.zeros((1, 3, 1, 2))
+    assert (
+        x.squeeze((0, 2)).shape == (3, 2) and x.squeeze((0, 1)).shape == (3, 1, 2) and x.squeeze(-2).shape == (1, 3, 2)
+    )

@@ -22,10 +22,24 @@ def _hash(seed: int, counter: np.ndarray) -> np.ndarray:
         return z ^ (z >> np.uint64(31))
 
 
+def _mixed(seed: int) -> int:
+    """The seed as the generator keeps it: SplitMix64's finaliser of its 64 bits."""
+    return int(_hash(seed & _MASK, np.array([1]))[0])  # seed + 1 * golden, then the finaliser
+
+
+def _units(seed: int, counters: np.ndarray) -> np.ndarray:
+    return (_hash(_mixed(seed), counters) >> np.uint64(40)).astype(np.float64) / (1 << 24)
+
+
 def uniform_model(seed: int, offset: int, n: int) -> np.ndarray:
     """What rand(n) gives as float32 from (seed, offset): 24 bits of the hash."""
-    units = (_hash(seed & _MASK, np.arange(offset, offset + n)) >> np.uint64(40)).astype(np.float64) / (1 << 24)
-    return units.astype(np.float32)
+    return _units(seed, np.arange(offset, offset + n)).astype(np.float32)
+
+
+def normal_model(seed: int, offset: int, n: int) -> np.ndarray:
+    """What randn(n) gives in float64 from (seed, offset): Box-Muller on the numbers offset to offset + 2n."""
+    u = _units(seed, np.arange(offset, offset + 2 * n))
+    return np.sqrt(-2.0 * np.log(1.0 - u[0::2])) * np.cos(2.0 * np.pi * u[1::2])
 
 
 def test_draws_follow_the_model_and_move_the_offset():
@@ -33,8 +47,29 @@ def test_draws_follow_the_model_and_move_the_offset():
     first, second = tp.rand(3000).numpy(), tp.rand(5, 7).numpy()
     np.testing.assert_array_equal(first, uniform_model(1234, 0, 3000))  # many blocks, one offset
     np.testing.assert_array_equal(second.ravel(), uniform_model(1234, 3000, 35))
-    tp.randn(10)  # uses 2 numbers per element
-    np.testing.assert_array_equal(tp.rand(4).numpy(), uniform_model(1234, 3055, 4))
+    np.testing.assert_allclose(tp.randn(10, dtype=tp.float64).numpy(), normal_model(1234, 3035, 10), rtol=1e-12)
+    np.testing.assert_array_equal(tp.rand(4).numpy(), uniform_model(1234, 3055, 4))  # 2 numbers per normal
+
+
+def test_normal_draws_take_numbers_no_later_draw_takes_again():
+    tp.manual_seed(0)
+    tp.randn(2)
+    z = tp.randn(2, dtype=tp.float64).numpy()
+    u = tp.rand(4, dtype=tp.float64).numpy()
+    again = np.sqrt(-2 * np.log(1 - u[0::2])) * np.cos(2 * np.pi * u[1::2])
+    assert not np.isclose(z, again).any()
+    np.testing.assert_allclose(z, normal_model(0, 4, 2), rtol=1e-12)
+
+
+def test_seed_zero_and_neighbouring_seeds_give_unrelated_sequences():
+    tp.manual_seed(0)
+    zero = tp.rand(64, dtype=tp.float64).numpy()
+    assert zero[0] != 0.0  # the hash of seed 0 and counter 0 was 0
+    tp.manual_seed(0x9E3779B97F4A7C15)  # one golden step from seed 0: no longer its sequence shifted by one
+    assert not np.isin(tp.rand(64, dtype=tp.float64).numpy(), zero).any()
+    for bad in (2**64, -(2**63) - 1):
+        with pytest.raises(ValueError, match="64 bits"):
+            tp.manual_seed(bad)
 
 
 def test_a_draw_of_many_blocks_counts_them_on_lanes_and_leaves_the_counts_at_zero():

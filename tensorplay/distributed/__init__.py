@@ -38,6 +38,7 @@ import datetime
 import enum
 import os
 import socket
+import sys
 
 import numpy as np
 
@@ -72,9 +73,10 @@ class ReduceOp(enum.Enum):
 class _Group:
     """The process's group: its rank, its size and its link to the rendezvous."""
 
-    def __init__(self, rank: int, world: int, link, hub, engine=None) -> None:
+    def __init__(self, rank: int, world: int, link, hub, engine=None, key: bytes = b"") -> None:
         self.rank, self.world, self.link, self.hub = rank, world, link, hub
         self.engine = engine  # the NCCL engine (None: the hub's)
+        self.key = key  # the rendezvous's key, for a rank's further connections to it (Watch)
 
 
 _group: _Group | None = None
@@ -147,7 +149,9 @@ def init_process_group(
             "python -m tensorplay.distributed.run sets them (under mpirun, installing mpi4py does)"
         )
     port = _number("MASTER_PORT", port, 1)
-    key = f"tensorplay {address}:{port} {world}".encode()
+    global _generation
+    _generation += 1  # every rank makes its groups in the same order: the n-th group's key is the same
+    key = f"tensorplay {address}:{port} {world} #{_generation}".encode()  # not the key of a group destroyed
     hub = Hub(address, port, world, timeout, key) if me == 0 else None
     link = engine = None
     try:
@@ -160,8 +164,27 @@ def init_process_group(
         if hub is not None:
             hub.join(0)
         raise
-    _group = _Group(me, world, link, hub, engine)
+    _group = _Group(me, world, link, hub, engine, key)
     atexit.register(_leave_at_exit)  # rank 0's hub then serves the others until they leave
+    if sys.excepthook is not _report_uncaught:
+        _report_uncaught.previous = sys.excepthook
+        sys.excepthook = _report_uncaught
+
+
+def _report_uncaught(kind, value, traceback) -> None:
+    """An exception that ends a rank's program breaks its group at once: its peers hear a
+    sentence naming it instead of waiting out the timeout for a call it will never make."""
+    group = _group
+    if group is not None:
+        sentence = f"rank {group.rank} stopped with {kind.__name__}: {value}"
+        try:
+            (group.hub or group.link).report_failure(sentence)
+        except Exception:  # a link already broken: the peers hear that instead
+            pass
+    _report_uncaught.previous(kind, value, traceback)
+
+
+_generation = 0  # the groups this process has made
 
 
 def _mpi_rendezvous() -> tuple[str, int] | None:
@@ -428,7 +451,7 @@ def _op(fn: str, op, t: Tensor) -> str:
 
 
 def _peer(fn: str, name: str, peer, g: _Group) -> None:
-    if not isinstance(peer, int) or not 0 <= peer < g.world:
+    if isinstance(peer, bool) or not isinstance(peer, int) or not 0 <= peer < g.world:
         raise ValueError(f"{fn}() takes {name}= as a rank from 0 to {g.world - 1}, got {peer!r}")
     if fn in ("send", "recv") and peer == g.rank and g.world > 1:
         raise ValueError(f"{fn}() to or from this rank itself ({peer}) would wait forever: use a copy")

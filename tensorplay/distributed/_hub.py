@@ -35,6 +35,7 @@ import queue
 import socket
 import threading
 import time
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Listener
 
 import numpy as np
@@ -118,12 +119,18 @@ class Hub:
         self._left: set[int] = set()  # ranks that said goodbye
         self._gone: set[int] = set()  # ranks whose link broke first
         self._failure: str | None = None  # once set, every call of the group fails with it
+        self._closing = False
+        self._accepter = threading.Thread(target=self._accept, daemon=True)
         self._thread = threading.Thread(target=self._serve, name="tensorplay-hub", daemon=True)
         self._thread.start()
 
     def join(self, timeout: float) -> None:
         """Wait until every rank has left (or ``timeout`` seconds)."""
         self._thread.join(timeout)
+
+    def report_failure(self, sentence: str) -> None:
+        """From rank 0's own process (any thread): the group is broken, for ``sentence``."""
+        self._inbox.put((0, None, ("failed", sentence)))
 
     # -- the connections
     def _accept(self) -> None:
@@ -133,8 +140,26 @@ class Hub:
             except (OSError, EOFError):
                 return  # closed
             except Exception:  # a stranger without the key: ignored
+                if self._closing:
+                    return
                 continue
+            if self._closing:
+                conn.close()
+                return
             threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _stop_listening(self) -> None:
+        """Close the listening socket, waking the thread blocked in ``accept`` first (a socket
+        closed under a blocked accept keeps its port bound): a new group may then listen there."""
+        self._closing = True
+        host, port = self._listener.address
+        try:
+            with socket.create_connection(("127.0.0.1" if host in ("", "0.0.0.0") else host, port), timeout=1):
+                pass
+        except OSError:
+            pass
+        self._accepter.join(1)
+        self._listener.close()
 
     def _read(self, conn) -> None:
         rank = None
@@ -151,7 +176,7 @@ class Hub:
 
     # -- the loop
     def _serve(self) -> None:
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._accepter.start()
         started, joining = time.monotonic(), max(self.timeout, JOINING)
         ready = False
         while len(self._left) + len(self._gone) < self.world:
@@ -173,7 +198,7 @@ class Hub:
                 break
             if ready:
                 self._check_clock()
-        self._listener.close()
+        self._stop_listening()
 
     def _handle(self, rank, conn, msg) -> None:
         kind = msg[0]
@@ -193,9 +218,15 @@ class Hub:
                 self._conns.pop(rank, None)
                 self._fail(f"rank {rank} ended before the group was destroyed (its process exited or lost its link)")
             return
+        if kind == "failed":  # a rank stopped by an exception: its peers hear why, now
+            self._fail(msg[1])
+            return
         if kind == "bye":
             self._left.add(rank)
             self._answer(conn, ("bye",))
+            waited = [n for n, calls in self._pending.items() if calls and rank not in calls]
+            if waited:  # those calls can never complete
+                self._left_before(rank, min(waited))
             return
         if self._failure is not None:
             self._answer(conn, ("error", self._failure))
@@ -203,7 +234,10 @@ class Hub:
         if kind == "collective":
             _, number, desc, array = msg
             self._pending.setdefault(number, {})[rank] = (desc, array, time.monotonic())
-            self._complete(number)
+            if self._left:  # a rank that left makes no more calls
+                self._left_before(min(self._left), number)
+            else:
+                self._complete(number)
         elif kind == "replayed":
             counts = self._replays.setdefault(msg[1], {})
             counts[rank] = counts.get(rank, 0) + 1
@@ -282,6 +316,14 @@ class Hub:
                 )
                 return
 
+    def _left_before(self, rank: int, number: int) -> None:
+        """Rank ``rank`` left the group while its peers made collective call ``number``."""
+        desc = next(iter(self._pending[number].values()))[0]
+        self._fail(
+            f"rank {rank} left the group (destroy_process_group) before collective call #{number}, "
+            f"{describe(desc)}, which its peers made"
+        )
+
     def _fail(self, sentence: str) -> None:
         """The group is broken: every rank waiting hears ``sentence``, and every later call."""
         if self._failure is None:
@@ -316,7 +358,8 @@ class Link:
             try:
                 self._conn = Client((address, port), authkey=key)
                 break
-            except (ConnectionRefusedError, socket.gaierror, OSError) as e:
+            except (ConnectionRefusedError, socket.gaierror, OSError, AuthenticationError) as e:
+                # AuthenticationError: the hub of the group before this one, not yet gone
                 if time.monotonic() > deadline:
                     raise DistributedError(
                         f"rank {rank} could not reach the group's rendezvous at {address}:{port} within "
@@ -330,6 +373,11 @@ class Link:
         self.collectives = 0
 
     def _send(self, msg) -> None:
+        if self._conn.closed:
+            raise DistributedError(
+                f"rank {self.rank}'s group was destroyed (destroy_process_group): its calls, a graph's that "
+                "captured them too, can no longer run; make a new group and capture such a graph again in it"
+            )
         with self._sending:
             self._conn.send(msg)
 
@@ -349,6 +397,10 @@ class Link:
     def replayed(self, number: int) -> None:
         """Tell the hub this rank launched its graph ``number`` holding collectives."""
         self._send(("replayed", number))
+
+    def report_failure(self, sentence: str) -> None:
+        """Tell the hub this rank stops, for ``sentence``: the group is broken."""
+        self._send(("failed", sentence))
 
     def close(self) -> None:
         try:
@@ -393,6 +445,9 @@ class LocalLink:
 
     def replayed(self, number: int) -> None:
         pass  # no peer to keep up with
+
+    def report_failure(self, sentence: str) -> None:
+        pass  # no peer to tell
 
     def recv(self, src: int, desc: tuple) -> np.ndarray:
         if not self._mail:

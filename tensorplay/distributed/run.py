@@ -54,17 +54,29 @@ def _forward(stream, prefix: str, out, tail: collections.deque | None) -> None:
     stream.close()
 
 
+def _split_at_script(argv: list) -> tuple[list, list]:
+    """(the launcher's options, the script and its arguments): the script is the first word that is no
+    option of ours nor an option's value (each of ours takes one, as ``--opt value`` or ``--opt=value``),
+    so that the script's own options, ``--n`` among them, never read as ours."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 1 if "=" in argv[i] or argv[i] in ("-h", "--help") else 2
+    return argv[:i], argv[i:]
+
+
 def main(argv: list | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tensorplay.distributed.run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)  # fmt: skip
     parser.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=1, help="ranks on this machine")
     parser.add_argument("--nnodes", type=int, default=1, help="machines in the group")
     parser.add_argument("--node-rank", "--node_rank", type=int, default=0, help="this machine's number")
     parser.add_argument("--master-addr", "--master_addr", default="127.0.0.1", help="where rank 0 runs")
     parser.add_argument("--master-port", "--master_port", type=int, default=None, help="rank 0's port")
     parser.add_argument("script", help="the Python script each rank runs")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
-    args = parser.parse_args(argv)
+    parser.add_argument("args", nargs="*", help="its arguments (everything after the script is the script's)")
+    own, script = _split_at_script(sys.argv[1:] if argv is None else list(argv))
+    args = parser.parse_args(own + script[:1])
+    args.args = script[1:]
     if args.nproc_per_node < 1 or args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
         parser.error("--nproc-per-node and --nnodes must be at least 1, and --node-rank below --nnodes")
     if args.nnodes > 1 and args.master_port is None:

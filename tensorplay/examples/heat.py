@@ -109,7 +109,11 @@ def main(argv: list[str] | None = None) -> None:
     """Solve, time the three ways, check them against each other (and NumPy on
     small grids), and write the pictures; ``argv`` as on the command line."""
     sim = tp.cuda.backend() == "sim"
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tensorplay.examples.heat",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--n", type=int, default=8 if sim else 256, help="grid points per side")
     parser.add_argument("--tol", type=float, default=1e-3 if sim else 1e-5, help="stop once no point changes more")
     parser.add_argument("--max-iters", type=int, default=400 if sim else 20000, help="the loop's cap")

@@ -76,7 +76,8 @@ def _advance(state, base, used):
 
 @cuda.jit
 def seed_state(state, seed):
-    """``tp.manual_seed``: the seed (its 64 bits as an int64), offset 0, no block counted."""
+    """``tp.manual_seed``: the seed (its 64 bits, mixed: ``_random.mixed_seed``, as an int64), offset 0,
+    no block counted."""
     if cuda.grid(1) == 0:
         state[0] = seed
         for i in range(1, state.size):
@@ -105,7 +106,7 @@ def normal(out, state):
     step = cuda.gridsize(1)
     n = out.size
     while i < n:
-        c = np.uint64(2 * (base + i))
+        c = np.uint64(base + 2 * i)  # the numbers base to base + 2n: where the offset moves to
         u1 = 1.0 - np.float64(_unit(seed, c))  # in (0, 1], so the log is finite
         u2 = np.float64(_unit(seed, c + np.uint64(1)))
         out[i] = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)

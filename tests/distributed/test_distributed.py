@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -260,8 +261,7 @@ def test_ranks_that_replay_a_graph_holding_collectives_unequally_hear_a_sentence
 
         dist.init_process_group()
         g = dist._group
-        key = f"tensorplay {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']} 2".encode()
-        watch = _hub.Watch(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), g.rank, key)
+        watch = _hub.Watch(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), g.rank, g.key)
         g.engine = _nccl.NcclEngine(g.rank, Comm(), g.link, watch)
         x = tp.ones(2)
         graph = tp.cuda.CUDAGraph()
@@ -320,6 +320,71 @@ def test_the_launcher_exits_with_the_failing_rank_code_and_its_traceback(tmp_pat
     assert "[rank 1] ValueError: rank one gives up" in done.stderr
 
 
+@pytest.mark.parametrize("who", [0, 1])
+def test_a_rank_stopped_by_an_exception_breaks_the_group_at_once(tmp_path, who):
+    script = _script(tmp_path, f"""
+        dist.init_process_group()
+        if dist.get_rank() == {who}:
+            raise ValueError("this rank gives up")
+        dist.all_reduce(tp.ones(2))
+    """)  # fmt: skip
+    start = time.monotonic()
+    done = _launch(script, 2, TENSORPLAY_DIST_TIMEOUT="100")
+    assert time.monotonic() - start < 60  # not the group's timeout
+    assert done.returncode == 1
+    assert f"rank {who} stopped with ValueError: this rank gives up (seen by rank {1 - who}" in done.stderr
+
+
+def test_a_rank_that_leaves_while_its_peers_wait_for_it_is_a_sentence(tmp_path):
+    script = _script(tmp_path, """
+        dist.init_process_group()
+        if dist.get_rank() == 0:
+            dist.destroy_process_group()
+        else:
+            dist.all_reduce(tp.ones(2))
+    """)  # fmt: skip
+    start = time.monotonic()
+    done = _launch(script, 2, TENSORPLAY_DIST_TIMEOUT="100")
+    assert time.monotonic() - start < 60
+    assert "rank 0 left the group (destroy_process_group) before collective call #1" in done.stderr
+
+
+def test_a_process_makes_a_new_group_after_destroying_one(tmp_path):
+    script = _script(tmp_path, """
+        for round in range(3):  # the same MASTER_ADDR and MASTER_PORT each time
+            dist.init_process_group()
+            t = tp.ones(2) * (dist.get_rank() + 1)
+            g = tp.cuda.CUDAGraph()
+            with tp.cuda.graph(g):
+                dist.all_reduce(t)
+            g.replay()
+            print("round", round, t.tolist())
+            dist.destroy_process_group()
+        try:  # its group is gone
+            g.replay()
+            tp.cuda.synchronize()
+        except dist.DistributedError as e:
+            print("after:", e)
+    """)  # fmt: skip
+    done = _launch(script, 2)
+    assert done.returncode == 0, done.stderr
+    assert "group was destroyed (destroy_process_group): its calls, a graph's that captured them" in done.stdout
+    for r in range(2):
+        for round in range(3):
+            assert f"[rank {r}] round {round} [3.0, 3.0]" in done.stdout
+
+
+def test_the_launcher_gives_the_script_every_word_after_it(tmp_path):
+    script = _script(tmp_path, """
+        print("ARGS", sys.argv[1:])
+    """)  # fmt: skip
+    cmd = [sys.executable, "-m", "tensorplay.distributed.run", "--nproc-per-node=1", script]
+    for words in (["--n", "32", "--tol", "1e-3"], ["--nnodes", "3", "--", "x"], ["--nproc", "3"]):
+        done = subprocess.run(cmd + words, capture_output=True, text=True, env=_env(), timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert f"[rank 0] ARGS {words!r}" in done.stdout
+
+
 # -- one rank, in this process ------------------------------------------------------------------
 
 
@@ -357,6 +422,8 @@ def test_each_call_refuses_misuse_with_a_sentence(one_rank):
         dist.all_reduce(tp.ones(2), op="sum")
     with pytest.raises(ValueError, match=r"^broadcast\(\) takes src= as a rank from 0 to 0, got 1"):
         dist.broadcast(tp.ones(2), src=1)
+    with pytest.raises(ValueError, match=r"^broadcast\(\) takes src= as a rank from 0 to 0, got False"):
+        dist.broadcast(tp.ones(2), src=False)  # a bool is no rank (the hub would not know it)
     with pytest.raises(ValueError, match=r"^all_gather_into_tensor\(\) needs a tensor of world_size \(1\) times"):
         dist.all_gather_into_tensor(tp.empty(4), tp.ones(2))
     with pytest.raises(TypeError, match=r"^all_reduce\(\) takes tensorplay tensors, got ndarray"):
