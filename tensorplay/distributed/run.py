@@ -65,8 +65,10 @@ def _split_at_script(argv: list) -> tuple[list, list]:
 
 
 def main(argv: list | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tensorplay.distributed.run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m tensorplay.distributed.run", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+    )  # fmt: skip
     parser.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=1, help="ranks on this machine")
     parser.add_argument("--nnodes", type=int, default=1, help="machines in the group")
     parser.add_argument("--node-rank", "--node_rank", type=int, default=0, help="this machine's number")

@@ -370,8 +370,8 @@ def test_a_process_makes_a_new_group_after_destroying_one(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "group was destroyed (destroy_process_group): its calls, a graph's that captured them" in done.stdout
     for r in range(2):
-        for round in range(3):
-            assert f"[rank {r}] round {round} [3.0, 3.0]" in done.stdout
+        for n in range(3):
+            assert f"[rank {r}] round {n} [3.0, 3.0]" in done.stdout
 
 
 def test_the_launcher_gives_the_script_every_word_after_it(tmp_path):
