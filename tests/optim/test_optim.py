@@ -383,8 +383,8 @@ def _mlp_numpy(params, x, y):
 @pytest.mark.parametrize(
     "cls, reference, options, steps, threshold",
     [
-        (optim.SGD, NumpySGD, dict(lr=0.5, momentum=0.5), 10, 0.02),
-        (optim.Adam, NumpyAdam, dict(lr=0.1), 10, 0.05),
+        (optim.SGD, NumpySGD, dict(lr=0.5, momentum=0.5), 10, 0.05),
+        (optim.Adam, NumpyAdam, dict(lr=0.1), 10, 0.25),
     ],
     ids=["SGD", "Adam"],
 )
@@ -406,7 +406,7 @@ def test_training_an_mlp_matches_numpy(cls, reference, options, steps, threshold
         np.testing.assert_allclose(losses[-1], ref_loss, rtol=1e-10)
     for p, w in zip(net.parameters(), want, strict=True):
         np.testing.assert_allclose(p.numpy(), w, rtol=1e-9, atol=1e-12)
-    assert losses[-1] < threshold < losses[0]
+    assert losses[-1] < threshold * losses[0]  # it learns (the fraction of the first loss left, for any seed)
 
 
 def test_training_a_linear_model_with_cross_entropy():
