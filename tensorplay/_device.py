@@ -7,7 +7,7 @@ with a sentence.
 
 from __future__ import annotations
 
-__all__ = ["DEVICE", "Device", "check_device", "names_device"]
+__all__ = ["DEVICE", "Device", "check_device", "names_device", "to_arguments"]
 
 
 class Device:
@@ -57,3 +57,20 @@ def check_device(device, error: type[Exception] = ValueError) -> Device:
         "to use several GPUs run a process per GPU (python -m tensorplay.distributed.run --nproc-per-node N), "
         "each of which sees its own as cuda:0"
     )
+
+
+def to_arguments(args: tuple, dtype=None, device=None):
+    """The dtype that PyTorch's ``to(...)`` arguments ask for (None: none), once their device
+    is checked: positional ones are a device (``"cuda"``, ``"cuda:0"``, 0, a ``Device``), a dtype,
+    or a tensor (its dtype); a bool, PyTorch's positional ``non_blocking``, changes nothing here."""
+    for arg in args:
+        if isinstance(arg, bool):
+            continue
+        if names_device(arg) or isinstance(arg, int):
+            device = arg
+        elif hasattr(arg, "dtype") and hasattr(arg, "shape"):
+            dtype = arg.dtype
+        else:
+            dtype = arg
+    check_device(device)
+    return dtype

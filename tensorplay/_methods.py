@@ -14,7 +14,7 @@ from . import _differentiable as AG
 from . import _dtype as dt
 from . import _ops as OPS
 from . import _reduce
-from ._device import check_device, names_device
+from ._device import check_device, to_arguments
 from ._differentiable import tracked as _tracked
 from ._factories import arange, upload
 from ._grad_mode import no_grad
@@ -264,16 +264,7 @@ class TensorMath:
         with PyTorch's forms: ``x.to(dtype)``, ``x.to(device)``, ``x.to(device, dtype)``,
         ``x.to(other)`` (its dtype), keywords ``dtype=``, ``device=`` and ``copy=``.
         The device is cuda:0, the one there is (any other is a sentence)."""
-        for arg in args:
-            if isinstance(arg, Tensor):
-                dtype = arg.dtype
-            elif names_device(arg) or (isinstance(arg, int) and not isinstance(arg, bool)):
-                device = arg
-            elif isinstance(arg, bool):  # PyTorch's positional non_blocking: every copy here is ordered on the stream
-                continue
-            else:
-                dtype = arg
-        check_device(device)
+        dtype = to_arguments(args, dtype, device)  # non_blocking: every copy here is ordered on the stream
         if dtype is None:
             return self.clone() if copy else self
         dtype = dt.as_dtype(dtype)

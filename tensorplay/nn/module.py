@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._device import check_device, names_device
+from .._device import to_arguments
 from .._dtype import DType, as_dtype
 from .._tensor import Tensor
 from ..autograd import no_grad
@@ -336,12 +336,7 @@ class Module:
         gradient dropped): build the optimizer after the cast. A parameter shared
         by several modules (tied weights) stays shared: one new ``Parameter``.
         """
-        for arg in args:
-            if names_device(arg) or (isinstance(arg, int) and not isinstance(arg, bool)):
-                device = arg
-            else:
-                dtype = arg
-        check_device(device)
+        dtype = to_arguments(args, dtype, device)
         if dtype is None:
             return self
         dtype = as_dtype(dtype)
