@@ -80,6 +80,7 @@ class _Group:
 
 
 _group: _Group | None = None
+_generation = 0  # the groups this process has made
 
 
 def _environment(name: str, default=None, *alternatives: str) -> str | None:
@@ -182,9 +183,6 @@ def _report_uncaught(kind, value, traceback) -> None:
         except Exception:  # a link already broken: the peers hear that instead
             pass
     _report_uncaught.previous(kind, value, traceback)
-
-
-_generation = 0  # the groups this process has made
 
 
 def _mpi_rendezvous() -> tuple[str, int] | None:
