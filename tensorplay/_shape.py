@@ -342,3 +342,17 @@ def _array_index(item, shape, strides, dim: int, out_shape: list, out_strides: l
     out_shape.append(n)
     out_strides.append(strides[dim])
     return ArrayIndex(first, (n,), item, False)
+
+
+def expanded_sizes(shape: tuple, sizes: tuple) -> tuple:
+    """``expand``'s sizes (a tuple, or one list or tuple of them) for a tensor of ``shape``:
+    -1 keeps one of its own sizes; a negative size, or -1 for a new leading dimension, is a sentence."""
+    sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+    lead = len(sizes) - len(shape)
+    for i, s in enumerate(sizes):
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < -1 or (s == -1 and i < lead):
+            raise ValueError(
+                f"expand{sizes}: sizes are numbers 0 or more, or -1 to keep one of the tensor's own "
+                f"{shape} (not for a new leading dimension); got {s!r} at dimension {i}"
+            )
+    return tuple(int(s) if s != -1 else shape[i - lead] for i, s in enumerate(sizes))

@@ -12,6 +12,7 @@ import struct
 import numpy as np
 
 from . import _dtype as dt
+from . import _shape
 from ._device import DEVICE, Device
 from ._export import cuda_array_interface, dlpack_device, to_dlpack
 from ._grad_mode import is_grad_enabled, no_grad
@@ -325,15 +326,7 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
     @_differentiable_view("expand")
     def expand(self, *sizes) -> Tensor:
 
-        sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
-        lead = len(sizes) - self.ndim
-        for i, s in enumerate(sizes):  # -1 keeps a size of x's; any other negative size is none
-            if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < -1 or (s == -1 and i < lead):
-                raise ValueError(
-                    f"expand{sizes}: sizes are numbers 0 or more, or -1 to keep one of the tensor's own "
-                    f"{self.shape} (not for a new leading dimension); got {s!r} at dimension {i}"
-                )
-        sizes = tuple(int(s) if s != -1 else self.shape[i - lead] for i, s in enumerate(sizes))
+        sizes = _shape.expanded_sizes(self.shape, sizes)
         return self._view(sizes, broadcast_strides(self.shape, self._strides, sizes))
 
     def expand_as(self, other: Tensor) -> Tensor:
