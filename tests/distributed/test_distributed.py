@@ -328,11 +328,11 @@ def test_a_rank_stopped_by_an_exception_breaks_the_group_at_once(tmp_path, who):
             raise ValueError("this rank gives up")
         dist.all_reduce(tp.ones(2))
     """)  # fmt: skip
-    start = time.monotonic()
-    done = _launch(script, 2, TENSORPLAY_DIST_TIMEOUT="100")
+    start = time.monotonic()  # ranks started one by one: a launcher would stop the peer when the rank fails
+    done = _ranks(script, 2, TENSORPLAY_DIST_TIMEOUT="100")
     assert time.monotonic() - start < 60  # not the group's timeout
-    assert done.returncode == 1
-    assert f"rank {who} stopped with ValueError: this rank gives up (seen by rank {1 - who}" in done.stderr
+    assert [p.returncode for p in done] == [1, 1]
+    assert f"rank {who} stopped with ValueError: this rank gives up (seen by rank {1 - who}" in done[1 - who].stderr
 
 
 def test_a_rank_that_leaves_while_its_peers_wait_for_it_is_a_sentence(tmp_path):
@@ -350,25 +350,33 @@ def test_a_rank_that_leaves_while_its_peers_wait_for_it_is_a_sentence(tmp_path):
 
 
 def test_a_process_makes_a_new_group_after_destroying_one(tmp_path):
+    # on the simulator each group's call is captured, and the last graph replayed after its group is gone;
+    # on a GPU tensorplay's engine is not captured (it moves data through the host), so the calls are eager
     script = _script(tmp_path, """
+        g = None
         for round in range(3):  # the same MASTER_ADDR and MASTER_PORT each time
             dist.init_process_group()
             t = tp.ones(2) * (dist.get_rank() + 1)
-            g = tp.cuda.CUDAGraph()
-            with tp.cuda.graph(g):
+            if tp.cuda.backend() == "sim":
+                g = tp.cuda.CUDAGraph()
+                with tp.cuda.graph(g):
+                    dist.all_reduce(t)
+                g.replay()
+            else:
                 dist.all_reduce(t)
-            g.replay()
             print("round", round, t.tolist())
             dist.destroy_process_group()
         try:  # its group is gone
-            g.replay()
+            if g is not None:
+                g.replay()
             tp.cuda.synchronize()
         except dist.DistributedError as e:
             print("after:", e)
     """)  # fmt: skip
     done = _launch(script, 2)
     assert done.returncode == 0, done.stderr
-    assert "group was destroyed (destroy_process_group): its calls, a graph's that captured them" in done.stdout
+    if tp.cuda.backend() == "sim":
+        assert "group was destroyed (destroy_process_group): its calls, a graph's that captured them" in done.stdout
     for r in range(2):
         for n in range(3):
             assert f"[rank {r}] round {n} [3.0, 3.0]" in done.stdout
