@@ -147,7 +147,9 @@ def _draw(kernel, shape, dtype) -> Tensor:
         return out  # tp.compile: drawn by the fused kernel of its chain, the same numbers
     if n:
         args = [out._flat(), generator.state()]
-        if kernel is rnd.uniform:
+        if kernel is rnd.uniform and dtype is dt.float64:
+            kernel = rnd.uniform_double  # 53 random bits a number
+        elif kernel is rnd.uniform:
             args.append(np.float64(np.nextafter(dtype.np.type(1), dtype.np.type(0))))
         launch(kernel, *grid_1d(n), args)
     return out

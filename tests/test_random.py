@@ -27,8 +27,9 @@ def _mixed(seed: int) -> int:
     return int(_hash(seed & _MASK, np.array([1]))[0])  # seed + 1 * golden, then the finaliser
 
 
-def _units(seed: int, counters: np.ndarray) -> np.ndarray:
-    return (_hash(_mixed(seed), counters) >> np.uint64(40)).astype(np.float64) / (1 << 24)
+def _units(seed: int, counters: np.ndarray, bits: int = 24) -> np.ndarray:
+    """The hash's top ``bits`` bits as a fraction in [0, 1)."""
+    return (_hash(_mixed(seed), counters) >> np.uint64(64 - bits)).astype(np.float64) / float(1 << bits)
 
 
 def uniform_model(seed: int, offset: int, n: int) -> np.ndarray:
@@ -36,9 +37,15 @@ def uniform_model(seed: int, offset: int, n: int) -> np.ndarray:
     return _units(seed, np.arange(offset, offset + n)).astype(np.float32)
 
 
+def uniform_double_model(seed: int, offset: int, n: int) -> np.ndarray:
+    """What rand(n, dtype=float64) gives from (seed, offset): 53 bits of the hash."""
+    return _units(seed, np.arange(offset, offset + n), bits=53)
+
+
 def normal_model(seed: int, offset: int, n: int) -> np.ndarray:
-    """What randn(n) gives in float64 from (seed, offset): Box-Muller on the numbers offset to offset + 2n."""
-    u = _units(seed, np.arange(offset, offset + 2 * n))
+    """What randn(n) gives in float64 from (seed, offset): Box-Muller on the numbers offset to offset + 2n
+    (53 bits each)."""
+    u = _units(seed, np.arange(offset, offset + 2 * n), bits=53)
     return np.sqrt(-2.0 * np.log(1.0 - u[0::2])) * np.cos(2.0 * np.pi * u[1::2])
 
 
@@ -49,6 +56,23 @@ def test_draws_follow_the_model_and_move_the_offset():
     np.testing.assert_array_equal(second.ravel(), uniform_model(1234, 3000, 35))
     np.testing.assert_allclose(tp.randn(10, dtype=tp.float64).numpy(), normal_model(1234, 3035, 10), rtol=1e-12)
     np.testing.assert_array_equal(tp.rand(4).numpy(), uniform_model(1234, 3055, 4))  # 2 numbers per normal
+
+
+def test_float64_draws_have_53_random_bits_and_float32_draws_their_first_24():
+    tp.manual_seed(321)
+    wide = tp.rand(4000, dtype=tp.float64).numpy()
+    np.testing.assert_array_equal(wide, uniform_double_model(321, 0, 4000))
+    assert (wide * 2**24 != np.floor(wide * 2**24)).mean() > 0.99  # not float32's numbers widened
+    assert wide.max() < 1.0 and wide.min() >= 0.0
+    tp.manual_seed(321)
+    narrow = tp.rand(4000).numpy()
+    np.testing.assert_array_equal(narrow, np.floor(wide * 2**24) / 2**24)  # the same draws, cut to 24 bits
+    tp.manual_seed(321)
+    compiled = tp.compile(lambda x: x + tp.rand(4000, dtype=tp.float64))
+    zero = tp.zeros(4000, dtype=tp.float64)
+    np.testing.assert_array_equal(compiled(zero).numpy(), wide)  # the first call eagerly
+    np.testing.assert_array_equal(compiled(zero).numpy(), uniform_double_model(321, 4000, 4000))  # fused
+    assert any("_unit53(" in text for text in compiled.kernels())
 
 
 def test_normal_draws_take_numbers_no_later_draw_takes_again():

@@ -112,12 +112,13 @@ class Rolled:
 
 class Draw:
     """An operand of uniform random numbers from the generator whose device
-    state is ``state``, one per element, as ``tp.rand`` draws them."""
+    state is ``state``, one per element, as ``tp.rand`` draws them: 53 random
+    bits where ``wide`` (float64), else 24."""
 
-    __slots__ = ("state",)
+    __slots__ = ("state", "wide")
 
-    def __init__(self, state: Tensor) -> None:
-        self.state = state
+    def __init__(self, state: Tensor, wide: bool) -> None:
+        self.state, self.wide = state, wide
 
 
 class Reducing:
@@ -150,7 +151,7 @@ class Group:
         self.head: list[fused.Step] = []  # one-element ops before the full-size ones, run by every thread
         self.head_writes: dict[int, Write] = {}  # the head's: data pointer -> its latest write
         self.state: Tensor | None = None  # the generator's, where the group draws
-        self.draws = 0
+        self.draws: tuple = ()  # whether each draw is wide (float64)
         self.dims: tuple | None = None  # the shape of every step's result, while they share one
         self.after: list[Group] = []  # small groups its last block runs after its reductions (``follows``)
 
@@ -211,7 +212,7 @@ def plan(g: Group, out: Tensor, operands):
         if isinstance(o, Draw):
             if g.state is not None and g.state._ptr != o.state._ptr:
                 return CONFLICT  # one generator's state a kernel
-            args.append(("u", o.state))
+            args.append(("u", o))
             continue
         if isinstance(o, Rolled):
             strides = read_strides(o.x, out)
@@ -483,8 +484,8 @@ def _refs(g: Group, args: list) -> tuple:
             value = _index(g.ones, value)
         elif kind == "c":
             value = _strided_index(g.strided, *value)
-        elif kind == "u":  # a new draw, numbered in the order drawn
-            g.state, g.draws, value = value, g.draws + 1, g.draws
+        elif kind == "u":  # a new draw (a Draw), numbered in the order drawn
+            g.state, g.draws, value = value.state, (*g.draws, value.wide), len(g.draws)
         elif kind == "s":
             g.scalars.append(value)
             value = len(g.scalars) - 1

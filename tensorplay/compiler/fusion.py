@@ -362,7 +362,7 @@ class Fuser:
         True, or False where not taken (the eager kernel draws)."""
         if not self.fuse or out.dtype.name not in _FLOATS or out.numel() <= 1:
             return False
-        return self.take("copy", out, [Draw(state)], "none")
+        return self.take("copy", out, [Draw(state, wide=out.dtype.name == "float64")], "none")
 
     # -- writing a group out -----------------------------------------------------------------
     def flush(self, last: bool = False) -> None:

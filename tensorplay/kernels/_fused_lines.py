@@ -34,7 +34,7 @@ def _elements(steps, stores, reductions, at: list[tuple[str, str]], layout: tupl
     offsets = sorted({arg[1] for s in steps for arg in s.args if arg[0] == "c"})
     lines = [f"        x{k}{tag} = a{k}[{i}]" for i, tag in at for k in used]
     lines += [f"        z{k}{tag} = c{k}[{_offset(i, shape, strided[k], shifts[k])}]" for i, tag in at for k in offsets]
-    lines += [f"        {_draw(d, i, tag)}" for i, tag in at for d in range(draws)]
+    lines += [line for i, tag in at for line in _draws(draws, i, tag)]
     lines += [f"        {_assign(f'v{j}{tag}', s, tag)}" for _, tag in at for j, s in enumerate(steps)]
     for i, tag in at:
         for k, j in enumerate(stores):
@@ -48,16 +48,21 @@ def _elements(steps, stores, reductions, at: list[tuple[str, str]], layout: tupl
     return lines
 
 
-def _draw(d: int, index: str, tag: str) -> str:
-    """The loop line that takes uniform draw ``d`` of the element at ``index``
-    (the number ``uniform`` would give it: 24 random bits, below 1)."""
-    return f"u{d}{tag} = _unit(seed, np.uint64(base + {d} * n + {index}))"
+def _draw(d: int, wide: bool, index: str, tag: str) -> str:
+    """The loop line that takes uniform draw ``d`` of the element at ``index``: the
+    number ``tp.rand`` would give it, 53 random bits where ``wide`` (float64), else 24."""
+    return f"u{d}{tag} = {'_unit53' if wide else '_unit'}(seed, np.uint64(base + {d} * n + {index}))"
 
 
-def _advance_lines(draws: int) -> list[str]:
+def _draws(draws: tuple, index: str, tag: str) -> list[str]:
+    """The loop lines of every draw (``draws``: whether each is wide) of the element at ``index``."""
+    return [f"        {_draw(d, wide, index, tag)}" for d, wide in enumerate(draws)]
+
+
+def _advance_lines(draws: tuple) -> list[str]:
     """Lines that move the generator's offset past the kernel's draws, once
     every block has read it (every thread calls ``_advance``)."""
-    return [f"    _advance(rng, base, {draws} * n)"] if draws else []
+    return [f"    _advance(rng, base, {len(draws)} * n)"] if draws else []
 
 
 def _accumulate(m: int, r, tag: str) -> str:

@@ -19,7 +19,8 @@ element is stored at the offset its index gives, as strided inputs are read.
 A strided input may be read rolled (``tp.roll``): its coordinates along some
 dimensions moved by a shift, modulo the dimension's size. A chain may draw
 uniform random numbers (``tp.rand``) as ``kernels/random.py``'s ``uniform``
-draws them: draw ``d`` of element ``i`` is the hash of the generator's seed
+(float32) and ``uniform_double`` (float64, 53 random bits) draw them: draw ``d``
+of element ``i`` is the hash of the generator's seed
 and ``offset + d * n + i``, the offset read from its state (``rng``) when the
 kernel starts and moved past the kernel's draws by its last block.
 
@@ -81,7 +82,7 @@ from dataclasses import dataclass, replace
 
 from . import _convert  # noqa: F401 (the texts import its conversions: loaded with this module)
 from . import elementwise as ew
-from ._fused_lines import _CONVERT, _accumulate, _advance_lines, _assign, _draw, _elements, _fn_name, _tail_lines
+from ._fused_lines import _CONVERT, _accumulate, _advance_lines, _assign, _draws, _elements, _fn_name, _tail_lines
 from ._source import jit_source
 from ._target import SMALL_BLOCKS
 
@@ -192,7 +193,7 @@ def op_functions(*ops: str) -> tuple:
 
 def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], stores: tuple[int, ...],
            reductions: tuple[Reduction, ...] = (), shape: tuple = (), strided: tuple = (),
-           out_strides: tuple = (), tail: Tail = Tail(), shifts: tuple = (), draws: int = 0,
+           out_strides: tuple = (), tail: Tail = Tail(), shifts: tuple = (), draws: tuple = (),
            head: Head = Head(), pieces: int = 0, epilogues: tuple[Epilogue, ...] = (),
            one_each: bool = False) -> str:  # fmt: skip
     """The kernel's Python source. ``counts`` is (full-size inputs, one-element
@@ -201,7 +202,8 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     and ``shifts[k]`` (left out: none) what it is read rolled by along each
     dimension (element ``c`` reads the input's ``(c + shift) % size``);
     ``out_strides[k]`` are those of output ``k`` (None, or left out:
-    contiguous); ``draws`` is how many uniform draws of ``n`` numbers it makes;
+    contiguous); ``draws`` are its uniform draws of ``n`` numbers, whether each is
+    float64 (53 random bits; else float32's 24);
     ``head`` the one-element steps every thread runs first; ``pieces``, for
     reductions along rows, the blocks that share each row (0: a block or a
     thread a row); ``epilogues``, after full reductions or shared rows, the
@@ -257,7 +259,7 @@ def source(name: str, counts: tuple[int, int, int], steps: tuple[Step, ...], sto
     if any("to_int" in line for line in body):
         head += ["from tensorplay.kernels._convert import to_int32, to_int64"]
     if draws:
-        head += ["from tensorplay.kernels.random import _advance, _unit"]
+        head += ["from tensorplay.kernels.random import _advance, _unit, _unit53"]
     if reductions:
         head += ["from tensorplay.kernels.reduce import COMBINE, FINALIZE, block_total"]
     if ends_pass:
@@ -345,7 +347,7 @@ def _epilogue_lines(e: Epilogue, k: int) -> list[str]:
     threads ``BLOCK`` apart, then its tail on the block's first thread, each
     after a barrier; every name of the chain suffixed ``_e{k}``."""
     ones = sorted({arg[1] for s in e.steps for arg in s.args if arg[0] == "b"})
-    layout = (e.shape, e.strided, e.shifts or ((),) * len(e.strided), e.out_strides or (None,) * len(e.stores), 0)
+    layout = (e.shape, e.strided, e.shifts or ((),) * len(e.strided), e.out_strides or (None,) * len(e.stores), ())
     lines = [
         "        cuda.syncthreads()  # what the stage before stored is seen",
         *[f"        y{j} = b{j}[0]" for j in ones],
@@ -366,7 +368,7 @@ def _first_thread(tail: Tail) -> list[str]:
     return ["    if cuda.grid(1) == 0:  # the tail", *[line[4:] for line in _tail_lines(tail)]]
 
 
-def _vector_loop(steps, stores, reductions, draws: int) -> list[str]:
+def _vector_loop(steps, stores, reductions, draws: tuple) -> list[str]:
     """Where every array is C-contiguous and 16-byte aligned, the elements in
     groups of four, one vector load per input and one vector store per output
     (``kernels/_vector.py``); the loops after it take the last ``n % 4``. Not
@@ -380,7 +382,7 @@ def _vector_loop(steps, stores, reductions, draws: int) -> list[str]:
         return []
     tags = [f"_{u}" for u in range(4)]
     lines = [f"        {', '.join(f'x{k}{tag}' for tag in tags)} = load4(a{k}, i)" for k in used]
-    lines += [f"        {_draw(d, f'4 * i + {u}', tag)}" for u, tag in enumerate(tags) for d in range(draws)]
+    lines += [line for u, tag in enumerate(tags) for line in _draws(draws, f"4 * i + {u}", tag)]
     lines += [f"        {_assign(f'v{j}{tag}', s, tag)}" for tag in tags for j, s in enumerate(steps)]
     lines += [f"        store4(o{k}, i, {', '.join(f'v{j}{tag}' for tag in tags)})" for k, j in enumerate(stores)]
     lines += [_accumulate(m, r, tag) for tag in tags for m, r in enumerate(reductions)]

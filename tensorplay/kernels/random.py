@@ -23,7 +23,7 @@ from numba import cuda
 from ._target import device_function
 from ._vector import load4, store4, vector_base
 
-__all__ = ["STATE_SIZE", "dropout", "normal", "seed_state", "uniform"]
+__all__ = ["STATE_SIZE", "dropout", "normal", "seed_state", "uniform", "uniform_double"]
 
 # Blocks count themselves done on one of _LANES counters (state[3:]), and the
 # last of each lane on state[2]: atomics on one address serialise, and 1024
@@ -34,8 +34,8 @@ STATE_SIZE = 3 + _LANES
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
-_S30, _S27, _S31, _S40 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(40)
-_INV24 = 1.0 / (1 << 24)
+_S30, _S27, _S31, _S40, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(40), np.uint64(11)
+_INV24, _INV53 = 1.0 / (1 << 24), 1.0 / (1 << 53)
 _ZERO, _ONE, _TWO, _THREE, _FOUR = (np.uint64(k) for k in range(5))
 _ALIGN = np.uint64(15)
 
@@ -50,8 +50,15 @@ def _hash(seed, counter):
 
 @device_function
 def _unit(seed, counter):
-    """A float in [0, 1) with 24 random bits (exact in float32)."""
+    """A float in [0, 1) with 24 random bits (exact in float32): the hash's top 24."""
     return np.float32(_hash(seed, counter) >> _S40) * np.float32(_INV24)
+
+
+@device_function
+def _unit53(seed, counter):
+    """A float64 in [0, 1) with 53 random bits (exact in float64): the hash's top 53,
+    whose first 24 are ``_unit``'s."""
+    return np.float64(_hash(seed, counter) >> _S11) * _INV53
 
 
 @device_function
@@ -100,6 +107,19 @@ def uniform(out, state, top):
 
 
 @cuda.jit
+def uniform_double(out, state):
+    """``uniform`` for float64: 53 random bits a number, as NumPy's and PyTorch's."""
+    seed, base = np.uint64(state[0]), state[1]
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    n = out.size
+    while i < n:
+        out[i] = _unit53(seed, np.uint64(base + i))
+        i += step
+    _advance(state, base, n)
+
+
+@cuda.jit
 def normal(out, state):
     seed, base = np.uint64(state[0]), state[1]
     i = cuda.grid(1)
@@ -107,8 +127,8 @@ def normal(out, state):
     n = out.size
     while i < n:
         c = np.uint64(base + 2 * i)  # the numbers base to base + 2n: where the offset moves to
-        u1 = 1.0 - np.float64(_unit(seed, c))  # in (0, 1], so the log is finite
-        u2 = np.float64(_unit(seed, c + np.uint64(1)))
+        u1 = 1.0 - _unit53(seed, c)  # in (0, 1], so the log is finite (53 bits: tails to 8.6 sigma)
+        u2 = _unit53(seed, c + np.uint64(1))
         out[i] = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
         i += step
     _advance(state, base, 2 * n)
