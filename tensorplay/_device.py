@@ -68,7 +68,7 @@ def to_arguments(args: tuple, dtype=None, device=None):
             continue
         if names_device(arg) or isinstance(arg, int):
             device = arg
-        elif hasattr(arg, "dtype") and hasattr(arg, "shape"):
+        elif hasattr(arg, "dtype") and hasattr(arg, "shape") and not isinstance(arg, type):  # not np.float64
             dtype = arg.dtype
         else:
             dtype = arg

@@ -132,7 +132,7 @@ def _add(kernel, target3: Tensor, index: Tensor, values3: Tensor, threads: int) 
 def device_index(host: np.ndarray) -> Tensor:
     """An int64 device copy of host indices; inside a capture, where copies from
     the host are refused, written by ``constants`` kernels the graph keeps."""
-    host = np.ascontiguousarray(host, dtype=np.int64)
+    host = np.require(host, dtype=np.int64, requirements="C")  # a 0-d index stays 0-d (ascontiguousarray: 1-d)
     if not capture_state.active and not current_stream().is_capturing():
         return tensor(host)
     out = Tensor._empty(host.shape, dt.int64)

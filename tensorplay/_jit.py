@@ -16,6 +16,7 @@ from ._export import hold_for_graph
 from ._interop import as_tensor
 from ._tensor import Tensor
 from .runtime.backend import get as get_backend
+from .runtime.backend.launch_limits import refuse_launch_shape
 from .runtime.capture import capture_state
 from .runtime.launch import KernelArray, launch, launcher_for
 from .runtime.streams import Stream, as_stream
@@ -60,28 +61,8 @@ def _limits() -> dict:
 
 
 def _check_launch(grid: tuple, block: tuple, shared_bytes) -> None:
-    """Refuse a launch configuration the device would refuse, before it reaches
-    the backend: the same sentence on the GPU and on the simulator (where an
-    oversized grid would otherwise run for hours)."""
-    lim = _limits()
-    if any(g > m for g, m in zip(grid, lim["max_grid_dim"], strict=True)):
-        raise ValueError(
-            f"a grid of {grid} blocks exceeds the device's limits of {lim['max_grid_dim']} (x, y, z); "
-            "launch fewer blocks and let each thread loop over several items (a grid-stride loop)"
-        )
-    threads = block[0] * block[1] * block[2]
-    if threads > lim["max_threads_per_block"] or any(b > m for b, m in zip(block, lim["max_block_dim"], strict=True)):
-        raise ValueError(
-            f"a block of {block} threads exceeds the device's limits: {lim['max_block_dim']} (x, y, z) "
-            f"and {lim['max_threads_per_block']} threads in all; launch smaller blocks and more of them"
-        )
-    most = lim["max_shared_memory_per_block"]
-    is_int = isinstance(shared_bytes, (int, np.integer)) and not isinstance(shared_bytes, bool)
-    if not (is_int and 0 <= shared_bytes <= most):
-        raise ValueError(
-            f"expected shared_bytes (dynamic shared memory per block) as an int from 0 to {most}, "
-            f"the device's limit, got {shared_bytes!r}"
-        )
+    """Refuse a launch configuration the device would refuse: the same sentence on the GPU and on the simulator."""
+    refuse_launch_shape(_limits(), grid, block, shared_bytes)
 
 
 def launch_kernel(kernel, blocks, threads, args, stream: Stream | None = None, shared_bytes: int = 0) -> None:

@@ -117,8 +117,10 @@ def _tolerance(fn: str, values: Tensor, m: int, n: int, rtol, atol) -> Tensor:
     largest), rtol max(m, n) * eps by default (0 when only atol is given)."""
     if rtol is None:
         rtol = 0.0 if atol is not None else max(m, n) * finfo(values.dtype).eps
-    if isinstance(rtol, Tensor):
+    if isinstance(rtol, Tensor):  # a tolerance a matrix: against that matrix's values
         rtol = rtol.unsqueeze(-1)
+    if isinstance(atol, Tensor):
+        atol = atol.unsqueeze(-1)
     largest = values.amax(-1, True) if values.shape[-1] else values.sum(-1, True)
     cut = largest * rtol
     return cut if atol is None else where(cut > atol, cut, atol)

@@ -53,8 +53,8 @@ from .runtime.libraries._nvmath import LibraryUnavailable
 from .runtime.streams import current_stream
 
 __all__ = [
-    "FLOATS", "LinAlgError", "adjoint", "cholesky_factor", "eigen", "float_dtype", "grad_for", "householder",
-    "inverse", "kept", "lu", "matrices", "settle", "singular", "solve_system", "solver",
+    "FLOATS", "LinAlgError", "adjoint", "can_wait", "cholesky_factor", "eigen", "float_dtype", "grad_for",
+    "householder", "inverse", "kept", "lu", "matrices", "settle", "singular", "solve_system", "solver",
 ]  # fmt: skip
 
 FLOATS = (dt.float32, dt.float64, dt.complex64, dt.complex128)
@@ -273,6 +273,12 @@ def householder(fn: str, a: Tensor, dtype: dt.DType, complete: bool) -> tuple[Te
 # -- failures ------------------------------------------------------------------------------------
 
 
+def can_wait() -> bool:
+    """Whether the host may read the device now: no capture on the current stream,
+    and none elsewhere that prohibits a wait (a global one)."""
+    return not capture_state.active or (not current_stream().is_capturing() and capture_state.prohibiting() is None)
+
+
 def settle(fn: str, info: Tensor, results: tuple, failure: str) -> tuple:
     """``results`` of a factorisation that may fail (see the module docstring):
     eagerly, raise ``LinAlgError`` where an ``info`` is not 0 (``failure``
@@ -281,8 +287,7 @@ def settle(fn: str, info: Tensor, results: tuple, failure: str) -> tuple:
     matrices instead, with no wait."""
     if not info.numel():
         return results
-    s = current_stream()
-    if not capture_state.active or (not s.is_capturing() and capture_state.prohibiting() is None):
+    if can_wait():
         codes = info.numpy()
         bad = np.flatnonzero(codes)
         if bad.size:

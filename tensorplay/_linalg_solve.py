@@ -19,11 +19,14 @@ from . import _dtype as dt
 from ._complex import imag_part, real_part
 from ._creation_functions import arange, eye, tril, triu
 from ._elementwise_functions import atan2, cos, imag, log, sign, sin
+from ._functions import where
 from ._grad_mode import no_grad
 from ._linalg_lapack import (
+    NO_CONVERGENCE,
     NOT_POSITIVE,
     SINGULAR,
     adjoint,
+    can_wait,
     cholesky_factor,
     float_dtype,
     grad_for,
@@ -32,6 +35,7 @@ from ._linalg_lapack import (
     lu,
     matrices,
     settle,
+    singular,
     solve_system,
 )
 from ._linear_algebra_functions import diagonal
@@ -69,8 +73,18 @@ def solve(x1: Tensor, x2: Tensor, /, *, left: bool = True) -> Tensor:
     [2.0, 3.0]
     """
     if not left:
+        _right_hand_matrices("linalg.solve", x2)
         return solve(x1.transpose(-1, -2), x2.transpose(-1, -2)).transpose(-1, -2)
     return _solve("linalg.solve", x1, x2, check=True)[0]
+
+
+def _right_hand_matrices(fn: str, b) -> None:
+    """``left=False`` solves ``X @ A = B``: B must be a matrix or a stack of them (rows of X's)."""
+    if isinstance(b, Tensor) and b.ndim < 2:
+        raise ValueError(
+            f"{fn}(A, B, left=False) solves X @ A = B for matrices B of shape (..., K, N), got B of shape "
+            f"{tuple(b.shape)}; for one row, pass B[None, :] (or solve A.mT @ x = b with left=True)"
+        )
 
 
 def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False) -> tuple[Tensor, Tensor]:  # noqa: N803 (PyTorch's names)
@@ -79,6 +93,7 @@ def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = Fa
     factorisation met a zero pivot at step ``i`` (X then holds infinities or NaN). Nothing
     waits for the device unless ``check_errors``: the form for graphs."""
     if not left:
+        _right_hand_matrices("linalg.solve_ex", B)
         x, info = solve_ex(A.transpose(-1, -2), B.transpose(-1, -2), check_errors=check_errors)
         return x.transpose(-1, -2), info
     return _solve("linalg.solve_ex", A, B, check=check_errors)
@@ -219,12 +234,29 @@ def det(x: Tensor, /) -> Tensor:
         return out
     again = kept(out, lambda: det(x))
 
-    def grads(gs):  # gA = g conj(det(A)) A^-H
-        d = again()
-        scale = (gs[0] * (d.conj() if d.dtype.kind == "c" else d)).unsqueeze(-1).unsqueeze(-1)
-        return (grad_for(scale * adjoint(inv(x)), x),)
+    def grads(gs):  # gA = g conj(det(A)) A^-H: g times the conjugate cofactors, which singular A have too
+        d, g = again(), gs[0].unsqueeze(-1).unsqueeze(-1)
+        inverse_, info = inv_ex(x)
+        ga = g * (d.conj() if d.dtype.kind == "c" else d).unsqueeze(-1).unsqueeze(-1) * adjoint(inverse_)
+        if can_wait() and bool((info != 0).any()):  # eagerly: the singular ones' from their SVD
+            ga = where((info != 0).unsqueeze(-1).unsqueeze(-1), g * _conjugate_cofactors(x), ga)
+        return (grad_for(ga, x),)
 
     return record("LinalgDetBackward", out, (x,), grads)
+
+
+def _conjugate_cofactors(x: Tensor) -> Tensor:
+    """The conjugate cofactor matrix of each square matrix, ``conj(det(A)) A^-H`` where A is
+    invertible and defined where it is not: from A = U diag(S) Vh, ``conj(det(U) det(Vh))
+    U diag(P) Vh`` with P_i the product of the singular values but S_i."""
+    fn = "linalg.det"
+    with no_grad():
+        u, s, vh, info = singular(fn, x, float_dtype(fn, x), "A")
+        u, s, vh = settle(fn, info, (u, s, vh), NO_CONVERGENCE)
+        others = prod(where(eye(s.shape[-1], dtype=dt.bool), 1.0, s.unsqueeze(-2)), axis=-1)
+        phase = det(u) * det(vh)
+        phase = phase.conj() if phase.dtype.kind == "c" else phase
+        return phase.unsqueeze(-1).unsqueeze(-1) * ((u * others.unsqueeze(-2).to(u.dtype)) @ vh)
 
 
 def slogdet(x: Tensor, /) -> SlogdetResult:

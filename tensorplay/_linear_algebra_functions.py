@@ -275,7 +275,11 @@ def _pair(a: Tensor, sa: list, b: Tensor, sb: list, keep: set) -> tuple[Tensor, 
         a = a.reshape(tuple(a_batch + a_rows + [1] * len(b_only)))
         b = b.reshape(tuple(b_batch + [1] * len(a_only) + b_cols))
         return a * b, batch + a_only + b_only
-    k = numel(size(a, batch + a_only + contract, contract))
+    ka, kb = size(a, batch + a_only + contract, contract), size(b, batch + contract + b_only, contract)
+    if ka != kb:  # summed dimensions of "..." that broadcast (1 against n): the ones expanded
+        a = a.expand(*a.shape[: len(a.shape) - len(contract)], *map(max, ka, kb))
+        b = b.expand(*b.shape[: len(batch)], *map(max, ka, kb), *b.shape[len(batch) + len(contract) :])
+    k = numel(list(map(max, ka, kb)))
     product = matmul(a.reshape(tuple(a_batch) + (numel(a_rows), k)), b.reshape(tuple(b_batch) + (k, numel(b_cols))))
     return product.reshape(tuple(product.shape[: len(batch)]) + tuple(a_rows + b_cols)), batch + a_only + b_only
 

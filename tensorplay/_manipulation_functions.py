@@ -14,6 +14,7 @@ output's size depends on them; their index is copied to the device).
 
 from __future__ import annotations
 
+import math
 from itertools import accumulate
 
 import numpy as np
@@ -31,9 +32,9 @@ from .runtime.capture import capture_state, current_fuser
 from .runtime.launch import grid_1d, launch
 
 __all__ = [
-    "broadcast_arrays", "broadcast_tensors", "broadcast_to", "cat", "chunk", "concat", "expand_dims", "flip",
-    "moveaxis", "movedim", "pad", "permute", "permute_dims", "repeat", "repeat_interleave", "reshape", "roll",
-    "split", "squeeze", "stack", "tile", "unbind", "unsqueeze", "unstack",
+    "broadcast_arrays", "broadcast_tensors", "broadcast_to", "cat", "chunk", "concat", "expand_dims", "flatten",
+    "flip", "moveaxis", "movedim", "pad", "permute", "permute_dims", "repeat", "repeat_interleave", "reshape",
+    "roll", "split", "squeeze", "stack", "tile", "unbind", "unflatten", "unsqueeze", "unstack",
 ]  # fmt: skip
 
 
@@ -453,6 +454,25 @@ def _pad_pieces(x: Tensor, d: int, lo: int, hi: int, mode: str) -> list[Tensor]:
     return [p for p in (before, x, after) if p.shape[d]]
 
 
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """``x`` with its dimensions ``start_dim`` to ``end_dim`` (both included) made
+    one, as PyTorch's ``flatten`` (a 0-d tensor gives one element): a view where
+    the memory allows, else a copy, as ``reshape``."""
+    start, end = x._dim(start_dim), x._dim(end_dim)
+    if x.ndim == 0:
+        return x.reshape(1)
+    if start > end:
+        raise ValueError(f"flatten() needs start_dim <= end_dim, got {start_dim} and {end_dim}")
+    return x.reshape(*x.shape[:start], math.prod(x.shape[start : end + 1]), *x.shape[end + 1 :])
+
+
+def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
+    """``x`` with dimension ``dim`` split into ``sizes`` (one of them may be -1),
+    as PyTorch's ``unflatten``."""
+    d = x._dim(dim)
+    return x.reshape(*x.shape[:d], *sizes, *x.shape[d + 1 :])
+
+
 # -- Tensor methods, where PyTorch has them ---------------------------------------------------------
 
 
@@ -483,6 +503,7 @@ add_methods(
     {
         "broadcast_to": broadcast_to,
         "chunk": chunk,
+        "flatten": flatten,
         "flip": _varargs(flip),
         "moveaxis": moveaxis,
         "movedim": moveaxis,
@@ -492,5 +513,6 @@ add_methods(
         "split": split,
         "tile": _varargs(tile),
         "unbind": unstack,
+        "unflatten": unflatten,
     }
 )

@@ -6,6 +6,7 @@ Nothing here synchronises the host; every kernel goes on the current stream.
 from __future__ import annotations
 
 import functools
+import math
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -404,6 +405,13 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
         return _launch_into_new(plan.kernels, Tensor._empty(x.shape, out_dtype), _PACK_PTR(x._ptr), x._ptr)
     if out is None:
         out = Tensor._empty(x.shape, out_dtype)
+    elif out.shape != x.shape and not _writes_into(x.shape, out.shape):
+        raise ValueError(
+            f"in-place '{key[0]}' cannot write shape {x.shape} into shape {out.shape} "
+            "(the shape of its out= or in-place target)"
+        )
+    elif not dt.can_store(out_dtype, out.dtype):
+        raise TypeError(f"in-place '{key[0]}' would store {out_dtype} results in a {out.dtype} tensor")
     elif _converts_bfloat16(out_dtype, out.dtype):
         return copy(out, unary(op, x))
     return elementwise(op, out, [x], cast)
@@ -437,10 +445,12 @@ def fill(dst: Tensor, value) -> Tensor:
         return copy(dst, value.reshape(()))
     if dst.dtype.kind == "c" or dt.scalar_kind(value) == "c":
         return _fill_complex(dst, value)
-    if dt.scalar_kind(value) == "i" and dst.dtype.kind == "i":
-        info = np.iinfo(dst.dtype.np)
-        if not info.min <= value <= info.max:
-            raise OverflowError(f"fill value {value} is out of range for {dst.dtype} ({info.min} to {info.max})")
+    if dst.dtype.kind == "i" and dt.scalar_kind(value) in "if":
+        info, number = np.iinfo(dst.dtype.np), value
+        if dt.scalar_kind(value) == "f":  # towards zero, as a cast; PyTorch refuses what does not fit
+            value = int(value) if math.isfinite(value) else value
+        if isinstance(value, float) or not info.min <= value <= info.max:
+            raise OverflowError(f"fill value {number} is out of range for {dst.dtype} ({info.min} to {info.max})")
     if dst.dtype is dt.bool:
         value = bool(value)
     elif dst.dtype is dt.bfloat16:
@@ -533,6 +543,8 @@ def cat(tensors, dim: int = 0) -> Tensor:
     if not tensors or not all(isinstance(t, Tensor) for t in tensors):
         raise TypeError("cat() expects a non-empty sequence of tensors")
     first = tensors[0]
+    if any(t.ndim == 0 for t in tensors):
+        raise ValueError("cat() cannot join zero-dimensional tensors: stack() them, or reshape each to (1,)")
     dim = first._dim(dim)
     common = first.dtype
     for t in tensors[1:]:

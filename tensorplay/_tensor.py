@@ -261,9 +261,6 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
             return self._view(shape, strides)
         return self.contiguous().view(shape)
 
-    def flatten(self) -> Tensor:
-        return self.reshape(-1)
-
     @_differentiable_view("permute")
     def permute(self, *dims) -> Tensor:
         dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims

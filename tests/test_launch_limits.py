@@ -7,7 +7,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay.runtime.backend import get as get_backend
-from tensorplay.runtime.backend.sim import H200_LAUNCH_LIMITS
+from tensorplay.runtime.backend.launch_limits import H200_LAUNCH_LIMITS
 
 # numba.cuda only after tensorplay, which picks the simulator before it loads.
 cuda = importlib.import_module("numba.cuda")
@@ -61,6 +61,22 @@ def test_bad_dynamic_shared_memory_is_refused(shared_bytes):
     for launch in _launches(1, 4, shared_bytes):
         with pytest.raises(ValueError, match=SHARED + ", got "):
             launch()
+
+
+@pytest.mark.skipif(tp.cuda.backend() != "sim", reason="on a GPU Numba's own launch meets the driver's refusal")
+@pytest.mark.parametrize(
+    "blocks, threads, said",
+    [(0, 32, "^a launch needs one block"), (1, 0, "^a launch needs one block"), (1, 1025, BLOCK),
+     ((1, 1, 65536), 1, GRID), (2**31, 1, GRID)],
+)  # fmt: skip
+def test_the_simulator_refuses_a_kernel_launched_numbas_way_as_the_gpu(blocks, threads, said):
+    x = tp.zeros(4)
+    for stream in (tp.cuda.current_stream(), tp.cuda.Stream(), None):  # a tensorplay stream, or none
+        config = (blocks, threads) if stream is None else (blocks, threads, stream)
+        with pytest.raises(ValueError, match=said):
+            plain_add_one[config](x)
+    plain_add_one[1, 4](x)
+    assert x.tolist() == [1.0] * 4
 
 
 @tp.jit

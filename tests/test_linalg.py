@@ -531,3 +531,30 @@ def test_on_the_gpu_large_factorisations_match_numpy_in_a_graph_and_a_while_body
     _close(c, np.linalg.cholesky(h_np @ h_np.T), tol=1e-9)
     _close(abs(r), abs(np.linalg.qr(a_np)[1]), tol=1e-9)
     _close(b, np.linalg.solve(a_np @ a_np, b_np), tol=1e-9)
+
+
+def test_a_tolerance_tensor_a_matrix_applies_to_that_matrix_as_atol_and_rtol():
+    a = np.stack([np.diag([1.0, 0.1, 0.01])] * 3)
+    for name in ("atol", "rtol"):
+        tol = tp.tensor([0.05, 0.5, 0.005], dtype=tp.float64)
+        ranks = tp.linalg.matrix_rank(tp.tensor(a), **{name: tol})
+        assert ranks.tolist() == [2, 1, 3], name
+    pinv = tp.linalg.pinv(tp.tensor(a), atol=tp.tensor([0.05, 0.5, 0.005], dtype=tp.float64)).numpy()
+    np.testing.assert_allclose(np.diagonal(pinv, 0, 1, 2), [[1, 10, 0], [1, 0, 0], [1, 10, 100]], rtol=1e-12)
+
+
+def test_einsum_sums_dimensions_of_an_ellipsis_that_broadcast():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((1, 3)), rng.standard_normal((5, 3))
+    got = tp.einsum("...i,...i->i", tp.tensor(a), tp.tensor(b)).numpy()
+    np.testing.assert_allclose(got, (a * b).sum(0), rtol=1e-12)
+    got = tp.einsum("...ij,...jk->ik", tp.tensor(rng.standard_normal((4, 1, 2, 3))), tp.tensor(np.ones((2, 3, 2))))
+    assert got.shape == (2, 2)
+
+
+def test_solve_from_the_right_names_the_shapes_it_needs():
+    a, b = tp.eye(2, dtype=tp.float64), tp.tensor([1.0, 2.0], dtype=tp.float64)
+    for fn in (tp.linalg.solve, tp.linalg.solve_ex):
+        with pytest.raises(ValueError, match=r"left=False\) solves X @ A = B for matrices B .* pass B\[None, :\]"):
+            fn(a, b, left=False)
+    assert tp.linalg.solve(a, b[None, :], left=False).tolist() == [[1.0, 2.0]]

@@ -69,6 +69,35 @@ def test_inv_det_slogdet():
     _check(lambda x: tp.linalg.slogdet(x)[1] * tp.linalg.slogdet(x)[0], lambda x: np.prod(np.linalg.slogdet(x), 0), a)
 
 
+def test_det_has_its_gradient_at_singular_matrices_too():
+    # the cofactor matrix: nonzero at rank n - 1 (where A^-T does not exist), zero at rank n - 2
+    batch = np.array([
+        [[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 4.0]],
+        [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 1.0, 1.0]],
+        [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [3.0, 6.0, 9.0]],
+    ])  # fmt: skip
+    _check(tp.linalg.det, np.linalg.det, batch)
+
+
+def _conjugate_cofactors(a: np.ndarray) -> np.ndarray:
+    n = a.shape[-1]
+    out = np.empty_like(a)
+    for i, j in np.ndindex(n, n):
+        minor = np.delete(np.delete(a, i, -2), j, -1)
+        out[..., i, j] = (-1) ** (i + j) * np.linalg.det(minor)
+    return out.conj()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_the_cofactors_of_dets_backward_are_the_minors(dtype):
+    from tensorplay._linalg_solve import _conjugate_cofactors as cofactors
+
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((2, 4, 4)) + (1j * rng.standard_normal((2, 4, 4)) if dtype == "complex128" else 0)
+    a[1, 3] = 2 * a[1, 0] - a[1, 1]  # singular: rank 3
+    np.testing.assert_allclose(cofactors(tp.tensor(a)).numpy(), _conjugate_cofactors(a), rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("upper", [False, True])
 def test_cholesky(upper):
     p = _data((2, 3, 3), 5, shift=2.0)

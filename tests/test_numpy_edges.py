@@ -4,6 +4,8 @@ PyTorch's documented answer."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -144,3 +146,72 @@ def test_squeeze_checks_its_dims_and_takes_a_tuple_as_pytorch():
     assert (
         x.squeeze((0, 2)).shape == (3, 2) and x.squeeze((0, 1)).shape == (3, 1, 2) and x.squeeze(-2).shape == (1, 3, 2)
     )
+
+
+def test_a_zero_dimensional_host_index_takes_a_dimension_away_as_numpy():
+    host = np.arange(12.0).reshape(3, 4)
+    x = tp.tensor(host)
+    for index in (np.array(1), (slice(None), np.array(2)), (np.array(1), np.array(2)), np.int64(2)):
+        got = x[index]
+        assert got.shape == host[index].shape and np.array_equal(np.asarray(got.tolist()), host[index])
+    assert tp.take(x, 5).shape == () and tp.take(x, 5).item() == 5.0
+    assert tp.take(x, 1, axis=1).tolist() == host[:, 1].tolist()
+    x[np.array(1), np.array(2)] = 9.0
+    assert x[1, 2].item() == 9.0 and x.sum().item() == host.sum() - 6.0 + 9.0
+
+
+def test_a_mask_whose_bytes_are_not_0_or_1_selects_what_numpy_selects():
+    # a NumPy view as bool (or memory from outside) may hold any nonzero byte as True
+    raw = np.array([0, 2, 1, 3, 0, 4, 1, 255] * 40, np.uint8)
+    mask, values = raw.view(bool), np.arange(raw.size, dtype=np.float32)
+    x, m = tp.tensor(values), tp.tensor(mask)
+    np.testing.assert_array_equal(x[m].numpy(), values[mask])
+    y = tp.zeros(raw.size)
+    y[m] = tp.arange(int(mask.sum())).float()
+    want = np.zeros(raw.size, np.float32)
+    want[mask] = np.arange(mask.sum())
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_unary_functions_with_out_refuse_what_binary_ones_refuse():
+    x = tp.tensor([0.5, 1.5, 2.5])
+    with pytest.raises(TypeError, match="in-place 'exp' would store tensorplay.float32 results in a tensorplay.int32"):
+        tp.exp(x, out=tp.zeros(3, dtype=tp.int32))
+    with pytest.raises(TypeError, match="in-place 'neg' would store"):
+        tp.negative(x, out=tp.zeros(3, dtype=tp.bool))
+    with pytest.raises(ValueError, match=r"cannot write shape \(3,\) into shape \(2,\)"):
+        tp.exp(x, out=tp.zeros(2))
+    out = tp.zeros(2, 3, dtype=tp.float64)  # a wider dtype, and a result broadcast into its target: as binary ops
+    tp.exp(x, out=out)
+    np.testing.assert_allclose(out.numpy(), np.broadcast_to(np.exp([0.5, 1.5, 2.5]), (2, 3)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int32", "int64"])
+def test_a_float_filled_into_integers_goes_towards_zero_or_is_a_sentence(dtype):
+    x = tp.zeros(3, dtype=getattr(tp, dtype))
+    assert x.fill_(2.7).tolist() == [2] * 3 and tp.full((2,), 3.9, dtype=getattr(tp, dtype)).tolist() == [3, 3]
+    x[...] = 1.5
+    assert x.tolist() == [1] * 3
+    for bad in (float("nan"), float("inf"), -1.0 if dtype == "uint8" else -1e30, 1e30):
+        with pytest.raises(OverflowError, match=re.escape(f"fill value {bad} is out of range for tensorplay.{dtype}")):
+            x.fill_(bad)
+    assert x.tolist() == [1] * 3  # nothing written
+
+
+def test_small_forms_numpy_and_pytorch_users_write():
+    x = tp.arange(24).reshape(2, 3, 4)
+    assert x.to(np.float64).dtype == tp.float64 and x.to(np.dtype("float32")).dtype == tp.float32
+    with pytest.raises(ValueError, match="cannot join zero-dimensional tensors"):
+        tp.cat([tp.tensor(1.0), tp.tensor(2.0)])
+    a, b = np.array([True, False, True]), np.array([False, False, True])
+    for fn in ("maximum", "minimum"):
+        got = getattr(tp, fn)(tp.tensor(a), tp.tensor(b))
+        assert got.dtype == tp.bool and got.tolist() == getattr(np, fn)(a, b).tolist()
+    host = np.arange(24).reshape(2, 3, 4)
+    assert x.flatten().tolist() == host.ravel().tolist()
+    assert x.flatten(1).shape == (2, 12) and tp.flatten(x, 0, 1).shape == (6, 4) and x.flatten(-2, -1).shape == (2, 12)
+    assert tp.tensor(3.0).flatten().shape == (1,) and tp.zeros(2, 0, 3).flatten(0, 1).shape == (0, 3)
+    assert x.unflatten(2, (2, 2)).tolist() == host.reshape(2, 3, 2, 2).tolist()
+    assert tp.unflatten(x, -1, (-1, 2)).shape == (2, 3, 2, 2)
+    with pytest.raises(ValueError, match="start_dim <= end_dim"):
+        x.flatten(2, 1)

@@ -34,6 +34,7 @@ from ..runtime.backend import get as get_backend
 from ..runtime.caches import track_factories
 from ..runtime.capture import (
     capture_state,
+    graph_inside_capture_error,
     nested_capture_error,
     refuse_legacy_capture,
     refuse_nested_capture,
@@ -151,6 +152,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
         self._captures = 0  # captures so far: nodes() of an earlier one are void
         self._handles, self._capture_id = [], None  # the capture's conditional_handle()s and its identity
         self._updating: list | None = None  # during a capture with update=True: the loops of the graph held
+        self._held_before: dict = {}  # and what the graph held for its kernels before it (allocator.hold)
         # The graph the executable was instantiated from and its launches: the
         # driver edits an executable's nodes through that graph's node handles.
         self._origin = None
@@ -217,8 +219,9 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
                 allocator.begin_capture(s, pool, token)
             capture_state.begin(s, capture_error_mode)
             self._recording = capture_state.recorders[s.handle] = []
-        if updating:
+        if updating:  # what the new capture's kernels use is held afresh: the rest goes once it has replaced them
             self._updating, self._loops = self._loops, []
+            self._held_before = allocator.take_held(token)
         self._stream, self._pool, self._token, self._mode = s, pool, token, capture_error_mode
         self._handles = []
         self._capture_id = object()  # handles of an earlier capture, even one discarded, are refused
@@ -273,8 +276,8 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
             self._graph = graph
             try:
                 self._exec = get_backend().graph_instantiate(graph, self._recording)
-            except BaseException:
-                self.reset()
+            except BaseException:  # the driver's error, the graph empty again (reset would refuse: the
+                self._destroy()  # capture's tensors are alive, and its pool goes once they are gone)
                 raise
             self._origin, self._origin_launches = graph, self._recording
         self._forget_nodes()
@@ -288,11 +291,13 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
     def _end_update(self, graph) -> None:
         """A capture with update=True ended: the executable takes ``graph``."""
         old_loops, self._updating = self._updating, None
+        held_before, self._held_before = self._held_before, {}
         try:
             self.last_update, old_exec, old_graphs = self._take_update(graph)
         except BaseException:
             get_backend().graph_destroy(graph)
             self._loops = old_loops
+            allocator.restore_held(self._token, held_before)
             raise
         release_after_captures(partial(_free_graph, self._stager, old_exec, *old_graphs))
         self._stager = None
@@ -356,6 +361,8 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
         if self._updating is not None:  # the graph held goes on as it was
             allocator.end_capture(s, self._pool, keep=True)
             self._loops, self._updating = self._updating, None
+            allocator.restore_held(self._token, self._held_before)
+            self._held_before = {}
             return
         allocator.end_capture(s, self._pool, keep=False)
         self._pool = None
@@ -549,8 +556,10 @@ def graph(
     if not isinstance(cuda_graph, CUDAGraph):
         raise TypeError(f"expected a CUDAGraph, got {type(cuda_graph).__name__}")
     s = as_stream(stream, "stream") if stream is not None else capture_stream()
-    wait_for_device_unless_capturing(get_backend().synchronize)  # another capture would break
     prev = current_stream()
+    if prev.is_capturing():  # before the wait below, which would fork s into that capture
+        raise graph_inside_capture_error(prev)
+    wait_for_device_unless_capturing(get_backend().synchronize)  # another capture would break
     s.wait_stream(prev)
     set_stream(s)
     try:

@@ -289,6 +289,11 @@ def _lane_flags(mask, words, p, n, w):
     if k + WORDS <= words.size:
         for j in range(WORDS):  # the loads first, all in flight at once
             w[j] = words[k + j]
+        for j in range(WORDS):  # each byte 1 where any of its bits is set: a True stored as 2 or 255 (memory
+            v = w[j]  # from outside, NumPy's views) is one True, as a bool load reads it
+            v |= v >> np.uint32(4)
+            v |= v >> np.uint32(2)
+            w[j] = (v | v >> np.uint32(1)) & np.uint32(0x01010101)
     else:
         for j in range(WORDS):
             v = np.uint32(0)

@@ -440,11 +440,11 @@ OPS: dict[str, Op] = {
             kinds="biuhfc",
         ),
         _binary(
-            "maximum", lambda a, b: a if (a > b or a != a) else b,
+            "maximum", lambda a, b: a if (a > b or a != a) else b, "logical",  # bools stay bools, as NumPy's
             backward=lambda g, a, b, out: _pick(g, a, b, "gt"), grad_name="MaximumBackward",
         ),
         _binary(
-            "minimum", lambda a, b: a if (a < b or a != a) else b,
+            "minimum", lambda a, b: a if (a < b or a != a) else b, "logical",  # bools stay bools, as NumPy's
             backward=lambda g, a, b, out: _pick(g, a, b, "lt"), grad_name="MinimumBackward",
         ),
         _binary("atan2", lambda a, b: sm.atan2(a, b), "float", _atan2_grads, aliases=("arctan2",)),

@@ -331,6 +331,14 @@ def nested_capture_error(s: StreamLike) -> CaptureError:
     )
 
 
+def graph_inside_capture_error(s: StreamLike) -> CaptureError:
+    """The error of ``tp.cuda.graph()`` entered while the current stream ``s`` captures."""
+    return CaptureError(
+        f"tp.cuda.graph() inside a capture: this thread's current stream ({s.handle:#x}) is already capturing "
+        "a graph, and captures do not nest; end that capture first, or branch inside it with g.if_() or g.while_()"
+    )
+
+
 def wait_for_device_unless_capturing(synchronize) -> bool:
     """Call ``synchronize`` (a device-wide wait) unless a capture is in
     progress, as one step that no capture begin can cut in two; True if it ran."""

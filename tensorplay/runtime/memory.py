@@ -9,7 +9,11 @@ synchronises the device.
 
 Allocations made while a stream captures a graph go to that graph's private
 pool: pool memory serves only allocations into the same pool, so it is never
-handed to anyone else while a graph that replays into it lives.
+handed to anyone else while a graph that replays into it lives. A graph
+replays on whichever stream it is launched on, so between captures a pool's
+free blocks serve any stream; during a capture a block freed there serves
+only the stream that allocated it, as the captured work of two streams forked
+from one capture is ordered only where they join.
 """
 
 from __future__ import annotations
@@ -161,6 +165,7 @@ class CachingAllocator:
 
     def _after_captures(self) -> None:
         """Work that waited for the captures in progress to end."""
+        self._any_stream_again()
         if self._deferred:
             deferred, self._deferred = self._deferred, []
             for block in deferred:
@@ -223,6 +228,16 @@ class CachingAllocator:
             if owner.block is None or owner.block.capture is not token:
                 held[id(owner)] = owner
 
+    def take_held(self, token) -> dict:
+        """What ``hold`` kept for the capture ``token``, no longer kept: a capture
+        with update=True holds what its own kernels use."""
+        return self._held.pop(token, {})
+
+    def restore_held(self, token, held: dict) -> None:
+        """Keep ``held`` (from ``take_held``) for ``token`` again, in place of what
+        was held since: the update it was taken for did not happen."""
+        self._held[token] = held
+
     def live_blocks(self, token) -> list[Block]:
         """Blocks allocated during the capture ``token`` that are still in use."""
         return list(self._live_by_capture.get(token, ()))
@@ -240,17 +255,17 @@ class CachingAllocator:
             elif stream._key:  # a stream forked from a capture allocates from its pool
                 pool, token = self._routes.get(get_backend().capture_id(stream._h), (DEFAULT_POOL, None))
         size = _SIZES.get(nbytes) or _size_class(nbytes)
-        # Private pools ignore streams: a graph replays on whichever stream it is
-        # launched on, and graphs sharing a pool replay in capture order.
-        key = (pool, stream._key if pool is DEFAULT_POOL else 0, size)
+        key = (pool, stream._key, size)
         free = self._free.get(key)
+        if not free and pool is not DEFAULT_POOL:  # what the pool had before this capture: any stream's
+            free = self._free.get((pool, 0, size))
         if not free and self._pending and not capture_state.active:
             self._collect_pending()
             free = self._free.get(key)
         try:  # list.pop is atomic, so two threads never get one block
             block = free.pop()
         except (AttributeError, IndexError):  # nothing cached for this key
-            block = Block(self._device_alloc(size, pool), size, pool, key[1])
+            block = Block(self._device_alloc(size, pool), size, pool, stream._key)
         block.requested = nbytes
         if token is not None:
             block.capture = token
@@ -281,9 +296,24 @@ class CachingAllocator:
             else:
                 self._wait_for_other_streams(block)
             return
-        self._free[block.free_list].append(block)
+        self._free[self._free_key(block)].append(block)
         if block.pool in self._dead_pools and not capture_state.active:
             self._release_dead_pools()  # the last tensor of a graph that is gone
+
+    @staticmethod
+    def _free_key(block: Block) -> tuple:
+        """The free list ``block`` goes back to: its stream's in the default pool; in a
+        graph's pool its stream's while a capture is in progress, else the pool's list
+        for any stream (see the module's docstring)."""
+        if block.pool is DEFAULT_POOL or capture_state.active:
+            return block.free_list
+        return (block.pool, 0, block.size)
+
+    def _any_stream_again(self) -> None:
+        """Once no capture is in progress: the blocks graphs' pools got back during
+        captures serve any stream again."""
+        for key in [k for k, blocks in self._free.items() if k[0] is not DEFAULT_POOL and k[1] and blocks]:
+            self._free[(key[0], 0, key[2])].extend(self._free.pop(key))
 
     def _wait_for_other_streams(self, block: Block) -> None:
         """Hold ``block`` back until the work queued on its other streams is done."""
@@ -306,10 +336,25 @@ class CachingAllocator:
         still = []
         for block, events in self._pending:
             if all(e.query() for e in events):
-                self._free[block.free_list].append(block)
+                self._free[self._free_key(block)].append(block)
             else:
                 still.append((block, events))
         self._pending = still
+
+    def _out_of_memory(self, size: int, pool) -> str:
+        """The sentence of an allocation the device refused even after the cache was emptied."""
+        said = (
+            f"out of memory: could not allocate {size} bytes "
+            f"({self.counts.allocated} allocated, {self.counts.reserved} reserved by tensorplay); "
+        )
+        cached = sum(b.size for key, blocks in self._free.items() if key[0] != pool for b in blocks)
+        if capture_state.active and cached:  # the cache cannot be given back in the middle of a capture
+            return said + (
+                f"{cached} bytes of it are cached for other pools (eager tensors freed), which a graph's "
+                "pool cannot take and a capture cannot give back: call tp.cuda.empty_cache() before "
+                "capturing, or free tensors you no longer need"
+            )
+        return said + "free tensors you no longer need"
 
     def _device_alloc(self, size: int, pool) -> int:
         dev = get_backend()
@@ -324,13 +369,7 @@ class CachingAllocator:
             try:
                 ptr = _mem_alloc(dev, size)
             except CudaError as e2:
-                raise CudaError(
-                    f"out of memory: could not allocate {size} bytes "
-                    f"({self.counts.allocated} allocated, {self.counts.reserved} reserved by tensorplay); "
-                    "free tensors you no longer need",
-                    e2.function,
-                    e2.code,
-                ) from None
+                raise CudaError(self._out_of_memory(size, pool), e2.function, e2.code) from None
         c = self.counts
         c.device_allocs += 1
         self._reserved[pool] += size

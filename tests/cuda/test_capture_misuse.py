@@ -61,14 +61,19 @@ def test_a_nested_capture_on_the_same_stream_is_refused_and_the_outer_one_keeps_
     _no_capture_left()
 
 
-def test_nested_graph_contexts_give_a_sentence_and_leave_the_runtime_usable():
+@pytest.mark.parametrize("where", ["side stream", "a stream of one's own", "an if body"])
+def test_nested_graph_contexts_give_a_sentence_and_leave_the_runtime_usable(where):
     x = tp.ones(4)
     outer, inner = tp.cuda.CUDAGraph(), tp.cuda.CUDAGraph()
-    with pytest.raises(tp.cuda.CaptureError, match="already capturing a graph .* captures do not nest"):
+    said = r"graph\(\) inside a capture: .* already capturing a graph, and captures do not nest; .* g\.if_\(\)"
+    with pytest.raises(tp.cuda.CaptureError, match=said):
         with tp.cuda.graph(outer):
             _ = x + 1
-            with tp.cuda.graph(inner):
-                _ = x + 2
+            body = outer.if_(tp.ones(1, dtype=tp.bool)) if where == "an if body" else contextlib.nullcontext()
+            with body:
+                own = tp.cuda.Stream() if where == "a stream of one's own" else None
+                with tp.cuda.graph(inner, stream=own):
+                    _ = x + 2
     _no_capture_left()
     with tp.cuda.graph(outer):
         y = x + 1
@@ -524,6 +529,33 @@ def test_capture_begin_on_the_default_stream_captures_on_the_side_stream():
     assert y.tolist() == [6.0] * 4
     with pytest.raises(tp.cuda.CaptureError, match="the legacy default stream cannot capture"):
         tp.cuda.CUDAGraph().capture_begin(stream=tp.cuda.default_stream())
+    _no_capture_left()
+
+
+def test_an_instantiation_the_driver_refuses_is_its_error_and_leaves_the_graph_empty(monkeypatch):
+    from tensorplay.runtime.backend import CudaError
+    from tensorplay.runtime.backend import get as get_backend
+
+    def refused(*_):
+        raise CudaError("cuGraphInstantiate failed", "cuGraphInstantiate", "CUDA_ERROR_OUT_OF_MEMORY")
+
+    x = tp.ones(4)
+    g = tp.cuda.CUDAGraph()
+    monkeypatch.setattr(get_backend(), "graph_instantiate", refused)
+    with pytest.raises(CudaError, match="cuGraphInstantiate failed"):  # not reset()'s refusal: y is alive
+        with tp.cuda.graph(g):
+            y = x * 2
+    pool = y._storage.block.pool
+    monkeypatch.undo()
+    with pytest.raises(RuntimeError, match="needs a captured graph"):
+        g.replay()
+    del y
+    gc.collect()
+    assert pool not in allocator._pool_users and not allocator.pool_reserved(pool)  # the pool went back
+    with tp.cuda.graph(g):
+        y = x * 3
+    g.replay()
+    assert y.tolist() == [3.0] * 4
     _no_capture_left()
 
 

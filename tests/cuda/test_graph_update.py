@@ -119,6 +119,34 @@ def test_a_failed_update_leaves_the_graph_as_it_was():
             pass
 
 
+def test_an_update_lets_go_of_what_only_the_kernels_it_replaced_used():
+    n = 1 << 12
+    out, x = tp.empty(n), tp.ones(n)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        scale_into[n // 256, 256](out, x, 2.0)
+    gc.collect()
+    base = tp.cuda.memory_allocated()
+    for k in range(3):
+        x = tp.full((n,), float(k))  # the last x goes: the graph held it for the kernel it replaces
+        with tp.cuda.graph(g, update=True):
+            scale_into[n // 256, 256](out, x, 2.0)
+        g.replay()
+        assert out.tolist() == [2.0 * k] * n
+        gc.collect()
+        assert tp.cuda.memory_allocated() == base
+    with pytest.raises(ZeroDivisionError):  # a failed update: the graph keeps what it held
+        with tp.cuda.graph(g, update=True):
+            scale_into[n // 256, 256](out, tp.zeros(n), 2.0)
+            raise ZeroDivisionError
+    del x
+    gc.collect()
+    assert tp.cuda.memory_allocated() == base
+    other = tp.full((n,), 9.0)  # not over the x the graph reads
+    g.replay()
+    assert out.tolist() == [4.0] * n and other.tolist() == [9.0] * n
+
+
 def test_reset_after_an_update_sees_the_tensors_of_both_captures():
     x = tp.ones(3)
     g = tp.cuda.CUDAGraph()

@@ -255,6 +255,43 @@ def test_private_pool_blocks_are_not_handed_to_the_default_pool():
     assert tp.cuda.memory_reserved() == tp.cuda.memory_allocated()
 
 
+def test_a_capture_hands_a_block_freed_on_a_forked_stream_to_no_other_stream_until_it_ends():
+    # the work of two streams forked from a capture is unordered until they join: a temporary
+    # of the side stream's handed to the capture stream's next op would be written by both at once
+    import random
+
+    from tensorplay.runtime.backend import simgraph
+
+    x, side = tp.ones(256), tp.cuda.Stream()
+    g, pool = tp.cuda.CUDAGraph(), tp.cuda.graph_pool_handle()
+    with tp.cuda.graph(g, pool=pool):
+        main = tp.cuda.current_stream()
+        side.wait_stream(main)
+        with tp.cuda.stream(side):
+            t = x * 2
+            freed = t.data_ptr()
+            a = t + 1
+            del t  # back to the pool, on the side stream: not yet joined
+        b = x * 3  # the capture's stream: not t's block
+        main.wait_stream(side)
+    assert b.data_ptr() != freed
+    for seed in range(8 if tp.cuda.backend() == "sim" else 1):  # the orders a GPU may run unordered nodes in
+        if tp.cuda.backend() == "sim":
+            simgraph.interleave(random.Random(seed))
+        try:
+            g.replay()
+        finally:
+            if tp.cuda.backend() == "sim":
+                simgraph.interleave(None)
+        assert (a.tolist(), b.tolist()) == ([3.0] * 256, [3.0] * 256)
+    h = tp.cuda.CUDAGraph()  # after the capture, the pool's free blocks serve any stream again
+    with tp.cuda.graph(h, pool=pool):
+        c = x * 4
+    assert c.data_ptr() == freed
+    h.replay()
+    assert c.tolist() == [4.0] * 256
+
+
 def test_mem_get_info_reports_free_within_total():
     free, total = tp.cuda.mem_get_info()
     assert 0 < free <= total
@@ -332,6 +369,22 @@ def test_an_allocation_past_the_simulated_device_frees_the_cache_and_tries_again
     c = tp.empty(MiB // 2)  # 2 MiB: another size class, which fits once the cached block is given back
     assert stat("num_alloc_retries") == retries + 1
     assert tp.cuda.memory_reserved() == reserved - 4 * MiB + 2 * MiB and a.numel() + c.numel() == 3 * MiB // 2
+
+
+@SIM_ONLY
+def test_a_capture_out_of_memory_with_eager_memory_cached_says_to_empty_the_cache(device_of):
+    device_of(9 * MiB)
+    x, cached = tp.ones(MiB), tp.ones(MiB)
+    del cached  # 4 MiB cached for eager use, 1 MiB free
+    g = tp.cuda.CUDAGraph()
+    with pytest.raises(tp.cuda.CudaError, match=r"4194304 bytes of it are cached .* tp\.cuda\.empty_cache\(\) before"):
+        with tp.cuda.graph(g):
+            _ = x + 1  # 4 MiB from the graph's pool
+    tp.cuda.empty_cache()
+    with tp.cuda.graph(g):
+        y = x + 1
+    g.replay()
+    assert y[:2].tolist() == [2.0, 2.0]
 
 
 @SIM_ONLY

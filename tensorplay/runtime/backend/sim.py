@@ -21,6 +21,7 @@ import numpy as np
 from . import simgraph, simplain
 from .errors import CaptureError, CudaError
 from .interrupts import deferred
+from .launch_limits import H200_LAUNCH_LIMITS
 from .params import PackedLaunch
 from .protocol import conditional_missing
 from .simgraph import Capture, SimCondition, SimGraph, SimGraphExec, SimNodeSetter, SimStagedGraph
@@ -47,16 +48,6 @@ def set_conditional(handle, value) -> int:
         value = wrap_int(int(value), _UINT32)
     _CONDITIONS[int(handle)].value = int(value)
     return 0
-
-
-# The H200's launch limits (cuDeviceGetAttribute; tests/test_launch_limits.py
-# compares them with the real device's): what the simulator refuses as the GPU does.
-H200_LAUNCH_LIMITS = {
-    "max_grid_dim": ((1 << 31) - 1, 65535, 65535),
-    "max_block_dim": (1024, 1024, 64),
-    "max_threads_per_block": 1024,
-    "max_shared_memory_per_block": 48 << 10,  # 227 KiB only for kernels that opt in
-}
 
 
 def _fail(function: str, code: str, cls=CaptureError):

@@ -38,6 +38,7 @@ from numba.cuda.simulator.kernelapi import Dim3, FakeCUDAModule, FakeCUDAShared,
 
 from .errors import CaptureError, HazardError
 from .kernel_names import code_names, names_reached
+from .launch_limits import H200_LAUNCH_LIMITS, refuse_launch_shape
 from .simint import int_array_type
 from .simthreads import Watch, WatchedAtomics
 
@@ -249,6 +250,7 @@ def _configure(kernel, configuration) -> PlainLaunch:
     grid, block = normalize_kernel_dimensions(*configuration[:2])
     stream = configuration[2] if len(configuration) > 2 else 0
     shared = configuration[3] if len(configuration) > 3 else 0
+    refuse_launch_shape(H200_LAUNCH_LIMITS, tuple(grid), tuple(block), shared)  # as tp.cuda.launch and @tp.jit
     return PlainLaunch(kernel, grid, block, stream, shared)
 
 

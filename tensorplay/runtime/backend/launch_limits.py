@@ -1,0 +1,46 @@
+"""What a launch may ask of the device: the H200's limits, which the simulator
+enforces as its own, and the sentence for a launch past a device's limits, the
+same on the GPU and on the simulator whichever way the kernel is launched."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["H200_LAUNCH_LIMITS", "refuse_launch_shape"]
+
+# The H200's launch limits (cuDeviceGetAttribute; tests/test_launch_limits.py
+# compares them with the real device's): what the simulator refuses as the GPU does.
+H200_LAUNCH_LIMITS = {
+    "max_grid_dim": ((1 << 31) - 1, 65535, 65535),
+    "max_block_dim": (1024, 1024, 64),
+    "max_threads_per_block": 1024,
+    "max_shared_memory_per_block": 48 << 10,  # 227 KiB only for kernels that opt in
+}
+
+
+def refuse_launch_shape(limits: dict, grid: tuple, block: tuple, shared_bytes) -> None:
+    """ValueError for a launch configuration a device of ``limits`` would refuse (grid
+    and block as three ints each), before it reaches the backend (where an oversized grid
+    would run for hours on the simulator)."""
+    if not all(d > 0 for d in (*grid, *block)):
+        raise ValueError(f"a launch needs one block and one thread at least, got a grid of {grid}, blocks of {block}")
+    if any(g > m for g, m in zip(grid, limits["max_grid_dim"], strict=True)):
+        raise ValueError(
+            f"a grid of {grid} blocks exceeds the device's limits of {limits['max_grid_dim']} (x, y, z); "
+            "launch fewer blocks and let each thread loop over several items (a grid-stride loop)"
+        )
+    threads = block[0] * block[1] * block[2]
+    if threads > limits["max_threads_per_block"] or any(
+        b > m for b, m in zip(block, limits["max_block_dim"], strict=True)
+    ):
+        raise ValueError(
+            f"a block of {block} threads exceeds the device's limits: {limits['max_block_dim']} (x, y, z) "
+            f"and {limits['max_threads_per_block']} threads in all; launch smaller blocks and more of them"
+        )
+    most = limits["max_shared_memory_per_block"]
+    is_int = isinstance(shared_bytes, (int, np.integer)) and not isinstance(shared_bytes, bool)
+    if not (is_int and 0 <= shared_bytes <= most):
+        raise ValueError(
+            f"expected shared_bytes (dynamic shared memory per block) as an int from 0 to {most}, "
+            f"the device's limit, got {shared_bytes!r}"
+        )
