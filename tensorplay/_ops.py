@@ -260,17 +260,23 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
     computed_by, out_dtype, cast, scalar_type = types.binary_types(op, compute_in)
     if out is None:
         out = Tensor._empty(shape, out_dtype)
-    elif out.shape != shape and not _writes_into(shape, out.shape):
-        raise ValueError(
-            f"in-place '{_SYMBOL.get(op, op)}' cannot write shape {shape} into shape {out.shape} "
-            "(the shape of its out= or in-place target)"
-        )
-    elif not dt.can_store(out_dtype, out.dtype):
-        raise TypeError(f"in-place '{_SYMBOL.get(op, op)}' would store {out_dtype} results in a {out.dtype} tensor")
-    elif _converts_bfloat16(out_dtype, out.dtype):
+    elif _checked_out(_SYMBOL.get(op, op), shape, out_dtype, out):
         return copy(out, binary(op, a, b))
     operands = [_operand(x, scalar_type, compute_in) for x in (a, b)]
     return elementwise(computed_by, out, operands, cast)
+
+
+def _checked_out(op: str, shape: tuple, dtype: dt.DType, out: Tensor) -> bool:
+    """Refuse an ``out=`` (or in-place target) that results of ``shape`` and ``dtype``
+    cannot be written into; True where they go through a copy (to or from bfloat16)."""
+    if out.shape != shape and not _writes_into(shape, out.shape):
+        raise ValueError(
+            f"in-place '{op}' cannot write shape {shape} into shape {out.shape} "
+            "(the shape of its out= or in-place target)"
+        )
+    if not dt.can_store(dtype, out.dtype):
+        raise TypeError(f"in-place '{op}' would store {dtype} results in a {out.dtype} tensor")
+    return _converts_bfloat16(dtype, out.dtype)
 
 
 def _writes_into(shape: tuple, target: tuple) -> bool:
@@ -405,15 +411,8 @@ def unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
         return _launch_into_new(plan.kernels, Tensor._empty(x.shape, out_dtype), _PACK_PTR(x._ptr), x._ptr)
     if out is None:
         out = Tensor._empty(x.shape, out_dtype)
-    elif out.shape != x.shape and not _writes_into(x.shape, out.shape):
-        raise ValueError(
-            f"in-place '{key[0]}' cannot write shape {x.shape} into shape {out.shape} "
-            "(the shape of its out= or in-place target)"
-        )
-    elif not dt.can_store(out_dtype, out.dtype):
-        raise TypeError(f"in-place '{key[0]}' would store {out_dtype} results in a {out.dtype} tensor")
-    elif _converts_bfloat16(out_dtype, out.dtype):
-        return copy(out, unary(op, x))
+    elif _checked_out(key[0], x.shape, out_dtype, out):
+        return copy(out, unary(key[0], x))
     return elementwise(op, out, [x], cast)
 
 

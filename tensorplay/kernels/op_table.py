@@ -54,7 +54,8 @@ class Op:
     counting as int64 in arithmetic), ``"float"`` (integers give float32, and are
     converted to it first), ``"divide"`` (true division: float32 from integers,
     divided as they are), ``"bool"`` (comparisons, tests and logic),
-    ``"logical"`` (the operands' dtype, bools staying bools: bitwise ops),
+    ``"logical"`` (the operands' dtype, bools staying bools: bitwise ops,
+    ``maximum``, ``minimum``),
     ``"real"`` (the operands' dtype, a complex one giving its parts': ``abs``).
 
     ``kinds`` are the dtypes it takes, by letter: ``b`` bool, ``i`` signed and

@@ -10,9 +10,9 @@ synchronises the device.
 Allocations made while a stream captures a graph go to that graph's private
 pool: pool memory serves only allocations into the same pool, so it is never
 handed to anyone else while a graph that replays into it lives. A graph
-replays on whichever stream it is launched on, so between captures a pool's
-free blocks serve any stream; during a capture a block freed there serves
-only the stream that allocated it, as the captured work of two streams forked
+replays on whichever stream it is launched on, so a pool's blocks freed
+outside a capture serve any stream; a block freed during a capture serves only
+the stream that last allocated it, as the captured work of two streams forked
 from one capture is ordered only where they join.
 """
 
@@ -165,7 +165,6 @@ class CachingAllocator:
 
     def _after_captures(self) -> None:
         """Work that waited for the captures in progress to end."""
-        self._any_stream_again()
         if self._deferred:
             deferred, self._deferred = self._deferred, []
             for block in deferred:
@@ -264,6 +263,8 @@ class CachingAllocator:
             free = self._free.get(key)
         try:  # list.pop is atomic, so two threads never get one block
             block = free.pop()
+            if block.stream_key != stream._key:  # a graph pool's, freed outside a capture: now this stream's
+                block.stream_key, block.free_list = stream._key, key
         except (AttributeError, IndexError):  # nothing cached for this key
             block = Block(self._device_alloc(size, pool), size, pool, stream._key)
         block.requested = nbytes
@@ -309,12 +310,6 @@ class CachingAllocator:
             return block.free_list
         return (block.pool, 0, block.size)
 
-    def _any_stream_again(self) -> None:
-        """Once no capture is in progress: the blocks graphs' pools got back during
-        captures serve any stream again."""
-        for key in [k for k, blocks in self._free.items() if k[0] is not DEFAULT_POOL and k[1] and blocks]:
-            self._free[(key[0], 0, key[2])].extend(self._free.pop(key))
-
     def _wait_for_other_streams(self, block: Block) -> None:
         """Hold ``block`` back until the work queued on its other streams is done."""
         events = []
@@ -347,7 +342,12 @@ class CachingAllocator:
             f"out of memory: could not allocate {size} bytes "
             f"({self.counts.allocated} allocated, {self.counts.reserved} reserved by tensorplay); "
         )
-        cached = sum(b.size for key, blocks in self._free.items() if key[0] != pool for b in blocks)
+        cached = sum(  # what empty_cache() gives back: the default pool's, and pools no graph uses
+            b.size
+            for key, blocks in list(self._free.items())
+            if key[0] != pool and (key[0] is DEFAULT_POOL or key[0] not in self._pool_users)
+            for b in blocks
+        )
         if capture_state.active and cached:  # the cache cannot be given back in the middle of a capture
             return said + (
                 f"{cached} bytes of it are cached for other pools (eager tensors freed), which a graph's "

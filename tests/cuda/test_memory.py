@@ -284,12 +284,21 @@ def test_a_capture_hands_a_block_freed_on_a_forked_stream_to_no_other_stream_unt
             if tp.cuda.backend() == "sim":
                 simgraph.interleave(None)
         assert (a.tolist(), b.tolist()) == ([3.0] * 256, [3.0] * 256)
-    h = tp.cuda.CUDAGraph()  # after the capture, the pool's free blocks serve any stream again
+    h = tp.cuda.CUDAGraph()  # a later capture sharing the pool: the side stream takes its block again
     with tp.cuda.graph(h, pool=pool):
-        c = x * 4
+        side.wait_stream(tp.cuda.current_stream())
+        with tp.cuda.stream(side):
+            c = x * 4
+        tp.cuda.current_stream().wait_stream(side)
     assert c.data_ptr() == freed
     h.replay()
     assert c.tolist() == [4.0] * 256
+    ptrs = {a.data_ptr(), b.data_ptr(), c.data_ptr()}
+    del a, b, c  # freed outside a capture: the pool's blocks serve any stream
+    k = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(k, pool=pool):
+        d = x * 5
+    assert d.data_ptr() in ptrs
 
 
 def test_mem_get_info_reports_free_within_total():
