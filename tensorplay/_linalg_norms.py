@@ -95,6 +95,8 @@ def vector_norm(
 
 
 def _vector_norm(x: Tensor, axes: tuple, keep: bool, p: float, real: dt.DType) -> Tensor:
+    if real in (dt.float16, dt.bfloat16) and axes and p not in (math.inf, -math.inf):  # summed in float32
+        return _vector_norm(x.to(dt.float32), axes, keep, p, dt.float32).to(real)  # (300² overflows float16)
     magnitude = x.abs()
     if magnitude.dtype is not real:
         magnitude = magnitude.to(real)

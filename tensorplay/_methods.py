@@ -20,7 +20,7 @@ from ._factories import arange, upload
 from ._grad_mode import no_grad
 from ._matmul import matmul as _matmul
 from ._overlap import overlaps
-from ._tape import refuse_in_place
+from ._tape import needs_grad, refuse_in_place
 from ._tensor import TENSOR_TYPES, Tensor, add_methods
 from .kernels.elementwise import OPS as OP_TABLE
 from .runtime.backend import get as get_backend
@@ -155,7 +155,11 @@ def _extreme(op: str):
             return ValuesIndices(values, OPS.fill(Tensor._empty((), dt.int64), 0))
         dim = self._dim(dim)
         best = values.detach() if keepdim else values.detach().unsqueeze(dim)
-        return ValuesIndices(values, _first_index(self, best, dim, keepdim))
+        indices = _first_index(self, best, dim, keepdim)
+        if needs_grad(self) and self.numel():  # the gradient to the element indexed, as PyTorch's (not shared by ties)
+            values = self.gather(dim, indices if keepdim else indices.unsqueeze(dim))
+            values = values if keepdim else values.squeeze(dim)
+        return ValuesIndices(values, indices)
 
     method.__name__ = op
     method.__doc__ = (

@@ -34,6 +34,7 @@ track_factories(rk)  # tp.cuda.clear_caches() drops the kernels it built too
 def reduce_dims(x: Tensor, dim) -> tuple[int, ...]:
     if dim is None:
         return tuple(range(x.ndim))
+    dim = _as_dim(dim)
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     dims = tuple(x._dim(d) for d in dims)
     if x.ndim == 0:  # dim 0 or -1 of a 0-d tensor names the tensor itself
@@ -41,6 +42,15 @@ def reduce_dims(x: Tensor, dim) -> tuple[int, ...]:
     if len(set(dims)) != len(dims):
         raise ValueError(f"dimension repeated in {dim}")
     return dims
+
+
+def _as_dim(dim):
+    """``dim`` as the reductions take it: None, an int (a NumPy one too) or a sequence of them."""
+    if isinstance(dim, np.integer) and not isinstance(dim, np.bool_):
+        return int(dim)
+    if isinstance(dim, (bool, np.bool_)) or not (dim is None or isinstance(dim, int) or hasattr(dim, "__iter__")):
+        raise TypeError(f"expected a dimension as an int or a tuple of ints, got {dim!r}")
+    return dim
 
 
 def _reduce_types(op: str, d: dt.DType) -> tuple[dt.DType, np.dtype]:
@@ -104,6 +114,7 @@ _REDUCE_PLANS = BoundedCache("reduce.plans", 4096)  # (op, dtype, shape, strides
 
 def reduce(op: str, x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """``sum``, ``prod``, ``mean``, ``max`` or ``min`` over ``dim`` (all dimensions if None)."""
+    dim = _as_dim(dim)
     if x.dtype.kind == "c":
         return _complex_reduce(op, x, dim, keepdim)
     fuser = current_fuser()  # tp.compile's fusion pass, while it traces

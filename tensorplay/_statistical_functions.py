@@ -183,6 +183,8 @@ def _variance(fn: str, x: Tensor, axis, correction, keep: bool) -> Tensor:
     ``N - correction`` (NaN where that is not positive): two passes, composed."""
     if x.dtype.kind not in "fc":
         raise TypeError(f"{fn}() needs a floating point tensor, got {x.dtype}; convert with .float() first")
+    if x.dtype in (dt.float16, dt.bfloat16):  # deviations and their squares in float32, as PyTorch's
+        return _variance(fn, x.to(dt.float32), axis, correction, keep).to(x.dtype)
     dims = reduce_dims(x, axis)
     n = int(np.prod([x.shape[d] for d in dims]))
     deviation = x - mean(x, dims, keepdim=True)
@@ -228,8 +230,15 @@ def logsumexp(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims
     axis = either("logsumexp", "axis", axis, "dim", dim)
     keep = keepdims or keepdim
     dims = reduce_dims(x, axis)
+    if x.dtype.kind == "c":
+        raise TypeError(f"logsumexp() takes real tensors, got {x.dtype}; pass x.real or x.abs() as you mean it")
+    if x.dtype in (dt.float16, dt.bfloat16):  # exp's sum in float32 (70000 zeros overflow float16)
+        return logsumexp(x.to(dt.float32), axis=axis, keepdims=keep).to(x.dtype)
     if x.dtype.kind != "f":
         x = x.to(dt.DEFAULT_FLOAT)
+    if any(x.shape[d] == 0 for d in dims):  # log(0): -inf, as PyTorch and SciPy
+        out = x.sum(dims, keepdim=True) - float("inf")
+        return out if keep else out.reshape(tuple(d for i, d in enumerate(x.shape) if i not in dims))
     with no_grad():
         top = _reduce.reduce("max", x.detach(), dims, True)
         top = _ops.where(top.abs() == float("inf"), 0.0, top)  # rows of infinities: exp(x - 0)

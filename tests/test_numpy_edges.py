@@ -215,3 +215,46 @@ def test_small_forms_numpy_and_pytorch_users_write():
     assert tp.unflatten(x, -1, (-1, 2)).shape == (2, 3, 2, 2)
     with pytest.raises(ValueError, match="start_dim <= end_dim"):
         x.flatten(2, 1)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_statistics_and_norms_are_computed_in_float32(dtype):
+    def close(got, want, rel=1e-2):
+        assert abs(got.float().item() - want) <= rel * abs(want), (got, want)
+
+    tp_dtype = getattr(tp, dtype)
+    spread = tp.tensor([0.0] * 99 + [300.0], dtype=tp_dtype)  # 300² overflows float16
+    close(tp.var(spread), np.var([0.0] * 99 + [300.0]))
+    close(tp.std(spread, correction=1), np.std([0.0] * 99 + [300.0], ddof=1))
+    close(tp.var(tp.tensor([256.0, 256.0, 258.0, 260.0], dtype=tp_dtype)), 2.75)
+    close(tp.linalg.vector_norm(tp.tensor([300.0, 400.0], dtype=tp_dtype)), 500.0)
+    close(tp.linalg.matrix_norm(tp.tensor([[300.0, 0.0], [0.0, 400.0]], dtype=tp_dtype)), 500.0)
+    close(tp.logsumexp(tp.zeros(70000, dtype=tp_dtype), 0), float(np.log(70000.0)))
+    assert tp.var(spread).dtype == tp_dtype and tp.linalg.vector_norm(spread).dtype == tp_dtype
+
+
+def test_logsumexp_over_nothing_is_minus_infinity_and_refuses_complex():
+    assert tp.logsumexp(tp.zeros(3, 0), 1).tolist() == [-np.inf] * 3 and tp.logsumexp(tp.zeros(0), 0).item() == -np.inf
+    with pytest.raises(TypeError, match="logsumexp\\(\\) takes real tensors"):
+        tp.logsumexp(tp.tensor([1 + 1j, 2 - 1j]), 0)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_along_a_dimension_gives_its_gradient_to_the_index_it_returns(op):
+    x = tp.tensor([[2.0, 2.0, 1.0], [0.0, 3.0, 3.0]] if op == "max" else [[1.0, 1.0, 2.0], [3.0, 0.0, 0.0]])
+    x.requires_grad_()
+    values, indices = getattr(x, op)(1)
+    values.sum().backward()
+    assert indices.tolist() == [0, 1] and x.grad.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    x.grad = None
+    getattr(tp, op)(x, 1, keepdim=True).values.sum().backward()
+    assert x.grad.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+
+
+def test_reductions_take_numpy_integer_dimensions_and_refuse_bools():
+    x = tp.tensor([[1.0, 2.0], [3.0, 5.0]])
+    assert x.sum(np.int64(1)).tolist() == [3.0, 8.0] and x.amax(np.int32(0)).tolist() == [3.0, 5.0]
+    assert x.sum(range(2)).item() == 11.0
+    for bad in (True, 1.5):
+        with pytest.raises(TypeError, match="expected a dimension as an int or a tuple of ints"):
+            x.sum(bad)
