@@ -74,7 +74,7 @@ def _set_args_rows(row, drv, sync) -> None:
         _scale_into[(n // 256, 1, 1), 256](out, x, 2.0)
     (node,) = g.nodes()
     node.set_args(out, y, 2.0)
-    setter = g._setters[node.index]
+    setter = g._setters[node.index].setter
     row("tensorplay node.set_args (3 arguments)", host_us(lambda: node.set_args(out, y, 2.0), sync))
     args = (out, y, 2.0)
     row("  checking and packing the arguments", host_us(lambda: pack_args(node._plan, args, "k"), sync))

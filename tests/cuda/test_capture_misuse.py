@@ -541,7 +541,7 @@ def test_an_instantiation_the_driver_refuses_is_its_error_and_leaves_the_graph_e
 
     x = tp.ones(4)
     g = tp.cuda.CUDAGraph()
-    monkeypatch.setattr(get_backend(), "graph_instantiate", refused)
+    monkeypatch.setitem(vars(get_backend()), "graph_instantiate", refused)
     with pytest.raises(CudaError, match="cuGraphInstantiate failed"):  # not reset()'s refusal: y is alive
         with tp.cuda.graph(g):
             y = x * 2
