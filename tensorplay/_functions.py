@@ -14,8 +14,26 @@ from ._elementwise_functions import __all__ as _elementwise_all
 from ._tensor import Tensor
 
 
-def where(condition: Tensor, a, b) -> Tensor:
-    """``a`` where ``condition`` (a bool tensor) holds, ``b`` elsewhere, broadcast."""
+def where(condition: Tensor, a=None, b=None):
+    """``a`` where ``condition`` (a bool tensor) holds, ``b`` elsewhere, broadcast.
+
+    ``where(condition)`` alone is ``nonzero(condition)``, as in NumPy and
+    PyTorch: a tuple of int64 index tensors, one per dimension.
+
+    >>> import tensorplay as tp
+    >>> x = tp.tensor([[0.0, 2.0], [3.0, 0.0]])
+    >>> tp.where(x > 1, x, -1.0).tolist(), [i.tolist() for i in tp.where(x > 1)]
+    ([[-1.0, 2.0], [3.0, -1.0]], [[0, 1], [1, 0]])
+    """
+    if a is None or b is None:
+        if a is None and b is None:
+            from ._searching_functions import nonzero  # it launches through _indexing, which imports this
+
+            return nonzero(condition)
+        raise TypeError(
+            "where() takes the condition alone (its nonzero indices) or with both a and b (the values "
+            f"where it holds and where not), got {'b' if a is None else 'a'} alone; pass both"
+        )
     if _tracked(a) or _tracked(b):
         return AG.where(condition, a, b)
     return _ops.where(condition, a, b)

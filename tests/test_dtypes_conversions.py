@@ -34,6 +34,21 @@ def test_sum_accumulates_in_int64(dtype):
     assert long_row.sum(-1).tolist() == [100 * 1500]
 
 
+def test_sum_and_mean_methods_take_pytorch_dtype():
+    a = np.array([[100, -7, 3], [100, 90, 1]], dtype=np.int8)
+    x = tp.tensor(a)
+    got = x.sum(dtype=tp.float64)
+    assert got.dtype is tp.float64 and got.item() == float(a.astype(np.float64).sum())
+    by_row = x.sum(1, True, dtype=tp.int16)  # summed in 64 bits, then int16 (PyTorch's result)
+    assert by_row.dtype is tp.int16 and by_row.tolist() == [[96], [191]]
+    assert x.mean(dtype=tp.float64).item() == pytest.approx(a.astype(np.float64).mean(), rel=1e-15)
+    halves = tp.tensor([60000.0, 60000.0], dtype=tp.float16)
+    assert halves.sum(dtype=tp.float32).item() == 120000.0  # float16 itself would overflow
+    w = tp.ones(3, requires_grad=True)
+    w.sum(dtype=tp.float64).backward()
+    assert w.grad.tolist() == [1.0, 1.0, 1.0]
+
+
 @pytest.mark.parametrize("dtype", NARROW_INT_DTYPES, ids=str)
 def test_max_min_and_arg_keep_the_dtype(dtype):
     a = full_range(dtype, n=1400, seed=9).reshape(2, 700)  # the two-pass path too

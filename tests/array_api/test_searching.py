@@ -40,6 +40,17 @@ def test_count_nonzero(axis, keepdims):
     np.testing.assert_array_equal(tp.tensor(a).count_nonzero(1).numpy(), np.count_nonzero(a, axis=1))
 
 
+def test_where_with_the_condition_alone_is_nonzero_and_one_value_is_refused():
+    a = RNG.integers(0, 3, (3, 4)) * (RNG.random((3, 4)) < 0.5)
+    got = tp.where(tp.tensor(a) > 0)  # NumPy's and PyTorch's one-argument form
+    for g, w in zip(got, np.where(a > 0), strict=True):
+        np.testing.assert_array_equal(g.numpy(), w)
+    np.testing.assert_array_equal(tp.where(tp.tensor(a) > 0, tp.tensor(a), -1.0).numpy(), np.where(a > 0, a, -1.0))
+    for args in ((1.0,), (None, 1.0)):
+        with pytest.raises(TypeError, match="condition alone .* or with both a and b"):
+            tp.where(tp.tensor(a) > 0, *args)
+
+
 # -- searchsorted ----------------------------------------------------------------------------
 
 
