@@ -71,6 +71,13 @@ from ._sorting_functions import *  # noqa: F403 (array API: sorting functions)
 from ._statistical_functions import *  # noqa: F403 (array API: statistical functions)
 from ._tensor import Tensor
 from ._utility_functions import *  # noqa: F403 (array API: utility functions)
+
+# isort: split
+from ._counting import *  # noqa: F403 (bincount, histc, histogram, isin)
+from ._elementwise_extras import *  # noqa: F403 (frac, lerp, addcmul, addcdiv, nan_to_num)
+from ._products import *  # noqa: F403 (dot, vdot, inner, mm, mv, addmm, kron, cross, norm)
+from ._shape_helpers import *  # noqa: F403 (transpose, narrow, ravel, the stacks and splits, flips, rot90)
+from ._statistics_extras import *  # noqa: F403 (nansum, nanmean, cov, corrcoef, trapezoid)
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .compiler import compile  # noqa: A004 (PyTorch's name)
 

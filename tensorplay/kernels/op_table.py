@@ -279,6 +279,11 @@ def _remainder_grads(g, a, b, out):
     return g if _wants(a) else None, -g * (a // b) if _wants(b) else None
 
 
+def _fmod_grads(g, a, b, out):
+    """fmod(a, b) = a - b trunc(a / b): 1 for a, -trunc(a / b) for b."""
+    return g if _wants(a) else None, -g * (a / b).trunc() if _wants(b) else None
+
+
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
@@ -435,6 +440,10 @@ OPS: dict[str, Op] = {
         _binary(
             "mod", lambda a, b: sm.remainder(a, b), symbol="%", inplace="remainder_", method="remainder",
             function="remainder", backward=_remainder_grads, grad_name="RemainderBackward",
+        ),
+        _binary(
+            "fmod", lambda a, b: sm.truncated_remainder(a, b), inplace="fmod_", backward=_fmod_grads,
+            grad_name="FmodBackward",
         ),
         _binary(
             "pow", lambda a, b: sm.power(a, b), symbol="**", inplace="pow_", backward=_pow, uses_result=True,

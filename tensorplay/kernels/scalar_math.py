@@ -420,6 +420,17 @@ def _integer_remainder(a, b):
 remainder = float_or_integer(_float_remainder, _integer_remainder)
 
 
+def _integer_fmod(a, b):
+    """C's ``%`` of integers: the remainder with the dividend's sign (0 by 0, as ``remainder``)."""
+    r = a % b  # as _integer_remainder (an overload's implementation calls no plain Python function)
+    if r != 0 and (r < 0) != (a < 0):
+        r -= b
+    return r
+
+
+truncated_remainder = float_or_integer(lambda a, b: fmod(a, b), _integer_fmod)  # NumPy's and PyTorch's fmod
+
+
 def logaddexp(a, b):
     """``log(exp(a) + exp(b))`` without overflow, as NumPy's: equal operands
     (equal infinities too, whose difference is NaN) give ``a + log 2``."""

@@ -33,7 +33,7 @@ BINARY = [operator.add, operator.sub, operator.mul, operator.truediv, operator.f
 # Ops whose device functions are one Python operator of the same family (kernels/elementwise.py), which Numba
 # types by one template, are checked through one of each family: == and < for the six comparisons, & for the
 # three bitwise ops, maximum for minimum too (the same expression with > for <): 230 kernels fewer, a sixth.
-BINARY += [operator.and_, tp.maximum]
+BINARY += [operator.and_, tp.maximum, tp.fmod]
 COMPARE = [tp.eq, tp.lt]
 # The array API's functions (kernels/op_table.py): those whose device function is typed on each dtype's own
 # elements, on every dtype; those that convert integers (and float16) to float32 first, on float32 and float64
