@@ -27,7 +27,8 @@ REFERENCE = {
     "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
     "erf": np.vectorize(math.erf), "erfc": np.vectorize(math.erfc), "lgamma": np.vectorize(math.lgamma),
     "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "signbit": np.signbit,
-    "logical_not": np.logical_not, "floordiv": np.floor_divide, "mod": np.remainder, "atan2": np.arctan2,
+    "logical_not": np.logical_not, "floordiv": np.floor_divide, "mod": np.remainder, "fmod": np.fmod,
+    "atan2": np.arctan2,
     "hypot": np.hypot, "logaddexp": np.logaddexp, "copysign": np.copysign, "nextafter": np.nextafter,
     "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor,
 }  # fmt: skip
@@ -44,7 +45,7 @@ def _operands(op):
         return [(X - 1) / 2]
     if op == "acosh":
         return [X + 1]
-    if op == "mod":  # no quotient near an integer, where the remainder jumps
+    if op in ("mod", "fmod"):  # no quotient near an integer, where the remainder jumps
         return [X + 0.05, Y]
     return [X, Y][:n] if op in POSITIVE else [X - 1.0, Y - 1.2][:n]
 

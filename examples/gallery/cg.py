@@ -6,16 +6,13 @@ by conjugate gradient to a relative residual of 1e-8 in float64. Three
 versions, each one graph launch whose while node runs every iteration:
 
 * ``stencil``: two kernels of our own per iteration, the matrix applied
-  matrix-free: ``stencil_direction`` (p' = r + βp into p's other buffer,
-  Ap' and p'·Ap' summed per block with one atomic add each) and
-  ``stencil_update`` (x and r, Ap' computed again from p', and r·r summed the
-  same way; its last block to finish, counted by a ticket, does the scalar
-  work: β, the convergence test, ``tp.cuda.set_conditional`` on the loop: a
-  do-while driven by our kernel), ``PER_PASS`` iterations a pass. An iteration
-  moves five vectors' worth of memory where storing Ap moved seven;
+  matrix-free: ``direction`` (p = r + βp read on the fly, Ap, and p·Ap summed
+  per block with one atomic add each) and ``update`` (p, x and r, and r·r
+  summed the same way; its last block to finish, counted by a ticket, does the
+  scalar work: β, the convergence test, ``tp.cuda.set_conditional`` on the
+  loop: a do-while driven by our kernel), ``PER_PASS`` iterations a pass;
 * ``csr``: the same with the matrix as a CSR sparse matrix (built here, in
-  NumPy) and a sparse matrix-vector kernel of our own, whose Ap the update
-  reads (applying the matrix again would read it again);
+  NumPy) and a sparse matrix-vector kernel of our own;
 * ``cooperative``: a pass is one kernel that synchronises its whole grid
   (``cuda.cg.this_grid().sync()``; tensorplay launches it cooperatively, every
   block on the device at once). Each thread keeps its share of x, r and p in
@@ -149,20 +146,11 @@ def converged(s):
     return s[RR] <= s[STOP]
 
 
-@cuda.jit(device=True)
-def directions(p_even, p_odd, iters):
-    """(p, p'): p's two buffers change places each iteration, as ``stencil_direction``
-    reads p around each point while it writes p' = r + βp."""
-    return (p_even, p_odd) if iters[0] % 2 == 0 else (p_odd, p_even)
-
-
 @tp.jit
-def stencil_direction(r, p_even, p_odd, s, iters, n):
-    """p' = r + βp into p's other buffer (``directions``), A p' matrix-free, and
-    p'·Ap' into s[PAP]; Ap' itself is not stored."""
+def stencil_direction(r, p, ap, s, n):
+    """Ap for p = r + βp (read on the fly: ``update`` stores it), matrix-free; p·Ap into s[PAP]."""
     if converged(s):
         return
-    p, p_next = directions(p_even, p_odd, iters)
     k, step = tp.cuda.grid(1), cuda.gridsize(1)
     beta, v = s[BETA], 0.0
     while k < n * n:
@@ -178,7 +166,7 @@ def stencil_direction(r, p_even, p_odd, s, iters, n):
             a -= r[k - 1] + beta * p[k - 1]
         if j < n - 1:
             a -= r[k + 1] + beta * p[k + 1]
-        p_next[k] = c
+        ap[k] = a
         v += c * a
         k += step
     add_block_sum(v, s, PAP)
@@ -202,76 +190,17 @@ def csr_direction(indptr, indices, values, r, p, ap, s):
     add_block_sum(v, s, PAP)
 
 
-@cuda.jit(device=True)
-def pass_scalars(s, done, iters, history):
-    """Called by every block of an update once its share of r·r is in s[RR_NEW]:
-    the block that finishes last (``done`` counts them) does the iteration's
-    scalar work (β for the next, the sums zeroed, the residual kept) and gets
-    1 if the loop goes on (r·r > tol² b·b), else 0; the other blocks get -1."""
-    cuda.syncthreads()  # every thread's share of r·r added before the block counts itself done
-    if cuda.threadIdx.x != 0:
-        return -1
-    cuda.threadfence()
-    if cuda.atomic.add(done, 0, 1) != cuda.gridDim.x - 1:
-        return -1
-    rr = cuda.atomic.add(s, RR_NEW, 0.0)  # read where the other blocks' atomic adds landed
-    s[BETA] = rr / s[RR]
-    s[RR] = rr
-    s[RR_NEW] = 0.0
-    s[PAP] = 0.0
-    done[0] = 0
-    n = iters[0] + 1
-    iters[0] = n
-    if n < history.size:
-        history[n] = rr
-    return 1 if rr > s[STOP] else 0
-
-
 @tp.jit
-def stencil_update(x, r, p_even, p_odd, s, done, iters, history, loop, n):
-    """x += αp, r -= αAp with α = r·r / p·Ap, p the direction's p' and Ap
-    computed again from its neighbours (reading p back costs less than writing
-    and reading Ap: 16 MB an iteration on the 1024² grid); the new r·r into
-    s[RR_NEW], then ``pass_scalars``."""
+def update(x, r, p, ap, s, done, iters, history, loop):
+    """p = r + βp, x += αp, r -= αAp with α = r·r / p·Ap; the new r·r into
+    s[RR_NEW]. The block that finishes last (``done`` counts them) then does the
+    pass's scalar work: β for the next pass, the sums zeroed, the residual kept,
+    and the loop goes on while r·r > tol² b·b."""
     if converged(s):  # in an earlier iteration of the pass, which ended the loop
-        return
-    p = directions(p_even, p_odd, iters)[1]  # iters moves on once every block has read it
-    k, step = r.size - 1 - tp.cuda.grid(1), cuda.gridsize(1)
-    alpha, v = s[RR] / s[PAP], 0.0
-    while k >= 0:  # from the end: what stencil_direction wrote last is still in the L2 cache
-        i = k // n
-        j = k - i * n
-        pk = p[k]
-        a = 4.0 * pk
-        if i > 0:
-            a -= p[k - n]
-        if i < n - 1:
-            a -= p[k + n]
-        if j > 0:
-            a -= p[k - 1]
-        if j < n - 1:
-            a -= p[k + 1]
-        x[k] += alpha * pk
-        rk = r[k] - alpha * a
-        r[k] = rk
-        v += rk * rk
-        k -= step
-    add_block_sum(v, s, RR_NEW)
-    go = pass_scalars(s, done, iters, history)
-    if go >= 0:
-        tp.cuda.set_conditional(loop, np.uint32(go))
-
-
-@tp.jit
-def csr_update(x, r, p, ap, s, done, iters, history, loop):
-    """For ``csr_direction``: p = r + βp, x += αp, r -= αAp with α = r·r / p·Ap
-    (Ap as the direction stored it); the new r·r into s[RR_NEW], then
-    ``pass_scalars``."""
-    if converged(s):
         return
     k, step = r.size - 1 - tp.cuda.grid(1), cuda.gridsize(1)
     alpha, beta, v = s[RR] / s[PAP], s[BETA], 0.0
-    while k >= 0:
+    while k >= 0:  # from the end: what stencil_direction wrote last is still in the L2 cache, and so for it
         pk = r[k] + beta * p[k]
         p[k] = pk
         x[k] += alpha * pk
@@ -280,9 +209,21 @@ def csr_update(x, r, p, ap, s, done, iters, history, loop):
         v += rk * rk
         k -= step
     add_block_sum(v, s, RR_NEW)
-    go = pass_scalars(s, done, iters, history)
-    if go >= 0:
-        tp.cuda.set_conditional(loop, np.uint32(go))
+    cuda.syncthreads()  # every thread's share of r·r added before the block counts itself done
+    if cuda.threadIdx.x == 0:
+        cuda.threadfence()
+        if cuda.atomic.add(done, 0, 1) == cuda.gridDim.x - 1:  # the last block: every sum is complete
+            rr = cuda.atomic.add(s, RR_NEW, 0.0)  # read where the other blocks' atomic adds landed
+            s[BETA] = rr / s[RR]
+            s[RR] = rr
+            s[RR_NEW] = 0.0
+            s[PAP] = 0.0
+            done[0] = 0
+            n = iters[0] + 1
+            iters[0] = n
+            if n < history.size:
+                history[n] = rr
+            tp.cuda.set_conditional(loop, np.uint32(1 if rr > s[STOP] else 0))
 
 
 class KernelCG:
@@ -297,7 +238,6 @@ class KernelCG:
         self.max_iters = max_iters or 20 * problem.n + 100
         size = problem.n * problem.n
         self.b = tp.tensor(problem.b.ravel())
-        # ap: Ap for the CSR version, p's second buffer for the stencil version (``_capture``)
         self.x, self.r, self.p, self.ap = (tp.zeros(size, dtype=tp.float64) for _ in range(4))
         self.s = tp.zeros(5, dtype=tp.float64)
         self.iters = tp.zeros(1, dtype=tp.int64)
@@ -319,17 +259,16 @@ class KernelCG:
 
     def _capture(self) -> tp.cuda.CUDAGraph:
         g = tp.cuda.CUDAGraph()
-        s, n, scalars = self.s, self.problem.n, (self.done, self.iters, self.history)
         with tp.cuda.graph(g):
             with g.while_(max_iters=-(-self.max_iters // PER_PASS)) as loop:
                 for _ in range(PER_PASS):
-                    launch = (self.blocks, BLOCK)
                     if self.csr is None:
-                        stencil_direction[launch](self.r, self.p, self.ap, s, self.iters, n)
-                        stencil_update[launch](self.x, self.r, self.p, self.ap, s, *scalars, loop, n)
+                        stencil_direction[self.blocks, BLOCK](self.r, self.p, self.ap, self.s, self.problem.n)
                     else:
-                        csr_direction[launch](*self.csr, self.r, self.p, self.ap, s)
-                        csr_update[launch](self.x, self.r, self.p, self.ap, s, *scalars, loop)
+                        csr_direction[self.blocks, BLOCK](*self.csr, self.r, self.p, self.ap, self.s)
+                    update[self.blocks, BLOCK](
+                        self.x, self.r, self.p, self.ap, self.s, self.done, self.iters, self.history, loop
+                    )
         return g
 
     def solve(self) -> None:
