@@ -31,7 +31,7 @@ from .._factories import empty
 from .._tensor import Tensor
 from ..kernels import conditional as ck
 from ..runtime.backend import get as get_backend
-from ..runtime.capture import capture_state
+from ..runtime.capture import capture_state, flush_fused
 from ..runtime.launch import ArrayArg, KernelArray, launch_with, launcher_for, pointer_key, relaunched, resolve
 from ..runtime.memory import allocator
 from ..runtime.streams import Stream, current_stream, set_stream
@@ -257,6 +257,7 @@ def open_node(
     stream current. ``route(stream)`` sends a body's allocations to the capture's
     pool. A loop with ``unroll`` k gets k - 1 more handles, for the if nodes
     around the copies of its body that ``close`` adds."""
+    _flush_fused()  # ops tp.compile holds back come before the node (and may be the kernel that sets it)
     dev = get_backend()
     if isinstance(pred, Handle):  # made before the node, set by the user's kernels
         handle, pred.owner = int(pred), None
@@ -288,6 +289,7 @@ def body_count(kind: str, n: int | None = None) -> int:
 
 def next_body(node: OpenNode, mode: str, route) -> None:
     """End the capture of the node's current body and begin the next one's."""
+    _flush_fused()  # the ops tp.compile holds back belong to this body
     capture_state.bodies.pop(node.body.handle, None)
     _check_known(node)
     _end_body(node)
@@ -301,6 +303,7 @@ def next_body(node: OpenNode, mode: str, route) -> None:
 def close(node: OpenNode) -> None:
     """End the node's last body (a loop's end-of-pass kernel first; for an
     unrolled loop, then its copies) and make the stream below current."""
+    _flush_fused()  # the ops tp.compile holds back belong to the last body (and may end a loop's pass)
     forget(node)
     try:
         if node.kind == "while":
@@ -363,6 +366,24 @@ def _loop_args(loop: Loop) -> list:
 
 def set_from_flag(handle: int, pred: Tensor, stream: Stream) -> None:
     _launch(ck.set_from_flag(), [np.uint64(handle), pred.reshape(1)._flat()], stream)
+
+
+def set_condition(node: OpenNode, pred: Tensor) -> None:
+    """``set_conditional_handle_for_current_node(pred)``: the graph keeps ``pred``
+    alive. An if or switch node's handle is set from it now; a while node's
+    end-of-pass kernel reads it instead, which also caps the loop and stops it
+    when cancelled (a kernel here would leave a pass ended by a fused kernel
+    without them)."""
+    hold_for_graph(node.body, [pred])
+    if node.kind == "while":
+        node.pred, node.flag_touched = pred, True
+    else:
+        set_from_flag(node.handle, pred, node.body)
+
+
+def _flush_fused() -> None:
+    if capture_state.fusers:
+        flush_fused()
 
 
 def _end_body(node: OpenNode) -> None:

@@ -60,7 +60,7 @@ class ConditionalNodes:
         if isinstance(default, bool) or not isinstance(default, (int, np.integer)) or not 0 <= default < 1 << 32:
             self._refuse(ValueError, f"expected the default as an int from 0 to 2**32 - 1, got {default!r}")
         outer = self._level()
-        handle = Handle(get_backend().conditional_handle(outer._h, int(default)), self._owner(outer))
+        handle = Handle(get_backend().conditional_handle(outer._h, int(default)), self._owner())
         self._handles.append(handle)
         return handle
 
@@ -129,17 +129,15 @@ class ConditionalNodes:
             raise RuntimeError("set_conditional_handle_for_current_node() needs an open conditional node")
         self._checked(conditional.check_flag, pred)
         node = self._open[-1]
-        conditional.set_from_flag(node.handle, pred, node.body)
-        if node.kind == "while":
-            node.pred = pred
+        conditional.set_condition(node, pred)
 
     @contextmanager
     def if_(self, pred):
         """``with g.if_(flag) as handle:`` captures the body of an if node."""
         self._need_capture("g.if_()")
         self.begin_capture_to_if_node(pred)
-        yield np.uint64(self._open[-1].handle)
-        self.end_capture_to_conditional_node()
+        with self._block("g.if_()") as node:
+            yield np.uint64(node.handle)
 
     @contextmanager
     def if_else(self, pred):
@@ -162,9 +160,9 @@ class ConditionalNodes:
         """
         self._need_capture("g.if_else()")
         self.begin_capture_to_if_else_node(pred)
-        self._open[-1].words = ("branch.else_()", "the end of the `with g.if_else(...)` block")
-        yield Branch(self._open[-1].handle, self.begin_capture_to_next_conditional_body)
-        self.end_capture_to_conditional_node()
+        with self._block("g.if_else()") as node:
+            node.words = ("branch.else_()", "the end of the `with g.if_else(...)` block")
+            yield Branch(node.handle, lambda: self._next_body_of(node, "branch.else_()"))
 
     @contextmanager
     def switch_(self, index, n: int):
@@ -191,9 +189,9 @@ class ConditionalNodes:
         """
         self._need_capture("g.switch_()")
         self.begin_capture_to_switch_node(index, n)
-        self._open[-1].words = ("cases.next()", f"the end of the `with g.switch_(index, {n})` block")
-        yield Cases(self._open[-1].handle, n, self.begin_capture_to_next_conditional_body)
-        self.end_capture_to_conditional_node()
+        with self._block("g.switch_()") as node:
+            node.words = ("cases.next()", f"the end of the `with g.switch_(index, {n})` block")
+            yield Cases(node.handle, n, lambda: self._next_body_of(node, "cases.next()"))
 
     @contextmanager
     def while_(self, pred=None, max_iters: int | None = None, unroll: int = 1):
@@ -233,8 +231,8 @@ class ConditionalNodes:
         """
         self._need_capture("g.while_()")
         loop = self.begin_capture_to_while_node(pred, max_iters, unroll)
-        yield loop
-        self.end_capture_to_conditional_node()
+        with self._block("g.while_()"):
+            yield loop
 
     def hit_limits(self) -> list[Loop]:
         """The while loops whose last replay stopped at their ``max_iters`` (reads
@@ -249,6 +247,43 @@ class ConditionalNodes:
         if self._stream is not None:
             raise RuntimeError("cancelled() during a capture; call it after a replay")
         return [loop for loop in self._loops if loop.cancelled]
+
+    @contextmanager
+    def _block(self, call: str):
+        """The ``with`` block of the node just opened (given to it): at its end the
+        node closes. A block that raises discards the capture, as the node can no
+        longer close as written (its error says so); one that leaves a node it
+        opened inside still open is refused."""
+        node = self._open[-1]
+        try:
+            yield node
+        except GeneratorExit:
+            raise
+        except BaseException as e:
+            if self._stream is not None:
+                self._abort_capture()
+                self._discarded = f"the body of {call} raised {type(e).__name__}"
+                if hasattr(e, "add_note"):  # Python 3.11 and later
+                    e.add_note(f"tensorplay: the body of {call} raised, so the capture was discarded")
+            raise
+        if not self._open or self._open[-1] is not node:
+            inner = self._open[-1].kind.replace("_", "/") if self._open else "none"
+            self._refuse(
+                RuntimeError,
+                f"the `with {call}` block ends while a node opened inside it is still open (innermost: {inner}); "
+                "close it with end_capture_to_conditional_node() first",
+            )
+        self.end_capture_to_conditional_node()
+
+    def _next_body_of(self, node, call: str) -> None:
+        """``branch.else_()`` or ``cases.next()``: only for their own node, open and innermost."""
+        if not self._open or self._open[-1] is not node:
+            where = "is closed" if node not in self._open else "is not the innermost open node"
+            message = f"{call} of a node that {where}: call it inside that node's `with` block, at its own level"
+            if self._stream is None:
+                raise RuntimeError(message)
+            self._refuse(RuntimeError, message)
+        self.begin_capture_to_next_conditional_body()
 
     def _need_capture(self, call: str) -> None:
         if self._stream is None:
@@ -269,7 +304,7 @@ class ConditionalNodes:
             )
         outer = self._level()
         if isinstance(pred, Handle):
-            self._checked(conditional.check_handle, pred, kind, self._owner(outer))
+            self._checked(conditional.check_handle, pred, kind, self._owner())
         if kind == "switch":
             self._checked(conditional.check_switch, pred, n)
         elif (pred is not None or kind != "while") and not isinstance(pred, Handle):
@@ -288,11 +323,21 @@ class ConditionalNodes:
         return loop
 
     def _level(self) -> Stream:
-        """The stream capturing at this point: the innermost open body's, or the capture's."""
-        return self._open[-1].body if self._open else self._stream
+        """The stream to capture a node on at this point: the innermost open
+        body's, or the capture's; or the current stream where it takes part in
+        that same capture (a stream forked from it), so that the node follows
+        the work queued on it, the flag's kernel too."""
+        level = self._open[-1].body if self._open else self._stream
+        s = current_stream()
+        if s.handle != level.handle and s.handle:
+            dev = get_backend()
+            if dev.capture_id(s._h) == dev.capture_id(level._h) != 0:
+                return s
+        return level
 
-    def _owner(self, level: Stream) -> tuple:
-        return (id(self), self._capture_id, level)
+    def _owner(self) -> tuple:
+        """Who may use a ``conditional_handle()``: this capture, at this level of its nodes."""
+        return (id(self), self._capture_id, self._open[-1].body if self._open else self._stream)
 
     def _route(self, body: Stream) -> None:
         """Send the allocations of a conditional body's stream to this capture's pool."""

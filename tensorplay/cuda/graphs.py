@@ -161,6 +161,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
         self._cancel = None  # the cancel request its while loops read: one int64, outside its pool
         self._cancel_pending = False  # the next replay withdraws the cancel request first
         self._withdrawn = None  # the event after the last withdrawal, which a cancel's fill waits for
+        self._discarded: str | None = None  # why the last capture was discarded, for capture_end()'s sentence
         self._on_replay: list = []  # called with the stream after each launch (capture_state.on_replay)
 
     # -- capture ---------------------------------------------------------------
@@ -225,6 +226,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
         self._stream, self._pool, self._token, self._mode = s, pool, token, capture_error_mode
         self._handles = []
         self._capture_id = object()  # handles of an earlier capture, even one discarded, are refused
+        self._discarded = None
         if restore is not None:
             self._restore = restore
             set_stream(s)
@@ -239,6 +241,8 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
         """End the capture and instantiate the graph (its compile cost is paid here)."""
         s = self._stream
         if s is None:
+            if self._discarded:
+                raise RuntimeError(f"capture_end(): the capture was discarded, as {self._discarded}; begin a new one")
             raise RuntimeError("capture_end() called without capture_begin()")
         if self._open:
             n = len(self._open)

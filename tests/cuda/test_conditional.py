@@ -351,3 +351,158 @@ def test_a_node_opened_on_a_graph_that_is_not_the_one_capturing_says_so():
             with other.if_(flag):
                 pass
     _no_capture_left()
+
+
+# -- nodes among forked streams, compiled functions and errors -------------------------------------
+
+
+def test_a_node_opened_on_a_forked_stream_follows_that_streams_work():
+    x, flag, y = tp.tensor([1.0]), tp.tensor([False]), tp.zeros(1)
+    side = tp.cuda.Stream()
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        main = tp.cuda.current_stream()
+        side.wait_stream(main)
+        with tp.cuda.stream(side):
+            tp.gt(x, 0.0, out=flag)  # the flag is written on the forked stream
+            with g.if_(flag):
+                y.add_(1.0)
+            y.add_(10.0)  # after the node, on the same stream
+        main.wait_stream(side)
+    assert "n0 -> n1;" in g.dot()  # the flag's kernel, then the node's setter: no race between them
+    g.replay()
+    tp.cuda.synchronize()
+    assert y.item() == 11.0
+    _no_capture_left()
+
+
+def test_a_flag_given_to_set_conditional_handle_is_kept_alive_by_the_graph():
+    import gc
+
+    flag, n = tp.tensor([True]), tp.zeros(1)
+    g = tp.cuda.CUDAGraph()
+
+    def capture():
+        stop = tp.tensor([False])  # the caller's only reference ends with this function
+        with tp.cuda.graph(g):
+            with g.while_(flag, max_iters=10) as loop:
+                n.add_(1.0)
+                g.set_conditional_handle_for_current_node(stop)
+        return loop
+
+    loop = capture()
+    gc.collect()
+    others = [tp.ones(1, dtype=tp.bool) for _ in range(8)]  # would take the flag's memory if it were freed
+    g.replay()
+    assert loop.iterations.item() == 1 and n.item() == 1.0 and not loop.hit_limit
+    del others
+
+
+def test_nodes_opened_inside_a_compiled_function_capture_their_bodies():
+    flag, x, y = tp.tensor([False]), tp.ones(4), tp.zeros(4)
+    g = tp.cuda.CUDAGraph()
+
+    @tp.compile
+    def step(x, y, flag):
+        with g.if_(flag):
+            y.add_(x * 3.0)
+        x.add_(1.0)
+
+    with tp.cuda.graph(g):
+        step(x, y, flag)
+    assert y.tolist() == [0.0] * 4 and x.tolist() == [1.0] * 4  # nothing ran while capturing
+    flag.fill_(True)
+    g.replay()
+    assert y.tolist() == [3.0] * 4 and x.tolist() == [2.0] * 4
+    flag.fill_(False)
+    g.replay()
+    assert y.tolist() == [3.0] * 4 and x.tolist() == [3.0] * 4
+
+    a, pick = tp.zeros(2), tp.tensor([True])
+    g2 = tp.cuda.CUDAGraph()
+
+    @tp.compile
+    def branchy(a, pick):
+        with g2.if_else(pick) as branch:
+            a.add_(a + 1.0)
+            branch.else_()
+            a.sub_(a + 1.0)
+
+    with tp.cuda.graph(g2):
+        branchy(a, pick)
+    assert a.tolist() == [0.0, 0.0]
+    g2.replay()
+    assert a.tolist() == [1.0, 1.0]
+    pick.fill_(False)
+    g2.replay()
+    assert a.tolist() == [-1.0, -1.0]
+    _no_capture_left()
+
+
+def test_a_handle_set_after_a_fused_pass_end_still_obeys_the_cap():
+    @tp.compile
+    def step(x, flag, limit):
+        x.add_(1.0)
+        tp.lt(x.sum(), limit, out=flag)  # a fused kernel whose tail computes the flag: it ends the pass
+
+    x, flag, limit, keep = tp.zeros(4), tp.tensor([True]), tp.tensor([1e6]), tp.tensor([True])
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        with g.while_(flag, max_iters=5) as loop:
+            step(x, flag, limit)
+            tp.lt(x.sum(), 40.0, out=keep)  # holds for 10 passes
+            g.set_conditional_handle_for_current_node(keep)
+    g.replay()
+    assert loop.iterations.item() == 5 and loop.hit_limit and x.tolist() == [5.0] * 4
+    keep_going = tp.tensor([True])
+    g2 = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g2):
+        with g2.while_(flag, max_iters=3) as loop2:
+            step(x, flag, limit)
+            g2.set_conditional_handle_for_current_node(keep_going)
+    x.zero_()
+    g2.replay()
+    assert loop2.iterations.item() == 3 and loop2.hit_limit
+
+
+def test_a_node_body_that_raises_discards_the_capture_and_says_so():
+    flag, n = tp.tensor([True]), tp.zeros(1)
+    g = tp.cuda.CUDAGraph()
+    g.capture_begin()
+    with pytest.raises(ValueError, match="bad input") as caught:
+        with g.while_(flag, max_iters=3):
+            n.add_(1.0)
+            raise ValueError("a bad input")
+    notes = getattr(caught.value, "__notes__", ["capture was discarded"])  # notes: Python 3.11 and later
+    assert any("capture was discarded" in note for note in notes)
+    _no_capture_left()
+    n.add_(1.0)  # eager again
+    assert n.item() == 1.0
+    with pytest.raises(RuntimeError, match="discarded, as the body of g.while_\\(\\) raised ValueError"):
+        g.capture_end()
+    with tp.cuda.graph(g):  # the graph captures again
+        n.add_(1.0)
+    g.replay()
+    assert n.item() == 2.0
+
+
+def test_a_branch_acts_only_on_its_own_open_node():
+    fa, fb, x, y = tp.tensor([True]), tp.tensor([True]), tp.zeros(1), tp.zeros(1)
+    g = tp.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="branch.else_\\(\\) of a node that is closed"):
+        with tp.cuda.graph(g):
+            with g.if_else(fa) as a:
+                x.add_(1.0)
+                a.else_()
+                x.sub_(1.0)
+            with g.if_else(fb) as b:
+                y.add_(1.0)
+                a.else_()
+                b.else_()
+    _no_capture_left()
+    with pytest.raises(RuntimeError, match="ends while a node opened inside it is still open"):
+        with tp.cuda.graph(g):
+            with g.if_(fa):
+                g.begin_capture_to_if_node(fb)
+    _no_capture_left()
+    assert x.item() == 0.0 and y.item() == 0.0
