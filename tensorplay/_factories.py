@@ -58,6 +58,21 @@ def _refuse_big_ints(data, arr: np.ndarray) -> None:
         )
 
 
+def _typed(data) -> bool:
+    """Whether ``data`` carries its own element type, which a tensor of it keeps
+    (as of a NumPy array): a buffer (``array.array``, a ``memoryview``), or a
+    sequence whose first element is a NumPy scalar. Python numbers take the
+    default dtypes instead."""
+    if isinstance(data, (list, tuple)):
+        first = next(_leaves(data), None)
+        return isinstance(first, np.generic)
+    try:
+        memoryview(data)
+    except TypeError:
+        return False
+    return True
+
+
 def _host_array(data, dtype: dt.DType | None) -> np.ndarray:
     if isinstance(data, Tensor):
         raise TypeError("tensor() got a Tensor; use .clone() or .to(dtype) to copy it")
@@ -69,12 +84,14 @@ def _host_array(data, dtype: dt.DType | None) -> np.ndarray:
             dt.from_numpy_dtype(arr.dtype)
     else:
         arr = np.asarray(data)
+        if arr.dtype == object and dtype is not None and dtype.kind in "fc":  # ints past 64 bits, as floats
+            arr = np.asarray(data, dtype=dtype.np)
         if dtype is None:
             _refuse_big_ints(data, arr)
         if arr.dtype == object or arr.dtype.kind not in "biufc":
             raise TypeError(f"expected numbers, nested lists of numbers or an array, got {type(data).__name__}")
         if dtype is None:
-            dtype = dt.default_for_kind(arr.dtype.kind)
+            dtype = dt.from_numpy_dtype(arr.dtype) if _typed(data) else dt.default_for_kind(arr.dtype.kind)
         elif dtype.kind == "i" and arr.dtype.kind != "c":  # from the Python ints themselves: [0, 2**64 - 1]
             arr = np.asarray(data, dtype=dtype.np)  # alone is float64 to NumPy
     if arr.dtype.kind == "c" and dtype is not None and dtype.kind != "c":
@@ -197,6 +214,18 @@ def full_like(x: Tensor, fill_value, dtype=None, *, device=None, requires_grad: 
     return full(x.shape, fill_value, dtype=dtype or x.dtype, device=device, requires_grad=requires_grad)
 
 
+def _refuse_out_of_range(fn: str, dtype: dt.DType, first: int, last: int | None) -> None:
+    """An OverflowError, as NumPy's, where the first or last value of an integer
+    sequence does not fit its dtype (which the kernel would wrap)."""
+    info = np.iinfo(dtype.np)
+    for value in (first, last):
+        if value is not None and not info.min <= value <= info.max:
+            raise OverflowError(
+                f"{fn}(): the value {value} does not fit {dtype.name} ({info.min} to {info.max}); "
+                "pass a wider dtype or a smaller range"
+            )
+
+
 def arange(start, stop=None, step=1, dtype=None, *, end=None, device=None, requires_grad: bool = False) -> Tensor:
     """``start, start + step, ...`` below ``stop``, as NumPy's ``arange`` (the
     values are written on the device: it works inside a graph capture too).
@@ -222,6 +251,8 @@ def arange(start, stop=None, step=1, dtype=None, *, end=None, device=None, requi
     dtype = dt.as_dtype(dtype) if dtype is not None else dt.default_for_kind("i" if whole else "f")
     if dtype is dt.bfloat16:  # the kernel writes plain values: made in float32, then rounded
         return arange(start, end, step, dt.float32, requires_grad=requires_grad).to(dtype)
+    if n and dtype.kind in "iu":
+        _refuse_out_of_range("arange", dtype, int(start), int(start) + (n - 1) * int(step) if whole else None)
     out = empty(n, dtype=dtype)
     if n:
         first, delta = (int(start), int(step)) if whole else (float(start), float(step))

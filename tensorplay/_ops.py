@@ -248,8 +248,14 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
         shape = a.shape if a.shape == b.shape else broadcast_shapes(a.shape, b.shape)
     elif ta or tb:
         t, s = (a, b) if ta else (b, a)
-        if isinstance(s, (list, tuple, np.ndarray)):
-            # host data promotes like a Python number of its kind: int tensor + [0.5] is float32
+        if isinstance(s, np.ndarray) and s.ndim:  # an array keeps its dtype, as NumPy's and PyTorch's do
+            s = tensor(s)
+            return binary(op, t if ta else s, s if ta else t, out)
+        if isinstance(s, np.ndarray):  # 0-d: a number
+            s = s.item()
+            a, b = (t, s) if ta else (s, t)
+        if isinstance(s, (list, tuple)):
+            # Python data promotes like a Python number of its kind: int tensor + [0.5] is float32
             probe = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}.get(np.asarray(s).dtype.kind)
             s = tensor(s, dtype=None if probe is None else dt.promote_scalar(t.dtype, probe))
             return binary(op, t if ta else s, s if ta else t, out)
@@ -515,6 +521,10 @@ def where_into(out: Tensor, cond: Tensor, a: Tensor) -> Tensor:
 def clamp(x: Tensor, lo=None, hi=None) -> Tensor:
     if lo is None and hi is None:
         raise ValueError("clamp() needs min, max or both")
+    if any(
+        getattr(v, "dtype", None) is not None and v.dtype.kind == "c" or isinstance(v, complex) for v in (x, lo, hi)
+    ):
+        raise TypeError("clamp() and clip() are not defined for complex numbers (they have no order)")
     if hi is None:
         return binary("maximum", x, lo)
     if lo is None:

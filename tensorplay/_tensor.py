@@ -419,13 +419,18 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
         return int(self.item())
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        if copy is False:  # NumPy 2's "never copy": a tensor's memory is the device's
+            raise ValueError("np.asarray(tensor, copy=False): NumPy gets a copy of device memory; pass copy=None")
         a = self.numpy()
-        return a if dtype is None else a.astype(dtype)
+        return a if dtype is None else a.astype(dtype, copy=False)
 
     def __repr__(self) -> str:
         if current_stream().is_capturing():
             return f"tensor(<capturing>, shape={self.shape}, dtype={self.dtype})"
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        values = self.numpy()
+        if self.dtype is dt.bfloat16:  # NumPy formats bfloat16 as integers; PyTorch prints it as floats
+            values = values.astype(np.float32)
+        body = np.array2string(values, separator=", ", prefix="tensor(")
         suffix = "" if self.dtype in (dt.float32, dt.int64, dt.bool) else f", dtype={self.dtype}"
         if not self.numel() and self.shape != (0,):  # "[]" alone would hide the shape
             suffix = f", size={self.shape}{suffix}"

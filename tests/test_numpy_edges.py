@@ -258,3 +258,77 @@ def test_reductions_take_numpy_integer_dimensions_and_refuse_bools():
     for bad in (True, 1.5):
         with pytest.raises(TypeError, match="expected a dimension as an int or a tuple of ints"):
             x.sum(bad)
+
+
+# -- host data and NumPy arrays as operands ----------------------------------------------------------
+
+
+def test_a_numpy_array_operand_keeps_its_dtype_as_numpys_and_pytorchs():
+    small = tp.tensor([1, 2], dtype=tp.uint8)
+    assert (small == np.array([257, 2])).tolist() == [False, True]  # not 257 wrapped to 1
+    i32 = tp.tensor([1, 2], dtype=tp.int32)
+    for total in (i32 + np.array([2**40, 5]), np.array([2**40, 5]) + i32):
+        assert total.dtype is tp.int64 and total.tolist() == [2**40 + 1, 7]
+    h = tp.tensor([1.0, 2.0], dtype=tp.float16) + np.array([70000.0, 1e-4])
+    assert h.dtype is tp.float64 and h.tolist() == [70001.0, 2.0001]
+    assert (i32 + np.array(3)).dtype is tp.int32  # a 0-d array is a number
+    assert (i32 + [1, 2]).dtype is tp.int32  # Python data promotes like a Python number
+
+
+def test_typed_host_data_keeps_its_type_and_big_ints_fit_a_float_dtype():
+    import array
+
+    big = tp.tensor([np.uint64(2**64 - 1), np.uint64(1)])
+    assert big.dtype is tp.uint64 and big.tolist() == [2**64 - 1, 1]
+    doubles = tp.asarray(array.array("d", [0.1, 1e300]))
+    assert doubles.dtype is tp.float64 and doubles.tolist() == [0.1, 1e300]
+    assert tp.asarray(array.array("b", [1, -1])).dtype is tp.int8
+    assert tp.asarray(memoryview(np.array([0.1]))).dtype is tp.float64
+    assert tp.tensor([0.1, 2.0]).dtype is tp.float32  # Python floats: the default dtype
+    assert tp.tensor([2**64], dtype=tp.float32).tolist() == [float(2**64)]
+    assert tp.asarray([-(2**63) - 1, 1], dtype=tp.float64).tolist() == [-9.223372036854776e18, 1.0]
+    with pytest.raises(OverflowError, match="pass a floating dtype"):
+        tp.tensor([2**64])
+
+
+def test_arange_refuses_values_its_dtype_cannot_hold():
+    for args, kw in (((0, 10**20, 10**19), {}), ((2**63, 2**63 + 3), {}), ((-3, 3), {"dtype": tp.uint8})):
+        with pytest.raises(OverflowError, match="does not fit"):
+            tp.arange(*args, **kw)
+    assert tp.arange(250, 256, dtype=tp.uint8).tolist() == list(range(250, 256))
+    assert tp.arange(2**62, 2**63 - 1, 2**61).tolist() == [2**62, 2**62 + 2**61]
+
+
+def test_numpy_never_copy_is_refused_and_bfloat16_prints_as_floats():
+    t = tp.tensor([1.0, 2.0])
+    with pytest.raises(ValueError, match="copy of device memory"):
+        np.asarray(t, copy=False)
+    assert np.asarray(t, dtype=np.float64).tolist() == [1.0, 2.0]
+    assert repr(tp.tensor([2.0, 100.0], dtype=tp.bfloat16)) == "tensor([  2., 100.], dtype=tensorplay.bfloat16)"
+    assert repr(tp.tensor(3.0, dtype=tp.bfloat16)) == "tensor(3., dtype=tensorplay.bfloat16)"
+
+
+def test_clamp_of_complex_numbers_is_refused_in_every_form():
+    z = tp.tensor([1 + 1j, -2j])
+    for call in (
+        lambda: tp.clamp(z, tp.zeros(2), tp.ones(2)),
+        lambda: tp.clip(z, 0, 1),
+        lambda: z.clamp(min=0),
+        lambda: tp.clamp(tp.ones(2), 0j, 1j),
+    ):
+        with pytest.raises(TypeError, match="not defined for complex numbers"):
+            call()
+
+
+def test_float64_digamma_is_accurate_to_a_few_ulp():
+    from math import lgamma
+
+    x = np.array([0.5, 1.0, 2.5, 3.0, 6.0, 9.5, 10.0, 40.0, -1.5])
+    got = tp.digamma(tp.tensor(x)).numpy()
+    h = 1e-5  # d lgamma / dx by a 4th-order central difference, in extended steps of float64
+    want = np.array(
+        [(-lgamma(v + 2 * h) + 8 * lgamma(v + h) - 8 * lgamma(v - h) + lgamma(v - 2 * h)) / (12 * h) for v in x]
+    )
+    np.testing.assert_allclose(got, want, rtol=2e-9)  # the difference's own error
+    euler = 0.57721566490153286061
+    assert abs(got[1] + euler) <= 5e-16 and abs(got[5] - (np.log(9.5) - 1 / 19)) < 2e-3  # psi(1) = -gamma

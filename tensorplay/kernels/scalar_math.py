@@ -447,8 +447,9 @@ def logaddexp(a, b):
 def digamma(x):
     """The logarithmic derivative of the gamma function (``lgamma``'s), as
     PyTorch's: -inf at +0 (+inf at -0), NaN at the negative integers; the
-    reflection formula below 0, the recurrence up to 6, then the asymptotic
-    series; in float64 (as the GPU computes it, on both targets)."""
+    reflection formula below 0, the recurrence up to 10, then the asymptotic
+    series to its x^-14 term (the next is 4e-17 at 10); in float64 (as the GPU
+    computes it, on both targets)."""
     x = float(x)
     if x == 0:
         return copysign(math.inf, -x)
@@ -459,11 +460,12 @@ def digamma(x):
         reflected = PI / tan(PI * x)
         x = 1.0 - x
     result = 0.0
-    while x < 6.0:
+    while x < 10.0:
         result -= 1.0 / x
         x += 1.0
     f = 1.0 / (x * x)
-    series = f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132)))))
+    tail = 1.0 / 132 - f * (691.0 / 32760 - f * (1.0 / 12))
+    series = f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * tail))))
     return result + log(x) - 0.5 / x - series - reflected
 
 
