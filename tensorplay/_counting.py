@@ -9,6 +9,8 @@ a capture, with a sentence that says what to pass instead.
 
 from __future__ import annotations
 
+import math
+
 from . import _dtype as dt
 from ._creation_functions import linspace
 from ._data_type_functions import result_type
@@ -52,19 +54,20 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
         raise ValueError(f"bincount() counts a 1-d tensor of integers, got {input.dtype} of shape {input.shape}")
     if weights is not None and weights.shape != input.shape:
         raise ValueError(f"bincount() takes weights of the input's shape {input.shape}, got {weights.shape}")
+    values = input.to(dt.int64) if input.dtype is dt.bool else input  # NumPy's: False and True count as 0 and 1
     if minlength < 0:
         raise ValueError(f"bincount() takes minlength >= 0, got {minlength}")
     length = minlength
     if input.numel():
         _read_in_capture("bincount", "the largest value")
-        low, high = (int(v) for v in stack([input.min(), input.max()]).tolist())
+        low, high = (int(v) for v in stack([values.min(), values.max()]).tolist())
         if low < 0:
             raise ValueError(f"bincount() counts non-negative integers, got {low}")
         length = max(minlength, high + 1)
     if weights is None:
-        return zeros(length, dtype=dt.int64).index_add_(0, input, ones(input.shape, dtype=dt.int64))
+        return zeros(length, dtype=dt.int64).index_add_(0, values, ones(values.shape, dtype=dt.int64))
     dtype = weights.dtype if weights.dtype.kind in "fc" else dt.float64
-    return zeros(length, dtype=dtype).index_add_(0, input, weights.to(dtype))
+    return zeros(length, dtype=dtype).index_add_(0, values, weights.to(dtype))
 
 
 def _bin_counts(x: Tensor, index: Tensor, inside: Tensor, bins: int, weights) -> Tensor:
@@ -72,6 +75,16 @@ def _bin_counts(x: Tensor, index: Tensor, inside: Tensor, bins: int, weights) ->
     ``index`` where ``inside``, left out elsewhere."""
     amount = inside.to(x.dtype) if weights is None else where(inside, weights.reshape(-1).to(x.dtype), 0)
     return zeros(bins, dtype=x.dtype).index_add_(0, where(inside, index, 0), amount)
+
+
+def _finite_range(fn: str, lo: float, hi: float, widen: float) -> tuple[float, float]:
+    """``(lo, hi)`` checked as NumPy and PyTorch check a histogram's range, and
+    widened by ``widen`` either side where it is one value."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"{fn}(): the range [{lo}, {hi}] is not finite (NaN or inf in the data, or given)")
+    if lo > hi:
+        raise ValueError(f"{fn}(): the range's low end {lo} is above its high end {hi}")
+    return (lo - widen, hi + widen) if lo == hi else (lo, hi)
 
 
 def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:  # noqa: A002 (PyTorch's)
@@ -93,12 +106,10 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
     if lo == hi and x.numel():
         _read_in_capture("histc", "the data's range")
         lo, hi = (float(v) for v in stack([x.min(), x.max()]).tolist())
-    if lo == hi:  # one value, or none: PyTorch widens the range by one either side
-        lo, hi = lo - 1, hi + 1
-    if lo > hi:
-        raise ValueError(f"histc() takes min <= max, got min={lo} and max={hi}")
+    lo, hi = _finite_range("histc", lo, hi, 1)
     inside = (x >= lo) & (x <= hi)
-    position = ((where(inside, x, lo) - lo) * (bins / (hi - lo))).floor().to(dt.int64)
+    at = x if x.dtype.itemsize >= 4 else x.to(dt.float32)  # the positions in float32 at least, as PyTorch's
+    position = ((where(inside, at, lo) - lo) * (bins / (hi - lo))).floor().to(dt.int64)
     return _bin_counts(x, position.clamp(0, bins - 1), inside, bins, None)
 
 
@@ -123,8 +134,7 @@ def histogram(input: Tensor, bins=10, *, range=None, weight: Tensor | None = Non
             lo, hi = (float(v) for v in stack([x.min(), x.max()]).tolist()) if x.numel() else (0.0, 1.0)
         else:
             lo, hi = (float(v) for v in range)
-        if lo == hi:
-            lo, hi = lo - 0.5, hi + 0.5
+        lo, hi = _finite_range("histogram", lo, hi, 0.5)
         edges = linspace(lo, hi, bins + 1, dtype=x.dtype)
     n = edges.shape[0] - 1
     last = edges[n:]
@@ -144,13 +154,13 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     >>> tp.isin(tp.tensor([1, 2, 3, 4]), tp.tensor([4, 2])).tolist()
     [False, True, False, True]
     """
-    e = elements if isinstance(elements, Tensor) else None
-    t = test_elements if isinstance(test_elements, Tensor) else None
-    if e is None and t is None:
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
         raise TypeError("isin() takes a tensor as elements or test_elements")
+    # a list is data of its own dtype; a number takes the tensor's, as in a binary op
+    elements, test_elements = (tensor(v) if isinstance(v, (list, tuple)) else v for v in (elements, test_elements))
     dtype = result_type(elements, test_elements)
-    e = (e if e is not None else tensor(elements, dtype=dtype)).to(dtype)
-    t = (t if t is not None else tensor(test_elements, dtype=dtype)).to(dtype).reshape(-1)
+    e, t = (v.to(dtype) if isinstance(v, Tensor) else tensor(v, dtype=dtype) for v in (elements, test_elements))
+    t = t.reshape(-1)
     if t.numel() == 0:
         found = zeros(e.shape, dtype=dt.bool)
     else:

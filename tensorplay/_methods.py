@@ -83,15 +83,16 @@ def _reduction(op: str):
 
 def _accumulation(op: str):
     """``x.sum`` or ``x.mean``: ``_reduction``'s, with PyTorch's ``dtype=`` (the
-    namespace function's: the input converted to it first)."""
+    namespace function's: the input converted to it first) and NumPy's names
+    ``axis=`` and ``keepdims=``, as the namespace function takes them."""
     reduction = _reduction(op)
 
-    def method(self, dim=None, keepdim: bool = False, *, dtype=None):
-        if dtype is None:
+    def method(self, dim=None, keepdim: bool = False, *, dtype=None, **names):
+        if dtype is None and not names:
             return reduction(self, dim, keepdim)
         from . import _statistical_functions  # which adds methods to Tensor, as this module does
 
-        return getattr(_statistical_functions, op)(self, dim, keepdim, dtype=dtype)
+        return getattr(_statistical_functions, op)(self, dim, keepdim, dtype=dtype, **names)  # axis=, keepdims=
 
     method.__name__, method.__doc__ = op, f"The {op} over ``dim`` (all dimensions if None), in ``dtype`` if given."
     return method

@@ -110,7 +110,8 @@ def kron(a: Tensor, b: Tensor) -> Tensor:
     b = b.reshape((1,) * (n - b.ndim) + b.shape)
     spread_a = a.reshape(tuple(s for d in a.shape for s in (d, 1)))  # (a0, 1, a1, 1, ...)
     spread_b = b.reshape(tuple(s for d in b.shape for s in (1, d)))  # (1, b0, 1, b1, ...)
-    return (spread_a * spread_b).reshape(tuple(x * y for x, y in zip(a.shape, b.shape, strict=True)))
+    product = spread_a & spread_b if a.dtype.kind == b.dtype.kind == "b" else spread_a * spread_b  # bools stay bools
+    return product.reshape(tuple(x * y for x, y in zip(a.shape, b.shape, strict=True)))
 
 
 def cross(input: Tensor, other: Tensor, dim: int = -1) -> Tensor:  # noqa: A002 (PyTorch's name)

@@ -10,6 +10,8 @@ differentiable and captures as they do.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._manipulation_functions import concat, flip
 from ._tensor import Tensor, add_methods
 
@@ -112,6 +114,7 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple[Tens
     if input.ndim == 0:
         raise ValueError("tensor_split() cuts a dimension: a 0-d tensor has none")
     size = input.shape[input._dim(dim)]
+    indices_or_sections = _host_ints(indices_or_sections)
     if isinstance(indices_or_sections, int) and not isinstance(indices_or_sections, bool):
         n = indices_or_sections
         if n < 1:
@@ -128,11 +131,26 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple[Tens
     return tuple(input.narrow(dim, a, max(b - a, 0)) for a, b in zip(bounds, bounds[1:], strict=False))
 
 
+def _host_ints(value):
+    """A number of sections or a list of indices as Python ints, from a NumPy
+    integer or array, or a tensor (read on the host, as PyTorch reads its CPU one)."""
+    if isinstance(value, Tensor):
+        if value.dtype.kind not in "iu" or value.ndim > 1:
+            raise TypeError(
+                f"expected an integer tensor of 0 or 1 dimension for the sections, got {value.dtype} {value.shape}"
+            )
+        value = value.tolist()
+    elif isinstance(value, (np.integer, np.ndarray)):
+        value = value.tolist()
+    return value
+
+
 def _split_along(fn: str, dim: int, least: int):
     def split(input: Tensor, indices_or_sections) -> tuple[Tensor, ...]:  # noqa: A002
         if input.ndim < least:
             raise ValueError(f"{fn}() needs at least {least} dimension(s), got shape {input.shape}")
         d = 0 if fn == "hsplit" and input.ndim == 1 else dim
+        indices_or_sections = _host_ints(indices_or_sections)
         if isinstance(indices_or_sections, int) and input.shape[d] % indices_or_sections:
             raise ValueError(
                 f"{fn}() into {indices_or_sections} equal parts, but dimension {d} has {input.shape[d]} "

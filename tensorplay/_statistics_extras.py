@@ -8,6 +8,7 @@ host.
 
 from __future__ import annotations
 
+from . import _dtype as dt
 from ._aliases import either
 from ._functions import where
 from ._statistical_functions import sum as _sum
@@ -35,7 +36,7 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=
     x = input if dtype is None else input.to(dtype)
     dim, keep = either("nanmean", "axis", axis, "dim", dim), keepdim or keepdims
     present = ~x.isnan()
-    return nansum(x, dim, keep) / _sum(present, dim, keep).to(x.dtype if x.dtype.kind == "f" else x.real.dtype)
+    return nansum(x, dim, keep) / _sum(present, dim, keep).to(dt.real_dtype(x.dtype))
 
 
 def _variables(fn: str, data: Tensor) -> Tensor:
@@ -68,7 +69,7 @@ def corrcoef(input: Tensor) -> Tensor:  # noqa: A002 (PyTorch's name)
     c = cov(input)
     if c.ndim == 0:
         return c / c
-    d = c.diagonal().real.sqrt() if c.dtype.kind == "c" else c.diagonal().sqrt()
+    d = c.diagonal().abs().sqrt() if c.dtype.kind == "c" else c.diagonal().sqrt()  # a complex variance is real
     r = c / d[:, None] / d[None, :]
     return r if r.dtype.kind == "c" else r.clamp(-1.0, 1.0)
 
@@ -86,15 +87,17 @@ def trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1, axis: int | None = N
     n = y.shape[d]
     if x is not None and dx is not None:
         raise TypeError("trapezoid() takes x or dx, not both")
-    mids = (y.narrow(d, 1, max(n - 1, 0)) + y.narrow(d, 0, max(n - 1, 0))) / 2
+    if n < 2:  # no interval: zeros, of the dtype the rule gives
+        return _sum(y.narrow(d, 0, 0), d) / 2
+    mids = (y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) / 2
     if x is None:
         return _sum(mids, d) * (1 if dx is None else dx)
     if x.ndim == 1:
         if x.shape[0] != n:
             raise ValueError(f"trapezoid() takes x of {n} points along dimension {d}, got {x.shape[0]}")
         steps = x.diff().reshape(tuple(-1 if k == d else 1 for k in range(y.ndim)))
-    else:
-        steps = x.diff(dim=d)
+    else:  # broadcast against y, leading dimensions of one added
+        steps = x.reshape((1,) * (y.ndim - x.ndim) + x.shape).diff(dim=d)
     return _sum(mids * steps, d)
 
 

@@ -283,3 +283,55 @@ def test_fmod_gradient_matches_finite_differences():
     db = (np.fmod(an, bn + eps) - np.fmod(an, bn - eps)) / (2 * eps)
     assert a.grad.tolist() == [1.0, 1.0, 1.0]
     np.testing.assert_allclose(b.grad.numpy(), db, rtol=1e-6)
+
+
+# -- edges a review found ------------------------------------------------------------------------------
+
+
+def test_histograms_refuse_ranges_that_are_not_finite_or_reversed():
+    for data in ([1.0, float("nan")], [1.0, float("inf")]):
+        with pytest.raises(ValueError, match="is not finite"):
+            tp.histc(_t(np.array(data)), bins=4)
+        with pytest.raises(ValueError, match="is not finite"):
+            tp.histogram(_t(np.array(data)), 4)
+    with pytest.raises(ValueError, match="low end 2.0 is above its high end 1.0"):
+        tp.histogram(_t(np.array([1.5])), 4, range=(2, 1))
+    with pytest.raises(ValueError, match="is not finite"):
+        tp.histc(_t(np.array([1.5])), 4, min=0, max=float("inf"))
+
+
+@pytest.mark.parametrize("dtype", [tp.float16, tp.bfloat16], ids=str)
+def test_histc_bins_half_precision_data_in_float32(dtype):
+    values = RNG.random(2000).astype(np.float32)
+    x = tp.tensor(values).to(dtype)
+    exact = x.float().numpy().astype(np.float64)  # the values the tensor holds
+    want = np.minimum(np.floor(exact * 1000), 999)
+    got = tp.histc(x, bins=1000, min=0, max=1).float().numpy()
+    np.testing.assert_array_equal(got, np.bincount(want.astype(np.int64), minlength=1000))
+
+
+def test_complex_and_empty_and_broadcast_statistics():
+    z = np.array([1 + 2j, np.nan + 0j, 3 + 0j])
+    _close(tp.nanmean(_t(z)), np.nanmean(z), rtol=1e-12)
+    zz = RNG.standard_normal((2, 5)) + 1j * RNG.standard_normal((2, 5))
+    _close(tp.corrcoef(_t(zz)), np.corrcoef(zz), rtol=1e-12)
+    assert tp.trapezoid(tp.zeros(0, dtype=tp.float64)).item() == 0.0
+    assert tp.trapezoid(tp.zeros(2, 0)).tolist() == [0.0, 0.0]
+    y, x = RNG.standard_normal((2, 3, 4)), np.cumsum(RNG.random((3, 4)), axis=-1)
+    _close(tp.trapezoid(_t(y), _t(x)), np.trapezoid(y, x), rtol=1e-12)
+
+
+def test_argument_forms_numpy_and_pytorch_users_pass():
+    e = np.array([1, 2, 3])
+    assert tp.isin(_t(e), [2, 3]).tolist() == [False, True, True]
+    assert tp.isin([1, 2, 3], _t(np.array([2]))).tolist() == [False, True, False]
+    assert tp.bincount(tp.tensor([True, False, True])).tolist() == [1, 2]
+    seven = tp.arange(7)
+    for sections in (tp.tensor([2, 4]), np.array([2, 4]), [2, 4]):
+        assert [p.tolist() for p in tp.tensor_split(seven, sections)] == [[0, 1], [2, 3], [4, 5, 6]]
+    for sections in (tp.tensor(3), np.int64(3), 3):
+        assert [p.numel() for p in tp.tensor_split(seven, sections)] == [3, 2, 2]
+    x = _t(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    assert x.sum(axis=0).tolist() == [4.0, 6.0] and x.mean(axis=1, keepdims=True).tolist() == [[1.5], [3.5]]
+    k = tp.kron(tp.tensor([True, False]), tp.tensor([True, True]))
+    assert k.dtype is tp.bool and k.tolist() == [True, True, False, False]
