@@ -214,12 +214,12 @@ def full_like(x: Tensor, fill_value, dtype=None, *, device=None, requires_grad: 
     return full(x.shape, fill_value, dtype=dtype or x.dtype, device=device, requires_grad=requires_grad)
 
 
-def _refuse_out_of_range(fn: str, dtype: dt.DType, first: int, last: int | None) -> None:
-    """An OverflowError, as NumPy's, where the first or last value of an integer
+def _refuse_out_of_range(fn: str, dtype: dt.DType, *values: int) -> None:
+    """An OverflowError, as NumPy's, where a value that defines an integer
     sequence does not fit its dtype (which the kernel would wrap)."""
     info = np.iinfo(dtype.np)
-    for value in (first, last):
-        if value is not None and not info.min <= value <= info.max:
+    for value in values:
+        if not info.min <= value <= info.max:
             raise OverflowError(
                 f"{fn}(): the value {value} does not fit {dtype.name} ({info.min} to {info.max}); "
                 "pass a wider dtype or a smaller range"
@@ -251,8 +251,8 @@ def arange(start, stop=None, step=1, dtype=None, *, end=None, device=None, requi
     dtype = dt.as_dtype(dtype) if dtype is not None else dt.default_for_kind("i" if whole else "f")
     if dtype is dt.bfloat16:  # the kernel writes plain values: made in float32, then rounded
         return arange(start, end, step, dt.float32, requires_grad=requires_grad).to(dtype)
-    if n and dtype.kind in "iu":
-        _refuse_out_of_range("arange", dtype, int(start), int(start) + (n - 1) * int(step) if whole else None)
+    if n and dtype.kind in "iu" and whole:  # as NumPy's: start and step must fit (later values wrap)
+        _refuse_out_of_range("arange", dtype, int(start), int(step))
     out = empty(n, dtype=dtype)
     if n:
         first, delta = (int(start), int(step)) if whole else (float(start), float(step))

@@ -211,7 +211,7 @@ def test_factories_random_draws_and_names():
     assert tp.arange(0, 2, 0.5, dtype=tp.bfloat16).tolist() == [0.0, 0.5, 1.0, 1.5]
     assert tp.arange(300, dtype=tp.bfloat16)[-3:].tolist() == _rounded([297, 298, 299]).tolist()
     assert tp.tensor([1.0, 2.0]).bfloat16().dtype == tp.bfloat16
-    assert repr(tp.ones(2, dtype=tp.bfloat16)) == "tensor([1, 1], dtype=tensorplay.bfloat16)"
+    assert repr(tp.ones(2, dtype=tp.bfloat16)) == "tensor([1., 1.], dtype=tensorplay.bfloat16)"
     assert tp.bfloat16.is_floating_point and tp.bfloat16.itemsize == 2
     tp.manual_seed(0)
     u = tp.rand(4000, dtype=tp.bfloat16).numpy().astype(np.float64)

@@ -296,6 +296,7 @@ def test_arange_refuses_values_its_dtype_cannot_hold():
         with pytest.raises(OverflowError, match="does not fit"):
             tp.arange(*args, **kw)
     assert tp.arange(250, 256, dtype=tp.uint8).tolist() == list(range(250, 256))
+    assert tp.arange(254, 258, dtype=tp.uint8).tolist() == [254, 255, 0, 1]  # later values wrap, as NumPy's
     assert tp.arange(2**62, 2**63 - 1, 2**61).tolist() == [2**62, 2**62 + 2**61]
 
 

@@ -211,18 +211,21 @@ def test_python_scalars_on_either_side(op, dtype, scalar, want):
     assert_close(fn(scalar, x), reference(np_fn, scalar, a), dtype=want)
 
 
-def test_host_data_operands_promote_like_python_numbers():
+def test_host_data_operands_promote_python_data_like_numbers_and_arrays_by_their_dtype():
     x = tp.tensor([1, 2], dtype=tp.int32)
-    assert_close(x + [0.5, 0.25], [1.5, 2.25], dtype=tp.float32)
-    assert_close(x * np.array([0.5, 1.5]), [0.5, 3.0], dtype=tp.float32)
+    assert_close(x + [0.5, 0.25], [1.5, 2.25], dtype=tp.float32)  # Python data: like a Python float
     assert_close([3, 4] - x, [2, 2], dtype=tp.int32)
-    assert_close(tp.tensor([1.0, 2.0], dtype=tp.float16) * np.array([2.0, 0.5]), [2.0, 1.0], dtype=tp.float16)
+    assert_close(x * np.array([0.5, 1.5]), [0.5, 3.0], dtype=tp.float64)  # an array: its dtype, as NumPy's
+    assert_close(
+        tp.tensor([1.0, 2.0], dtype=tp.float16) * np.array([2.0, 0.5], np.float16), [2.0, 1.0], dtype=tp.float16
+    )
     assert_close(x < np.array([[1.5], [2.5]]), [[True, False], [True, True]], dtype=tp.bool)
     with pytest.raises(TypeError, match="expected numbers, nested lists of numbers or an array, got list"):
         x + ["a", "b"]
-    z = x + np.array([1j, 2j])  # complex data: as a Python complex number, complex64
+    z = x + [1j, 2j]  # complex Python data: as a Python complex number, complex64
     assert z.dtype == tp.complex64
     np.testing.assert_array_equal(z.numpy(), [1 + 1j, 2 + 2j])
+    assert (x + np.array([1j, 2j])).dtype == tp.complex128
 
 
 def test_power_with_scalars():

@@ -252,8 +252,8 @@ class ConditionalNodes:
     def _block(self, call: str):
         """The ``with`` block of the node just opened (given to it): at its end the
         node closes. A block that raises discards the capture, as the node can no
-        longer close as written (its error says so); one that leaves a node it
-        opened inside still open is refused."""
+        longer close as written (a later ``capture_end()`` says so); one that
+        leaves a node it opened inside still open is refused."""
         node = self._open[-1]
         try:
             yield node
@@ -262,9 +262,7 @@ class ConditionalNodes:
         except BaseException as e:
             if self._stream is not None:
                 self._abort_capture()
-                self._discarded = f"the body of {call} raised {type(e).__name__}"
-                if hasattr(e, "add_note"):  # Python 3.11 and later
-                    e.add_note(f"tensorplay: the body of {call} raised, so the capture was discarded")
+                self._discarded = f"the body of {call} raised {type(e).__name__}"  # for capture_end()
             raise
         if not self._open or self._open[-1] is not node:
             inner = self._open[-1].kind.replace("_", "/") if self._open else "none"
