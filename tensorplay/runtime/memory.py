@@ -22,11 +22,12 @@ import itertools
 import threading
 from collections import defaultdict
 
+from . import streams
 from .backend import CudaError
 from .backend import get as get_backend
 from .caches import BoundedCache
 from .capture import capture_state, refuse_empty_cache, wait_for_device_unless_capturing
-from .streams import Event
+from .streams import Event, Stream
 
 __all__ = [
     "Block",
@@ -322,6 +323,8 @@ class CachingAllocator:
 
     def record_stream(self, block: Block, stream) -> None:
         """Note that ``block`` is used on ``stream`` too: its reuse waits for it."""
+        if not isinstance(stream, Stream):
+            raise TypeError(f"record_stream() takes a tensorplay.cuda.Stream, got {type(stream).__name__}")
         if stream._key != block.stream_key:
             if block.other_streams is None:
                 block.other_streams = set()
@@ -381,12 +384,21 @@ class CachingAllocator:
     # -- giving memory back --------------------------------------------------------
     def release_cached(self, pool=None) -> int:
         """Give the free blocks of ``pool`` (all pools if None) back to the device."""
-        dev = get_backend()
         if self._pending and not capture_state.active:
             self._collect_pending()
+        return self._give_back([k for k in list(self._free) if pool is None or k[0] == pool])
+
+    def forget_stream(self, key: int) -> None:
+        """A collected stream's cached blocks go back to the device: they would
+        serve no other stream, and a later stream given the same handle must not
+        take them unordered. Called before its handle is destroyed, outside captures."""
+        self._give_back([k for k in list(self._free) if k[1] == key and k[0] is DEFAULT_POOL])
+
+    def _give_back(self, keys: list) -> int:
+        dev = get_backend()
         released = 0
-        for key in [k for k in list(self._free) if pool is None or k[0] == pool]:
-            for block in self._free.pop(key):
+        for key in keys:
+            for block in self._free.pop(key, ()):
                 dev.mem_free(block.ptr)
                 released += block.size
                 self._reserved[block.pool] -= block.size
@@ -408,6 +420,7 @@ def _mem_alloc(dev, size: int) -> int:
 
 
 allocator = CachingAllocator()
+streams.retirement_hooks.append(allocator.forget_stream)
 
 
 def memory_allocated() -> int:

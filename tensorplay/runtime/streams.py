@@ -163,7 +163,8 @@ class Stream(*_device().stream_bases()):
 
     def __del__(self, _release=_release) -> None:  # bound here: at exit the module's globals are cleared
         if getattr(self, "_owned", False):
-            _release(lambda dev: dev.stream_destroy, self._h)
+            key = self._key
+            _release(lambda dev: _retiring(dev.stream_destroy, key), self._h)
 
 
 class Event:
@@ -229,6 +230,20 @@ class Event:
     def __del__(self, _release=_release) -> None:
         if hasattr(self, "_h"):
             _release(lambda dev: dev.event_destroy, self._h)
+
+
+retirement_hooks: list = []  # called with a collected stream's key before its handle goes (the allocator's)
+
+
+def _retiring(destroy, key: int):
+    """``destroy`` of a collected stream, after the hooks let go of what they keep for it."""
+
+    def retire(handle) -> None:
+        for hook in retirement_hooks:
+            hook(key)
+        destroy(handle)
+
+    return retire
 
 
 def _destroy(destroy, handle) -> None:

@@ -211,3 +211,23 @@ def test_elapsed_time_of_an_event_never_recorded_or_recorded_in_a_capture_is_a_s
     end.record()
     end.synchronize()
     assert start.elapsed_time(end) >= 0.0
+
+
+def test_a_collected_streams_cached_blocks_go_back_to_the_device():
+    import gc
+
+    gc.collect()
+    tp.cuda.synchronize()
+    tp.cuda.empty_cache()
+    start = tp.cuda.memory_reserved()
+    for _ in range(5):  # short-lived streams, each leaving a 1 MiB block in its cache
+        s = tp.cuda.Stream()
+        with tp.cuda.stream(s):
+            x = tp.empty(1 << 18)
+            x.fill_(1.0)
+        s.synchronize()
+        del x, s
+        gc.collect()
+    assert tp.cuda.memory_reserved() - start <= 1 << 20  # at most one stream's block, not five
+    with pytest.raises(TypeError, match="record_stream\\(\\) takes a tensorplay.cuda.Stream, got NoneType"):
+        tp.ones(2).record_stream(None)
