@@ -36,7 +36,24 @@ def _dim3(v, what: str) -> tuple[int, int, int]:
     return tuple(int(d) for d in v) + (1,) * (3 - len(v))
 
 
+def _check_arity(kernel, given: int) -> None:
+    """Refuse a launch with another number of arguments than the kernel's
+    parameters, before anything is queued (the GPU fails at the launch, the
+    simulator inside the kernel, or at every replay of a capture)."""
+    code = getattr(getattr(kernel, "py_func", None), "__code__", None)
+    if code is None or code.co_flags & 0x04:  # *args: any number
+        return
+    if given != code.co_argcount:
+        name = kernel.py_func.__name__
+        raise TypeError(f"kernel {name}() takes {code.co_argcount} argument(s), got {given}")
+
+
 def _kernel_arg(a, position: int):
+    if type(a) is int and not -(1 << 63) <= a < 1 << 63:
+        raise OverflowError(
+            f"kernel argument {position}: the int {a} does not fit int64, the type a Python int takes in a "
+            "kernel; pass a NumPy integer of the type you mean (np.uint64(...)) or a float"
+        )
     if isinstance(a, (KernelArray, bool, int, float, np.number, np.bool_)):
         return a
     handle = getattr(a, "conditional_handle", None)  # a conditional node's (tensorplay.cuda.Loop, ...)
@@ -73,6 +90,7 @@ def launch_kernel(kernel, blocks, threads, args, stream: Stream | None = None, s
         raise TypeError(f"expected a tensorplay.cuda.Stream, got {type(stream).__name__}")
     grid, block = _dim3(blocks, "blocks"), _dim3(threads, "threads")
     _check_launch(grid, block, shared_bytes)
+    _check_arity(kernel, len(args))
     converted = [_kernel_arg(a, i) for i, a in enumerate(args)]
     launch(kernel, grid, block, converted, stream, shared_bytes)
     if capture_state.active:

@@ -332,3 +332,25 @@ def test_a_plain_numba_launch_inside_a_capture_is_refused_on_the_simulator():
             plain_fill_index[1, 4](x)
     plain_fill_index[1, 4](x)  # and the runtime goes on
     assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_launch_with_another_number_of_arguments_or_an_int_past_int64_is_refused_first():
+    out = tp.zeros(4)
+
+    @tp.jit
+    def fill(out, value):
+        i = tp.cuda.grid(1)
+        if i < out.size:
+            out[i] = value
+
+    for args in ((out,), (out, 1.0, 2.0)):
+        with pytest.raises(TypeError, match=r"kernel fill\(\) takes 2 argument\(s\), got"):
+            fill[1, 4](*args)
+    g = tp.cuda.CUDAGraph()
+    with pytest.raises(TypeError, match="takes 2 argument"):  # refused at the capture, not at every replay
+        with tp.cuda.graph(g):
+            fill[1, 4](out)
+    with pytest.raises(OverflowError, match="does not fit int64"):
+        fill[1, 4](out, 2**70)
+    fill[1, 4](out, 3.0)  # the runtime stays usable
+    assert out.tolist() == [3.0] * 4
