@@ -324,6 +324,20 @@ def test_written_parameters_read_from_the_kernel_code():
     assert written_parameters(atomics)[1] == {"hist"}
     assert written_parameters(lambda a, b: a * b) == (("a", "b"), frozenset())
 
+    def through_views(out, rows, flat, pair_a, pair_b, x):
+        row = out[0]  # a row of a 2-d array: a view
+        row[1] = x[0]
+        for r in rows:
+            r[0] = 1.0
+        f = flat.reshape(flat.size)
+        f[0] = 2.0
+        for a in (pair_a, pair_b):
+            a[0] = 3.0
+        v = x[1]  # an element: read only
+        return v
+
+    assert written_parameters(through_views)[1] == {"out", "rows", "flat", "pair_a", "pair_b"}
+
 
 # -- off by default, and free when off ----------------------------------------------------------
 @off_by_default

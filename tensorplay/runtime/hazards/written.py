@@ -108,6 +108,10 @@ class _Writes:
                         self._bind(target, n.value)
                 elif isinstance(n, (ast.AnnAssign, ast.NamedExpr)) and n.value is not None:
                     self._bind(n.target, n.value)
+                elif isinstance(n, (ast.For, ast.comprehension)):  # for row in out: / for a in (x, y):
+                    items = n.iter.elts if isinstance(n.iter, (ast.Tuple, ast.List)) else [n.iter]
+                    for item in items:
+                        self._bind(n.target, item)
         written: set[str] = set()
         for n in ast.walk(node):
             if isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del)):
@@ -129,14 +133,15 @@ class _Writes:
                 self._bind(t, v)
 
     def _roots(self, e: ast.expr) -> set[str]:
-        """The parameters an expression may be (or be a view of: an element, ``x[i]``, is not one)."""
+        """The parameters an expression may be, or be a view of: ``x[i]`` of a
+        2-d ``x`` is a row (of a 1-d one an element, which nothing can store
+        through), ``x.reshape(...)`` and the other methods' results of an array."""
         if isinstance(e, ast.Name):
             return self.bound.get(e.id, set())
-        if isinstance(e, ast.Subscript):
-            views = any(isinstance(k, ast.Slice) for k in ast.walk(e.slice))
-            return self._roots(e.value) if views else set()
-        if isinstance(e, (ast.Attribute, ast.Starred)):
+        if isinstance(e, (ast.Subscript, ast.Attribute, ast.Starred)):
             return self._roots(e.value)
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+            return self._roots(e.func.value)
         if isinstance(e, ast.IfExp):
             return self._roots(e.body) | self._roots(e.orelse)
         return set()
