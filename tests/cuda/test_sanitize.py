@@ -471,3 +471,12 @@ def test_the_checker_passes_a_backends_keywords_on(monkeypatch):
         dev.conditional_end(stream, overlap=False)
         checker._own_method(dev, "conditional_end")(stream, overlap=True)
     assert given == [{"overlap": False}, {"overlap": True}]
+
+
+def test_a_view_that_repeats_elements_and_skips_others_touches_only_its_elements():
+    from tensorplay.runtime.hazards.access import array_access
+
+    x = tp.arange(4).float()
+    v = x[::3].unsqueeze(1).expand(2, 2)  # x[0], x[0], x[3], x[3]: its span is as long as its elements
+    assert not meet(array_access(v._karray, False, "v"), array_access(x[1:3]._karray, True, "x[1:3]"))
+    assert meet(array_access(v._karray, False, "v"), array_access(x[3:]._karray, True, "x[3:]"))

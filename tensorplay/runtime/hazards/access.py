@@ -86,7 +86,7 @@ def array_access(k: tuple, write: bool, what: str) -> Access | None:
     count = 1
     for n in shape:
         count *= n
-    dense = hi - lo == count * itemsize
+    dense = hi - lo == count * itemsize and not any(n > 1 and st == 0 for n, st in zip(shape, strides, strict=True))
     return Access(lo, hi, write, what, None if dense else (ptr, tuple(shape), tuple(strides), itemsize))
 
 
