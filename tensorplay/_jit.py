@@ -17,6 +17,7 @@ from ._interop import as_tensor
 from ._tensor import Tensor
 from .runtime.backend import get as get_backend
 from .runtime.backend.launch_limits import refuse_launch_shape
+from .runtime.caches import BoundedCache
 from .runtime.capture import capture_state
 from .runtime.launch import KernelArray, launch, launcher_for
 from .runtime.streams import Stream, as_stream
@@ -36,16 +37,19 @@ def _dim3(v, what: str) -> tuple[int, int, int]:
     return tuple(int(d) for d in v) + (1,) * (3 - len(v))
 
 
+_ARITIES = BoundedCache("jit.arities", 4096)  # kernel -> its number of parameters (None: any)
+
+
 def _check_arity(kernel, given: int) -> None:
     """Refuse a launch with another number of arguments than the kernel's
     parameters, before anything is queued (the GPU fails at the launch, the
     simulator inside the kernel, or at every replay of a capture)."""
-    code = getattr(getattr(kernel, "py_func", None), "__code__", None)
-    if code is None or code.co_flags & 0x04:  # *args: any number
-        return
-    if given != code.co_argcount:
-        name = kernel.py_func.__name__
-        raise TypeError(f"kernel {name}() takes {code.co_argcount} argument(s), got {given}")
+    want = _ARITIES.get(kernel, -1)
+    if want == -1:
+        code = getattr(getattr(kernel, "py_func", None), "__code__", None)
+        want = _ARITIES.put(kernel, None if code is None or code.co_flags & 0x04 else code.co_argcount)  # *args
+    if want is not None and given != want:
+        raise TypeError(f"kernel {kernel.py_func.__name__}() takes {want} argument(s), got {given}")
 
 
 def _kernel_arg(a, position: int):
