@@ -27,9 +27,7 @@ def where(condition: Tensor, a=None, b=None):
     """
     if a is None or b is None:
         if a is None and b is None:
-            from ._searching_functions import nonzero  # it launches through _indexing, which imports this
-
-            return nonzero(condition)
+            return condition.nonzero(as_tuple=True)
         raise TypeError(
             "where() takes the condition alone (its nonzero indices) or with both a and b (the values "
             f"where it holds and where not), got {'b' if a is None else 'a'} alone; pass both"

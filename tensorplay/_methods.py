@@ -81,23 +81,6 @@ def _reduction(op: str):
     return method
 
 
-def _accumulation(op: str):
-    """``x.sum`` or ``x.mean``: ``_reduction``'s, with PyTorch's ``dtype=`` (the
-    namespace function's: the input converted to it first) and NumPy's names
-    ``axis=`` and ``keepdims=``, as the namespace function takes them."""
-    reduction = _reduction(op)
-
-    def method(self, dim=None, keepdim: bool = False, *, dtype=None, **names):
-        if dtype is None and not names:
-            return reduction(self, dim, keepdim)
-        from . import _statistical_functions  # which adds methods to Tensor, as this module does
-
-        return getattr(_statistical_functions, op)(self, dim, keepdim, dtype=dtype, **names)  # axis=, keepdims=
-
-    method.__name__, method.__doc__ = op, f"The {op} over ``dim`` (all dimensions if None), in ``dtype`` if given."
-    return method
-
-
 def _from_table() -> dict:
     """The methods and operators each op table entry declares."""
     methods: dict = {}
@@ -210,7 +193,6 @@ def _arg(op: str):
 class TensorMath:
     """The methods written by hand (the rest come from the op table)."""
 
-    sum, mean = _accumulation("sum"), _accumulation("mean")
     amax, amin = _reduction("max"), _reduction("min")
     max, min = _extreme("max"), _extreme("min")  # noqa: A003 (PyTorch's names)
     argmax, argmin = _arg("max"), _arg("min")

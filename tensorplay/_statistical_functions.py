@@ -390,8 +390,23 @@ def _method_std(self: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
     return _method_var(self, dim, unbiased, keepdim, correction=correction).sqrt()
 
 
+def _accumulation(fn, op: str):
+    """``x.sum`` or ``x.mean``: the reduction, or with PyTorch's ``dtype=`` (the
+    input converted to it first) or NumPy's ``axis=`` and ``keepdims=``, ``fn``."""
+
+    def method(self: Tensor, dim=None, keepdim: bool = False, *, dtype=None, **names) -> Tensor:
+        if dtype is None and not names:
+            return _reduction(op, self, dim, keepdim)
+        return fn(self, dim, keepdim, dtype=dtype, **names)
+
+    method.__name__, method.__doc__ = op, f"The {op} over ``dim`` (all dimensions if None), in ``dtype`` if given."
+    return method
+
+
 add_methods(
     {
+        "sum": _accumulation(sum, "sum"),
+        "mean": _accumulation(mean, "mean"),
         "logsumexp": logsumexp,
         "median": median,
         "prod": pytorch_accumulation(prod),
