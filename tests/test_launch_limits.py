@@ -39,7 +39,7 @@ def _launches(blocks, threads, shared_bytes=0):
 
 GRID = r"^a grid of \(.*\) blocks exceeds the device's limits of \(2147483647, 65535, 65535\) \(x, y, z\); "
 BLOCK = r"^a block of \(.*\) threads exceeds the device's limits: \(1024, 1024, 64\) \(x, y, z\) and 1024 threads "
-SHARED = r"^expected shared_bytes \(dynamic shared memory per block\) as an int from 0 to 49152, the device's limit"
+SHARED = r"^expected shared_bytes \(dynamic shared memory per block\) as an int from 0 to 232448, the device's limit"
 
 
 @pytest.mark.parametrize("blocks", [(1, 65536), (1, 70000), 2**31, (1, 1, 65536), (2**31, 65536, 65536)])
@@ -56,7 +56,7 @@ def test_a_block_over_the_limits_is_refused(threads):
             launch()
 
 
-@pytest.mark.parametrize("shared_bytes", [49153, 232448, -1, 1.5, True, "0"])
+@pytest.mark.parametrize("shared_bytes", [232449, 1 << 20, -1, 1.5, True, "0"])
 def test_bad_dynamic_shared_memory_is_refused(shared_bytes):
     for launch in _launches(1, 4, shared_bytes):
         with pytest.raises(ValueError, match=SHARED + ", got "):
@@ -90,8 +90,57 @@ def through_shared(x):
 
 def test_a_launch_at_the_limits_runs():
     x = tp.zeros(64)
-    through_shared[1, (1, 1, 64), None, 49152](x)  # block z and dynamic shared memory at their limits
+    through_shared[1, (1, 1, 64), None, 232448](x)  # block z and dynamic shared memory (opted in) at their limits
     assert x.tolist() == list(range(64))
+
+
+@tp.jit
+def reverse_through_shared(x, out):
+    """``out`` = ``x`` reversed, every element through dynamic shared memory."""
+    buf = cuda.shared.array(0, numba.float64)
+    t, step = cuda.threadIdx.x, cuda.blockDim.x
+    for k in range(t, x.size, step):
+        buf[k] = x[k]
+    cuda.syncthreads()
+    for k in range(t, x.size, step):
+        out[k] = buf[x.size - 1 - k]
+
+
+@pytest.mark.parametrize("cooperative", [False, True])
+def test_more_than_48_kib_of_dynamic_shared_memory_is_opted_into(cooperative):
+    # 160 KiB: past the 48 KiB a kernel gets without opting in; tensorplay raises the kernel's limit
+    x, out = tp.arange(20480, dtype=tp.float64), tp.zeros(20480, dtype=tp.float64)
+    nbytes = 8 * x.numel()
+    if cooperative:  # the occupancy query and the cooperative launch see the raised limit too
+        assert reverse_with_grid_sync.max_cooperative_blocks(64, x, out, shared_bytes=nbytes) >= 1
+        reverse_with_grid_sync[1, 64, None, nbytes](x, out)
+    else:
+        reverse_through_shared[1, 64, None, nbytes](x, out)
+    assert out.tolist() == x.tolist()[::-1]
+    g = tp.cuda.CUDAGraph()  # and a kernel node captured with it
+    out.zero_()
+    with tp.cuda.graph(g):
+        reverse_through_shared[1, 64, None, nbytes](x, out)
+    g.replay()
+    assert out.tolist() == x.tolist()[::-1]
+
+
+@tp.jit
+def reverse_with_grid_sync(x, out):
+    buf = cuda.shared.array(0, numba.float64)
+    t, step = cuda.threadIdx.x, cuda.blockDim.x
+    for k in range(t, x.size, step):
+        buf[k] = x[k]
+    cuda.cg.this_grid().sync()
+    for k in range(t, x.size, step):
+        out[k] = buf[x.size - 1 - k]
+
+
+@pytest.mark.skipif(tp.cuda.backend() != "sim", reason="on a GPU Numba's own launch meets the driver's refusal")
+def test_numbas_own_launch_keeps_the_default_limit():
+    x = tp.zeros(4)
+    with pytest.raises(ValueError, match="from 0 to 49152, the device's limit for Numba's own launch"):
+        plain_add_one[1, 4, 0, 49153](x)
 
 
 def test_a_refused_launch_leaves_nothing_behind():
@@ -107,7 +156,8 @@ def test_the_simulator_enforces_the_h200s_limits():
         "max_grid_dim": (2**31 - 1, 65535, 65535),
         "max_block_dim": (1024, 1024, 64),
         "max_threads_per_block": 1024,
-        "max_shared_memory_per_block": 49152,  # without opting in; 232448 with
+        "max_shared_memory_per_block": 49152,  # without opting in
+        "max_shared_memory_per_block_optin": 232448,
     }
     assert H200_LAUNCH_LIMITS == expected
     if tp.cuda.backend() == "sim":

@@ -118,7 +118,7 @@ class DriverBackend:
     # -- device ------------------------------------------------------------
     def launch_limits(self) -> dict:
         """The largest launch the device takes: grid and block sizes, threads
-        per block, and dynamic shared memory per block without opting in."""
+        per block, and dynamic shared memory per block without opting in and with."""
 
         def get(name: str) -> int:
             attribute = getattr(drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
@@ -129,6 +129,7 @@ class DriverBackend:
             "max_block_dim": tuple(get(f"MAX_BLOCK_DIM_{a}") for a in "XYZ"),
             "max_threads_per_block": get("MAX_THREADS_PER_BLOCK"),
             "max_shared_memory_per_block": get("MAX_SHARED_MEMORY_PER_BLOCK"),
+            "max_shared_memory_per_block_optin": get("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
         }
 
     # -- device ------------------------------------------------------------

@@ -3,7 +3,9 @@ launches it through ``cuLaunchKernel`` with its parameters packed into a
 pre-built buffer per thread, which skips Numba's dispatcher (20-100 us a launch).
 A kernel that synchronises its whole grid (``cuda.cg.this_grid().sync()``)
 goes through ``cuLaunchCooperativeKernel``, which a capture records as a
-cooperative kernel node, once its blocks are known to fit on the device at once."""
+cooperative kernel node, once its blocks are known to fit on the device at once.
+A launch that asks for more dynamic shared memory than a kernel gets by default
+(48 KiB) first raises the kernel's limit to it (``cuKernelSetAttribute``)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ def _param_packers(argtypes) -> tuple[list, int]:
     return packers, sum(packing.size for _, packing, _ in formats)
 
 
+DEFAULT_SHARED_BYTES = 48 << 10  # dynamic shared memory a kernel may take without opting in
 KERNEL_NAMES: dict[str, str] = {}  # mangled name -> Python qualified name, for DOT
 
 
@@ -49,7 +52,7 @@ class Launcher:
 
     __slots__ = (
         "name", "kernel", "argtypes", "waits", "cooperative",
-        "_func", "_packers", "_nbytes", "_local", "_fit", "_context_func",
+        "_func", "_packers", "_nbytes", "_local", "_fit", "_context_func", "_shared_allowed",
     )  # fmt: skip
 
     def __init__(self, dispatcher, argtypes) -> None:
@@ -70,6 +73,7 @@ class Launcher:
         self.cooperative = bool(getattr(kernel, "cooperative", False))  # Numba saw a grid-wide sync in it
         self._fit: dict = {}  # (threads, shared bytes) -> (blocks at once on the device, how that comes)
         self._context_func = None  # the context's CUfunction of the library kernel, once asked for
+        self._shared_allowed = DEFAULT_SHARED_BYTES  # dynamic shared memory a launch may ask for
 
     def context_function(self):
         """The context's CUfunction of the kernel: Numba loads kernels as library
@@ -83,6 +87,7 @@ class Launcher:
         """The most blocks of ``threads`` threads that are on the device at once, and how that comes."""
         fit = self._fit.get((threads, shared_bytes))
         if fit is None:
+            self._allow_shared(shared_bytes)
             per_sm = check(
                 "cuOccupancyMaxActiveBlocksPerMultiprocessor",
                 drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(self.context_function(), threads, shared_bytes),
@@ -117,6 +122,8 @@ class Launcher:
         """Launch with every parameter already packed (the ops' fast path)."""
         data, _, addr = self._buffers()
         data[: self._nbytes] = packed
+        if shared_bytes > self._shared_allowed:
+            self._allow_shared(shared_bytes)
         if self.cooperative:
             self._launch_cooperative(grid, block, stream, addr, shared_bytes)
             return
@@ -126,6 +133,18 @@ class Launcher:
         )[0]  # fmt: skip
         if err:
             raise fail(f"cuLaunchKernel({self.name})", err)
+
+    def _allow_shared(self, shared_bytes: int) -> None:
+        """Raise the kernel's dynamic shared memory limit to ``shared_bytes`` where it is lower
+        (the launch's size was checked against the device's opt-in limit before)."""
+        if shared_bytes <= self._shared_allowed:
+            return
+        device = check("cuCtxGetDevice", drv.cuCtxGetDevice())
+        attribute = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        err = drv.cuKernelSetAttribute(attribute, shared_bytes, drv.CUkernel(int(self._func)), device)[0]
+        if err:
+            raise fail(f"cuKernelSetAttribute({self.name}, max dynamic shared memory {shared_bytes} bytes)", err)
+        self._shared_allowed = shared_bytes
 
     def _launch_cooperative(self, grid, block, stream, addr, shared_bytes) -> None:
         blocks = grid[0] * grid[1] * grid[2]

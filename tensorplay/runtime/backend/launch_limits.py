@@ -14,14 +14,17 @@ H200_LAUNCH_LIMITS = {
     "max_grid_dim": ((1 << 31) - 1, 65535, 65535),
     "max_block_dim": (1024, 1024, 64),
     "max_threads_per_block": 1024,
-    "max_shared_memory_per_block": 48 << 10,  # 227 KiB only for kernels that opt in
+    "max_shared_memory_per_block": 48 << 10,  # without opting in
+    "max_shared_memory_per_block_optin": 227 << 10,  # for a kernel that opts in, as tensorplay's launches do
 }
 
 
-def refuse_launch_shape(limits: dict, grid: tuple, block: tuple, shared_bytes) -> None:
+def refuse_launch_shape(limits: dict, grid: tuple, block: tuple, shared_bytes, opt_in: bool = True) -> None:
     """ValueError for a launch configuration a device of ``limits`` would refuse (grid
     and block as three ints each), before it reaches the backend (where an oversized grid
-    would run for hours on the simulator)."""
+    would run for hours on the simulator). ``opt_in``: the launch raises the kernel's
+    dynamic shared memory past the default limit where it asks for more (tensorplay's
+    launches do; Numba's own do not)."""
     if not all(d > 0 for d in (*grid, *block)):
         raise ValueError(f"a launch needs one block and one thread at least, got a grid of {grid}, blocks of {block}")
     if any(g > m for g, m in zip(grid, limits["max_grid_dim"], strict=True)):
@@ -37,10 +40,11 @@ def refuse_launch_shape(limits: dict, grid: tuple, block: tuple, shared_bytes) -
             f"a block of {block} threads exceeds the device's limits: {limits['max_block_dim']} (x, y, z) "
             f"and {limits['max_threads_per_block']} threads in all; launch smaller blocks and more of them"
         )
-    most = limits["max_shared_memory_per_block"]
+    most = limits["max_shared_memory_per_block_optin" if opt_in else "max_shared_memory_per_block"]
     is_int = isinstance(shared_bytes, (int, np.integer)) and not isinstance(shared_bytes, bool)
     if not (is_int and 0 <= shared_bytes <= most):
+        how = "" if opt_in else " for Numba's own launch (launch through tp.jit or tp.cuda.launch for more)"
         raise ValueError(
             f"expected shared_bytes (dynamic shared memory per block) as an int from 0 to {most}, "
-            f"the device's limit, got {shared_bytes!r}"
+            f"the device's limit{how}, got {shared_bytes!r}"
         )

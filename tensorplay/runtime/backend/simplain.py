@@ -250,7 +250,7 @@ def _configure(kernel, configuration) -> PlainLaunch:
     grid, block = normalize_kernel_dimensions(*configuration[:2])
     stream = configuration[2] if len(configuration) > 2 else 0
     shared = configuration[3] if len(configuration) > 3 else 0
-    refuse_launch_shape(H200_LAUNCH_LIMITS, tuple(grid), tuple(block), shared)  # as tp.cuda.launch and @tp.jit
+    refuse_launch_shape(H200_LAUNCH_LIMITS, tuple(grid), tuple(block), shared, opt_in=False)  # as Numba on a GPU
     return PlainLaunch(kernel, grid, block, stream, shared)
 
 
