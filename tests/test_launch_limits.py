@@ -7,7 +7,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay.runtime.backend import get as get_backend
-from tensorplay.runtime.backend.launch_limits import H200_LAUNCH_LIMITS
+from tensorplay.runtime.backend.launch_limits import H200_ATTRIBUTES, H200_LAUNCH_LIMITS
 
 # numba.cuda only after tensorplay, which picks the simulator before it loads.
 cuda = importlib.import_module("numba.cuda")
@@ -167,3 +167,20 @@ def test_the_simulator_enforces_the_h200s_limits():
 @pytest.mark.gpu
 def test_the_simulators_limits_are_the_real_devices():
     assert get_backend().launch_limits() == H200_LAUNCH_LIMITS
+
+
+def test_device_properties_by_pytorchs_names():
+    props = tp.cuda.get_device_properties()
+    assert props.name == tp.cuda.get_device_name() and props.total_memory == tp.cuda.mem_get_info()[1]
+    assert (props.major, props.minor) >= (7, 0) and props.warp_size == 32
+    assert props.shared_memory_per_block == H200_LAUNCH_LIMITS["max_shared_memory_per_block"]
+    assert props.shared_memory_per_block_optin == get_backend().launch_limits()["max_shared_memory_per_block_optin"]
+    assert props == tp.cuda.get_device_properties("cuda:0")
+    with pytest.raises(ValueError, match=r"^get_device_properties\(1\): tensorplay drives one device"):
+        tp.cuda.get_device_properties(1)
+
+
+@pytest.mark.gpu
+def test_the_simulators_properties_are_the_real_devices():
+    # an H100 SXM's are the H200's too, but for the memory
+    assert get_backend().device_attributes() == H200_ATTRIBUTES

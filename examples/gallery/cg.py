@@ -63,7 +63,7 @@ PER_PASS = 4
 # Iterations a pass of the cooperative version: x, r and p are read into registers at a pass's start
 # and written back at its end, three vectors each way, as much memory as an iteration of ``stencil``.
 COOPERATIVE_PER_PASS = 32
-VERSIONS = ["stencil", "csr", "cooperative", "ops"]
+VERSIONS = ["stencil", "csr", "cooperative", "shared", "ops"]
 RR, RR_NEW, PAP, BETA, STOP = range(5)  # the solver's scalars, in one float64 tensor on the device
 
 
@@ -421,6 +421,220 @@ class CooperativeCG(KernelCG):
         self.go.fill_(True)
 
 
+# -- one cooperative kernel a pass, the vectors in shared memory ------------------------------------
+
+# Threads a block of the shared-memory version at most (the simulator runs a Python thread per CUDA thread).
+SHARED_THREADS = 1024 if tp.cuda.backend() == "cuda" else 32
+SCRATCH = 33  # a block sum's shared slots: a partial per warp and the total
+
+
+@cuda.jit(device=True)
+def shuffle_block_total(value, scratch):
+    """The sum of ``value`` over the block's threads, in every thread: within each warp by
+    shuffles, then the warps' partials by the first warp. Blocks of whole warps."""
+    d = 16
+    while d > 0:
+        value += cuda.shfl_down_sync(0xFFFFFFFF, value, d)
+        d //= 2
+    t = cuda.threadIdx.x
+    if t % 32 == 0:
+        scratch[t // 32] = value
+    cuda.syncthreads()
+    if t < 32:
+        v = scratch[t] if t < cuda.blockDim.x // 32 else 0.0
+        d = 16
+        while d > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, d)
+            d //= 2
+        if t == 0:
+            scratch[32] = v
+    cuda.syncthreads()
+    return scratch[32]
+
+
+@cuda.jit(device=True)
+def tree_block_total(value, scratch):
+    """The same in a tree in shared memory, for the simulator (which has no shuffles): one warp."""
+    t = cuda.threadIdx.x
+    scratch[t] = value
+    cuda.syncthreads()
+    half = 16
+    while half > 0:
+        if t < half:
+            scratch[t] += scratch[t + half]
+        cuda.syncthreads()
+        half //= 2
+    total = scratch[0]
+    cuda.syncthreads()  # every thread has read it before the next sum writes
+    return total
+
+
+block_total = shuffle_block_total if tp.cuda.backend() == "cuda" else tree_block_total
+
+
+@cuda.jit(device=True)
+def grid_total(partials, first, blocks, scratch):
+    """The sum of ``partials[first : first + blocks]``, in every thread of every block, each
+    block adding them in the same order: the same float64 everywhere."""
+    v, q = 0.0, cuda.threadIdx.x
+    while q < blocks:
+        v += partials[first + q]
+        q += cuda.blockDim.x
+    return block_total(v, scratch)
+
+
+@cuda.jit(device=True)
+def halo_row(sh, at, r, p, start, beta, n):
+    """p = r + βp for the n points of a neighbour's row (``r[start:]`` and ``p[start:]``) into ``sh[at:]``."""
+    j = cuda.threadIdx.x
+    while j < n:
+        sh[at + j] = r[start + j] + beta * p[start + j]
+        j += cuda.blockDim.x
+
+
+@cuda.jit(device=True)
+def stencil_at(sh, at, j, n):
+    """(Ap, p) at the point whose p is ``sh[at]``, in column j: the rows above and below are n apart."""
+    c = sh[at]
+    a = 4.0 * c - sh[at - n] - sh[at + n]
+    if j > 0:
+        a -= sh[at - 1]
+    if j < n - 1:
+        a -= sh[at + 1]
+    return a, c
+
+
+@tp.jit
+def shared_pass(x, r, p, edges, s, partials, iters, history, go, n, rows, per_pass):
+    """``per_pass`` iterations at most, fewer once r·r is under the tolerance. Block b holds rows
+    ``[b rows, (b + 1) rows)`` of x, r and p in shared memory for the pass, p with a row of each
+    neighbour block above and below (zero at the domain's edge); an iteration writes its first and
+    last rows of r and p to ``edges`` for the neighbours and waits for the grid twice: p·Ap summed,
+    then r·r summed. ``partials``: the blocks' sums, p·Ap then r·r. Ap is formed twice from the
+    shared p, for p·Ap and for r, as no fourth vector fits beside the three."""
+    grid = cuda.cg.this_grid()
+    sh = cuda.shared.array(0, float64)
+    scratch = cuda.shared.array(SCRATCH, float64)
+    b, t, threads, blocks = cuda.blockIdx.x, cuda.threadIdx.x, cuda.blockDim.x, cuda.gridDim.x
+    row0 = b * rows
+    own = min(rows, n - row0) * n  # this block's points
+    base, xs, rs = row0 * n, 0, rows * n
+    ps = 2 * rows * n + n  # p's own rows in sh; the halo rows just before and after
+    q = t
+    while q < own:
+        sh[xs + q], sh[rs + q], sh[ps + q] = x[base + q], r[base + q], p[base + q]
+        q += threads
+    j = t
+    while j < n:
+        if b == 0:
+            sh[ps - n + j] = 0.0
+        if b == blocks - 1:
+            sh[ps + own + j] = 0.0
+        j += threads
+    rr, beta, stop, done = s[RR], s[BETA], s[STOP], iters[0]
+    mine = b * 4 * n  # this block's rows in edges: r and p of its first row, then of its last
+    it = 0
+    while rr > stop and it < per_pass:
+        q = t
+        while q < own:  # p = r + βp
+            sh[ps + q] = sh[rs + q] + beta * sh[ps + q]
+            q += threads
+        if b > 0:  # the row above: from r and p at the pass's start, then from the neighbour's edges
+            if it == 0:
+                halo_row(sh, ps - n, r, p, base - n, beta, n)
+            else:
+                halo_row(sh, ps - n, edges, edges[n:], mine - 2 * n, beta, n)
+        if b < blocks - 1:
+            if it == 0:
+                halo_row(sh, ps + own, r, p, base + own, beta, n)
+            else:
+                halo_row(sh, ps + own, edges, edges[n:], mine + 4 * n, beta, n)
+        cuda.syncthreads()
+        v, q = 0.0, t
+        while q < own:  # p·Ap
+            a, c = stencil_at(sh, ps + q, q % n, n)
+            v += c * a
+            q += threads
+        v = block_total(v, scratch)
+        if t == 0:
+            partials[b] = v
+        grid.sync()
+        alpha, v, q = rr / grid_total(partials, 0, blocks, scratch), 0.0, t
+        while q < own:  # x += αp, r -= αAp, r·r; the first and last rows for the neighbours
+            a, c = stencil_at(sh, ps + q, q % n, n)
+            sh[xs + q] += alpha * c
+            rq = sh[rs + q] - alpha * a
+            sh[rs + q] = rq
+            v += rq * rq
+            if q < n:
+                edges[mine + q], edges[mine + n + q] = rq, c
+            if q >= own - n:
+                edges[mine + 2 * n + q - (own - n)], edges[mine + 3 * n + q - (own - n)] = rq, c
+            q += threads
+        v = block_total(v, scratch)
+        if t == 0:
+            partials[blocks + b] = v
+        grid.sync()
+        rr_new = grid_total(partials, blocks, blocks, scratch)
+        beta, rr, done, it = rr_new / rr, rr_new, done + 1, it + 1
+        if b == 0 and t == 0 and done < history.size:
+            history[done] = rr
+    q = t
+    while q < own:
+        x[base + q], r[base + q], p[base + q] = sh[xs + q], sh[rs + q], sh[ps + q]
+        q += threads
+    if b == 0 and t == 0:  # every block read s before its first wait, or read the same values
+        s[RR], s[BETA], iters[0] = rr, beta, done
+        go[0] = rr > stop
+
+
+class SharedCG(KernelCG):
+    """CG as one cooperative kernel a pass (``shared_pass``), ``COOPERATIVE_PER_PASS`` iterations a
+    pass of ``g.while_(go)``: each block keeps a band of rows of x, r and p in shared memory for the
+    pass, as few rows as let the grid be on the device at once and the band fit a block's shared
+    memory (227 KiB on an H100 or H200: eight rows of 1024 points)."""
+
+    def __init__(self, problem: Poisson, max_iters: int | None = None) -> None:
+        super().__init__(problem, "stencil", max_iters)
+
+    def _capture(self) -> tp.cuda.CUDAGraph:
+        n = self.problem.n
+        self.go = tp.ones(1, dtype=tp.bool)
+        self.blocks, threads, rows, nbytes = self._fitting_band()
+        self.edges = tp.zeros(4 * n * self.blocks, dtype=tp.float64)
+        self.partials = tp.zeros(2 * self.blocks, dtype=tp.float64)
+        args = [self.x, self.r, self.p, self.edges, self.s, self.partials, self.iters, self.history, self.go]
+        args += [n, rows, COOPERATIVE_PER_PASS]
+        g = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(g):
+            with g.while_(self.go, max_iters=-(-self.max_iters // COOPERATIVE_PER_PASS)):
+                shared_pass[self.blocks, threads, None, nbytes](*args)
+        return g
+
+    def _fitting_band(self):
+        """(blocks, threads, rows a block, shared bytes): the fewest rows a block (from enough for
+        512 points), then the most threads, whose grid fits on the device at once."""
+        n = self.problem.n
+        limit = tp.cuda.get_device_properties().shared_memory_per_block_optin
+        probe = [self.x, self.r, self.p, self.x, self.s, self.x, self.iters, self.history, self.x, n, 1, 1]
+        rows = min(n, max(1, -(-512 // n)))
+        while (nbytes := 8 * (3 * rows + 2) * n) <= limit:
+            blocks = -(-n // rows)
+            for threads in (1024, 512, 256, 128, 64, 32):
+                if threads <= SHARED_THREADS and threads < 2 * rows * n:
+                    if blocks <= shared_pass.max_cooperative_blocks(threads, *probe, shared_bytes=nbytes):
+                        return blocks, threads, rows, nbytes
+            rows += 1
+        raise DoesNotFit(
+            f"the shared-memory version keeps bands of x, r and p in shared memory: {n} rows of {n} points "
+            f"need more than the {limit} bytes a block may have, with every block on the device at once"
+        )
+
+    def reset(self) -> None:
+        super().reset()
+        self.go.fill_(True)
+
+
 # -- what a user writes first: tensor ops, tp.compile --------------------------------------------
 
 
@@ -528,9 +742,9 @@ def main() -> int:
         curves = {}
         for name in args.only:
             try:
-                solver = {"ops": OpsCG, "cooperative": CooperativeCG}.get(name, lambda p, m=name: KernelCG(p, m))(
-                    problem
-                )
+                solver = {"ops": OpsCG, "cooperative": CooperativeCG, "shared": SharedCG}.get(
+                    name, lambda p, m=name: KernelCG(p, m)
+                )(problem)
             except DoesNotFit as e:
                 print(f"  {name:10}  not run: {e}")
                 continue

@@ -25,6 +25,7 @@ from ..runtime import (
     device_count,
     empty_cache,
     get_device_name,
+    get_device_properties,
     grid,
     gridsize,
     is_available,
@@ -70,10 +71,10 @@ def launch(kernel, blocks, threads, *args, stream: Stream | None = None, shared_
 
 
 __all__ = [
-    "CUDAGraph", "CaptureError", "CudaError", "Event", "HazardError", "Stream", "backend", "capture_stream",
-    "current_device", "graph", "graph_pool_handle", "graphs", "is_current_stream_capturing", "make_graphed_callables",
-    "clear_caches", "current_stream", "default_stream", "device", "device_count", "empty_cache", "get_device_name",
-    "grid", "gridsize", "is_available", "set_conditional", "launch", "max_memory_allocated", "memory_allocated",
-    "mem_get_info", "memory_reserved", "memory_stats", "reset_peak_memory_stats", "sanitize", "set_device",
-    "set_stream", "stream", "synchronize",
+    "backend", "capture_stream", "CaptureError", "clear_caches", "CudaError", "CUDAGraph", "current_device",
+    "current_stream", "default_stream", "device", "device_count", "empty_cache", "Event", "get_device_name",
+    "get_device_properties", "graph", "graph_pool_handle", "graphs", "grid", "gridsize", "HazardError",
+    "is_available", "is_current_stream_capturing", "launch", "make_graphed_callables", "max_memory_allocated",
+    "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats", "reset_peak_memory_stats", "sanitize",
+    "set_conditional", "set_device", "set_stream", "Stream", "stream", "synchronize",
 ]  # fmt: skip

@@ -8,6 +8,8 @@ imported (see ``runtime.backend``), before anything imports ``numba.cuda``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .backend import CaptureError, CudaError
 from .backend import get as _get_backend
 from .caches import clear_caches
@@ -105,15 +107,50 @@ def get_device_name(device: int | None = None) -> str:
     return _device.device_name()
 
 
+@dataclass(frozen=True)
+class DeviceProperties:
+    """What ``get_device_properties`` reports, by PyTorch's names. On the simulator: the
+    H200's numbers, under the simulator's name and memory."""
+
+    name: str
+    total_memory: int
+    major: int
+    minor: int
+    multi_processor_count: int
+    max_threads_per_block: int
+    max_threads_per_multi_processor: int
+    warp_size: int
+    regs_per_multiprocessor: int
+    shared_memory_per_block: int
+    shared_memory_per_block_optin: int  # dynamic shared memory a tensorplay launch may ask for
+    shared_memory_per_multiprocessor: int
+    L2_cache_size: int  # noqa: N815 (PyTorch's name)
+
+
+def get_device_properties(device=None) -> DeviceProperties:
+    """The device's name, memory, compute capability, multiprocessors and limits
+    (PyTorch's ``torch.cuda.get_device_properties``), for sizing kernels' launches.
+
+    Examples
+    --------
+    >>> import tensorplay as tp
+    >>> props = tp.cuda.get_device_properties()
+    >>> props.warp_size, props.shared_memory_per_block_optin >= props.shared_memory_per_block
+    (32, True)
+    """
+    _one_device("get_device_properties", device)
+    return DeviceProperties(_device.device_name(), _device.mem_info()[1], **_device.device_attributes())
+
+
 def mem_get_info() -> tuple[int, int]:
     """(free, total) bytes of device memory, as the driver reports them."""
     return _device.mem_info()
 
 
 __all__ = [
-    "CaptureError", "CudaError", "Event", "HazardError", "Stream", "backend", "capture_stream", "clear_caches",
-    "current_device", "current_stream", "default_stream", "device", "device_count", "empty_cache", "get_device_name",
-    "grid", "gridsize", "is_available", "max_memory_allocated", "mem_get_info", "memory_allocated", "memory_reserved",
-    "memory_stats", "reset_peak_memory_stats", "sanitize", "set_conditional", "set_device", "set_stream", "stream",
-    "synchronize",
+    "backend", "capture_stream", "CaptureError", "clear_caches", "CudaError", "current_device", "current_stream",
+    "default_stream", "device", "device_count", "DeviceProperties", "empty_cache", "Event", "get_device_name",
+    "get_device_properties", "grid", "gridsize", "HazardError", "is_available", "max_memory_allocated",
+    "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats", "reset_peak_memory_stats", "sanitize",
+    "set_conditional", "set_device", "set_stream", "Stream", "stream", "synchronize",
 ]  # fmt: skip

@@ -20,6 +20,7 @@ from .driver_launch import KERNEL_NAMES, Launcher
 from .driver_overlap import known_kernels, overlap_kernels
 from .driver_staging import KernelNode, NodeSetter, StagedGraph
 from .errors import CudaError, update_refusal
+from .launch_limits import DEVICE_ATTRIBUTES
 from .params import PackedLaunch
 from .protocol import conditional_missing
 
@@ -139,6 +140,16 @@ class DriverBackend:
 
     def device_count(self) -> int:
         return check("cuDeviceGetCount", drv.cuDeviceGetCount())
+
+    def device_attributes(self) -> dict:
+        """The device's attributes named in ``launch_limits.DEVICE_ATTRIBUTES``, by PyTorch's names."""
+        return {
+            name: check(
+                "cuDeviceGetAttribute",
+                drv.cuDeviceGetAttribute(getattr(drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{attr}"), self.device),
+            )
+            for name, attr in DEVICE_ATTRIBUTES.items()
+        }
 
     def device_name(self) -> str:
         raw = check("cuDeviceGetName", drv.cuDeviceGetName(256, self.device))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["H200_LAUNCH_LIMITS", "refuse_launch_shape"]
+__all__ = ["DEVICE_ATTRIBUTES", "H200_ATTRIBUTES", "H200_LAUNCH_LIMITS", "refuse_launch_shape"]
 
 # The H200's launch limits (cuDeviceGetAttribute; tests/test_launch_limits.py
 # compares them with the real device's): what the simulator refuses as the GPU does.
@@ -17,6 +17,29 @@ H200_LAUNCH_LIMITS = {
     "max_shared_memory_per_block": 48 << 10,  # without opting in
     "max_shared_memory_per_block_optin": 227 << 10,  # for a kernel that opts in, as tensorplay's launches do
 }
+
+# What ``tp.cuda.get_device_properties()`` reports beside the name and memory (PyTorch's
+# names), each with the driver's CU_DEVICE_ATTRIBUTE_ it is read from, and the H200's value,
+# which the simulator reports as its own.
+DEVICE_ATTRIBUTES = {
+    "major": "COMPUTE_CAPABILITY_MAJOR",
+    "minor": "COMPUTE_CAPABILITY_MINOR",
+    "multi_processor_count": "MULTIPROCESSOR_COUNT",
+    "max_threads_per_block": "MAX_THREADS_PER_BLOCK",
+    "max_threads_per_multi_processor": "MAX_THREADS_PER_MULTIPROCESSOR",
+    "warp_size": "WARP_SIZE",
+    "regs_per_multiprocessor": "MAX_REGISTERS_PER_MULTIPROCESSOR",
+    "shared_memory_per_block": "MAX_SHARED_MEMORY_PER_BLOCK",
+    "shared_memory_per_block_optin": "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+    "shared_memory_per_multiprocessor": "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR",
+    "L2_cache_size": "L2_CACHE_SIZE",
+}
+H200_ATTRIBUTES = {
+    "major": 9, "minor": 0, "multi_processor_count": 132, "max_threads_per_block": 1024,
+    "max_threads_per_multi_processor": 2048, "warp_size": 32, "regs_per_multiprocessor": 65536,
+    "shared_memory_per_block": 48 << 10, "shared_memory_per_block_optin": 227 << 10,
+    "shared_memory_per_multiprocessor": 228 << 10, "L2_cache_size": 50 << 20,
+}  # fmt: skip
 
 
 def refuse_launch_shape(limits: dict, grid: tuple, block: tuple, shared_bytes, opt_in: bool = True) -> None:

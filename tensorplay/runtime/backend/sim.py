@@ -21,7 +21,7 @@ import numpy as np
 from . import simgraph, simplain
 from .errors import CaptureError, CudaError
 from .interrupts import deferred
-from .launch_limits import H200_LAUNCH_LIMITS
+from .launch_limits import H200_ATTRIBUTES, H200_LAUNCH_LIMITS
 from .params import PackedLaunch
 from .protocol import conditional_missing
 from .simgraph import Capture, SimCondition, SimGraph, SimGraphExec, SimNodeSetter, SimStagedGraph
@@ -106,6 +106,11 @@ class SimBackend(SimMemory):
     def launch_limits() -> dict:
         """The H200's launch limits, which the simulator enforces as its own."""
         return dict(H200_LAUNCH_LIMITS)
+
+    @staticmethod
+    def device_attributes() -> dict:
+        """The H200's, as the launch limits."""
+        return dict(H200_ATTRIBUTES)
 
     def __init__(self) -> None:
         from numba import cuda
