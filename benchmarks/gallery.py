@@ -169,6 +169,10 @@ def cg_rows(rows: list, progress) -> None:
             coop_per_iter, coop_iters = _tp(cg.CooperativeCG(problem), lambda s: s.result()[1])
         except cg.DoesNotFit as e:  # its vectors would not fit in the device's registers
             coop_per_iter, coop_iters, coop_why = None, None, str(e)
+        try:
+            shared_per_iter, shared_iters = _tp(cg.SharedCG(problem), lambda s: s.result()[1])
+        except cg.DoesNotFit as e:  # its bands would not fit in the blocks' shared memory
+            shared_per_iter, shared_iters, shared_why = None, None, str(e)
         ops_per_iter, ops_iters = _tp(cg.OpsCG(problem), lambda s: s.result()[1])
         progress.step(f"cg {n} tensorplay")
         stop, cap = cg.TOL**2 * float(np.sum(problem.b**2)), 20 * n + 100
@@ -183,7 +187,7 @@ def cg_rows(rows: list, progress) -> None:
             return _close(answer["x"], x, 1e-6)
 
         note = (
-            f"{iters} iterations (cooperative {coop_iters}, ops-only {ops_iters}); "
+            f"{iters} iterations (cooperative {coop_iters}, shared {shared_iters}, ops-only {ops_iters}); "
             f"csr kernel {csr_per_iter * 1e6:.1f} us/iter"
         )
         rows.append(
@@ -195,6 +199,11 @@ def cg_rows(rows: list, progress) -> None:
             rows[-1]["note"] += f"; cooperative version not run: {coop_why}"
         else:
             rows.append(_row(name, coop_per_iter, others, compare, note, 0.8))
+        name = f"gallery: cg {n}x{n} float64 (one cooperative kernel a pass, shared memory), us/iter"
+        if shared_per_iter is None:
+            rows[-1]["note"] += f"; shared-memory version not run: {shared_why}"
+        else:
+            rows.append(_row(name, shared_per_iter, others, compare, note, 0.8))
         rows.append(_row(f"gallery ops-only: cg {n}x{n} float64, us/iter", ops_per_iter, others, compare, note, 1.0))
 
 

@@ -36,8 +36,8 @@ def _checks(text: str) -> int:
 
 def test_cg_matches_scipy_in_every_version(tmp_path):
     text = _run("cg.py", "--quick", "--plot", "--pictures", str(tmp_path))
-    assert _checks(text) == 15  # stencil, csr, cooperative: iterations, solution, residual, exact; ops: three
-    for version in ("stencil", "csr", "cooperative", "ops"):
+    assert _checks(text) == 19  # stencil, csr, cooperative, shared: iterations, solution, residual, exact; ops: 3
+    for version in ("stencil", "csr", "cooperative", "shared", "ops"):
         assert f"6x6 {version}: iterations against scipy's (relative)" in text
     assert "<polyline" in (tmp_path / "cg_residual_6.svg").read_text()
     assert (tmp_path / "cg_solution_6.png").read_bytes()[:4] == b"\x89PNG"
@@ -82,6 +82,39 @@ def test_cg_cooperative_pass_keeps_several_points_a_thread_and_ends_inside_a_pas
     np.testing.assert_allclose(xp, x1, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(rp, r1, rtol=1e-6, atol=1e-14)
     np.testing.assert_allclose(x1.reshape(n, n), problem.exact, rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [9, 12])
+def test_cg_shared_memory_pass_ends_inside_a_pass_as_one_a_pass(monkeypatch, n):
+    # on the simulator one block of 32 threads holds every row: 81 and 144 points take 3 and 5 a thread
+    cg = _entry("cg")
+    problem, got = cg.Poisson(n), {}
+    for per_pass in (1, cg.COOPERATIVE_PER_PASS):
+        monkeypatch.setattr(cg, "COOPERATIVE_PER_PASS", per_pass)
+        solver = cg.SharedCG(problem)
+        solver.solve()
+        got[per_pass] = (*solver.result(), solver.residuals())
+    (x1, n1, r1), (xp, n_p, rp) = got.values()
+    assert n1 == n_p == cg.scipy_cg(problem)[1] and n_p % cg.COOPERATIVE_PER_PASS
+    np.testing.assert_allclose(xp, x1, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(rp, r1, rtol=1e-6, atol=1e-14)
+    np.testing.assert_allclose(x1.reshape(n, n), problem.exact, rtol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [24, 100])
+def test_cg_shared_memory_bands_swap_their_edge_rows(n):
+    # several blocks (24: two, the second of 2 rows; 100: 17 of 6 rows, the last of 4): the halo rows
+    # come through the edges; the answer and the iterations are SciPy's
+    cg = _entry("cg")
+    problem = cg.Poisson(n)
+    solver = cg.SharedCG(problem)
+    assert solver.blocks > 1
+    solver.solve()
+    x, iters = solver.result()
+    x_ref, iters_ref, _ = cg.scipy_cg(problem)
+    assert abs(iters - iters_ref) <= 0.02 * iters_ref
+    np.testing.assert_allclose(x, x_ref, rtol=0, atol=1e-6 * np.abs(x_ref).max())
 
 
 def test_cavity_steps_match_numpy_in_both_versions(tmp_path):
