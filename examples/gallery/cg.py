@@ -504,6 +504,15 @@ def stencil_at(sh, at, j, n):
     return a, c
 
 
+@cuda.jit(device=True)
+def next_column(j, step, n):
+    """The column ``step`` points after column j, in rows of n."""
+    j += step
+    while j >= n:
+        j -= n
+    return j
+
+
 @tp.jit
 def shared_pass(x, r, p, edges, s, partials, iters, history, go, n, rows, per_pass):
     """``per_pass`` iterations at most, fewer once r·r is under the tolerance. Block b holds rows
@@ -533,6 +542,7 @@ def shared_pass(x, r, p, edges, s, partials, iters, history, go, n, rows, per_pa
         j += threads
     rr, beta, stop, done = s[RR], s[BETA], s[STOP], iters[0]
     mine = b * 4 * n  # this block's rows in edges: r and p of its first row, then of its last
+    t0 = t % n  # the column of the thread's first point (then kept by next_column: no division a point)
     it = 0
     while rr > stop and it < per_pass:
         q = t
@@ -550,18 +560,18 @@ def shared_pass(x, r, p, edges, s, partials, iters, history, go, n, rows, per_pa
             else:
                 halo_row(sh, ps + own, edges, edges[n:], mine + 4 * n, beta, n)
         cuda.syncthreads()
-        v, q = 0.0, t
+        v, q, j = 0.0, t, t0
         while q < own:  # p·Ap
-            a, c = stencil_at(sh, ps + q, q % n, n)
+            a, c = stencil_at(sh, ps + q, j, n)
             v += c * a
-            q += threads
+            q, j = q + threads, next_column(j, threads, n)
         v = block_total(v, scratch)
         if t == 0:
             partials[b] = v
         grid.sync()
-        alpha, v, q = rr / grid_total(partials, 0, blocks, scratch), 0.0, t
+        alpha, v, q, j = rr / grid_total(partials, 0, blocks, scratch), 0.0, t, t0
         while q < own:  # x += αp, r -= αAp, r·r; the first and last rows for the neighbours
-            a, c = stencil_at(sh, ps + q, q % n, n)
+            a, c = stencil_at(sh, ps + q, j, n)
             sh[xs + q] += alpha * c
             rq = sh[rs + q] - alpha * a
             sh[rs + q] = rq
@@ -570,7 +580,7 @@ def shared_pass(x, r, p, edges, s, partials, iters, history, go, n, rows, per_pa
                 edges[mine + q], edges[mine + n + q] = rq, c
             if q >= own - n:
                 edges[mine + 2 * n + q - (own - n)], edges[mine + 3 * n + q - (own - n)] = rq, c
-            q += threads
+            q, j = q + threads, next_column(j, threads, n)
         v = block_total(v, scratch)
         if t == 0:
             partials[blocks + b] = v
