@@ -114,7 +114,9 @@ def raw_driver() -> SimpleNamespace:
 def _raw_capture(raw, x):
     """The op sequence captured on a tensorplay stream by raw driver calls:
     (graph, executable with the capture's plain edges, executable with
-    tensorplay's edges, output)."""
+    tensorplay's edges, output, the stream captured on). The graph's temporaries are that
+    stream's cached blocks: keep the stream alive while the graph is, as a collected
+    stream's cached blocks go back to the device."""
     s = tp.cuda.Stream()
     with tp.cuda.stream(s):
         run_ops(x)  # warm-up: the allocator now caches this stream's blocks, so the
@@ -125,7 +127,7 @@ def _raw_capture(raw, x):
     graph = raw.end(s._h)
     plain = raw.instantiate(graph)
     same_edges_as_tensorplay(graph)
-    return graph, plain, raw.instantiate(graph), y
+    return graph, plain, raw.instantiate(graph), y, s
 
 
 def replay_100_ops(rows: list, progress) -> None:
@@ -139,7 +141,7 @@ def replay_100_ops(rows: list, progress) -> None:
     with tp.cuda.graph(g):
         y_tp = run_ops(x)
     raw = raw_driver()
-    graph, plain_exec, exec_, y_raw = _raw_capture(raw, x)
+    graph, plain_exec, exec_, y_raw, raw_stream = _raw_capture(raw, x)
     nodes_tp, nodes_raw = raw.nodes(g._graph), raw.nodes(graph)
     edges_tp, edges_raw = programmatic_edges(g._graph), programmatic_edges(graph)
     progress.step("graph_ops capture")
@@ -176,6 +178,7 @@ def replay_100_ops(rows: list, progress) -> None:
     raw.destroy_exec(exec_)
     raw.destroy_exec(plain_exec)
     raw.destroy(graph)
+    del raw_stream  # its cached blocks were the graph's temporaries
     progress.step("graph_ops raw driver")
 
     torch = peer("torch")
