@@ -354,3 +354,28 @@ def test_a_launch_with_another_number_of_arguments_or_an_int_past_int64_is_refus
         fill[1, 4](out, 2**70)
     fill[1, 4](out, 3.0)  # the runtime stays usable
     assert out.tolist() == [3.0] * 4
+
+
+@tp.jit
+def square_and_divide(k, a, b, out_i, out_f):
+    if tp.cuda.grid(1) == 0:
+        out_i[0] = k * k
+        out_f[0] = a / b
+
+
+@cuda.jit
+def plain_square_and_divide(k, a, b, out_i, out_f):
+    if cuda.grid(1) == 0:
+        out_i[0] = k * k
+        out_f[0] = a / b
+
+
+@pytest.mark.parametrize("kernel", [square_and_divide, plain_square_and_divide])
+def test_python_numbers_arrive_typed_as_on_the_gpu(kernel):
+    # a Python int is an int64 in the kernel (its square wraps), a float a float64 (x / 0.0 is inf)
+    out_i, out_f = tp.zeros(1, dtype=tp.int64), tp.zeros(1, dtype=tp.float64)
+    for k, a in ((2**40 + 1, -1.0), (2**62 + 3, 2.0)):
+        tp.cuda.launch(kernel, 1, 1, k, a, 0.0, out_i, out_f)
+        with np.errstate(over="ignore"):
+            assert out_i.item() == int(np.int64(k) * np.int64(k))
+        assert out_f.item() == (np.inf if a > 0 else -np.inf)

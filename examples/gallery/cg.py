@@ -2,7 +2,7 @@
 
 -Δu = f on the unit square with u = 0 on its edges, on n x n interior points
 (the 5-point stencil, A = 4 on the diagonal and -1 beside it, b = h² f), solved
-by conjugate gradient to a relative residual of 1e-8 in float64. Three
+by conjugate gradient to a relative residual of 1e-8 in float64. Five
 versions, each one graph launch whose while node runs every iteration:
 
 * ``stencil``: two kernels of our own per iteration, the matrix applied
@@ -20,6 +20,13 @@ versions, each one graph launch whose while node runs every iteration:
   writes p for the stencil's neighbours and reads it back, and waits for the
   whole grid three times (p written, p·Ap summed, r·r summed); its loop is
   ``g.while_(go)``, the flag written by the kernel;
+* ``shared``: a pass is one cooperative kernel too, each block holding a
+  band of rows of x, r and p in shared memory for the pass (more than the
+  48 KiB a kernel gets by default: tensorplay's launch raises the kernel's
+  limit), with the neighbouring bands' edge rows swapped through a small
+  buffer; two grid-wide waits an iteration (p·Ap, r·r), each block adding the
+  blocks' partial sums in the same order. It fits grids whose vectors do not
+  fit in registers (the 1024² grid on an H100);
 * ``ops``: what a user writes first, tensor ops in a ``tp.compile``d step (the
   stencil as five in-place shifted-slice updates of a padded array, two dot
   products, α and β as one-element tensors) inside ``g.while_(flag)``.

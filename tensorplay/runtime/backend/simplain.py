@@ -106,10 +106,26 @@ def pointer_array(backend: SimBackend, ptr: int, dtype: np.dtype):
 _THREAD_SWITCH_S = 1e-4
 
 
+def _as_typed(a):
+    """A Python number as the NumPy scalar of the type Numba gives it in a kernel on the GPU
+    (int: int64, or uint64 past it; float: float64; complex: complex128), so that its
+    arithmetic wraps and divides by zero there as on the GPU; anything else as it is."""
+    kind = type(a)
+    if kind is int:
+        return np.int64(a) if -(1 << 63) <= a < 1 << 63 else np.uint64(a) if 0 <= a < 1 << 64 else a
+    if kind is float:
+        return np.float64(a)
+    if kind is complex:
+        return np.complex128(a)
+    return np.bool_(a) if kind is bool else a
+
+
 def run_kernel(dispatcher, grid, block, shared_bytes, args) -> None:
     """Run a simulator kernel now (the simulator runs one kernel at a time in a
-    process). Integer overflow wraps, and a division by zero gives inf or NaN,
-    silently on the GPU, where NumPy scalars warn."""
+    process). Python numbers go in typed as on the GPU (``_as_typed``); integer
+    overflow wraps, and a division by zero gives inf or NaN, silently on the GPU,
+    where NumPy scalars warn."""
+    args = [_as_typed(a) for a in args]
     with _KERNEL_LOCK, warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=RuntimeWarning)
         if _runs_in_sequence(dispatcher, args):
