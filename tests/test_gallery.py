@@ -66,36 +66,21 @@ def test_cg_kernels_do_four_iterations_a_pass_as_one_a_pass(monkeypatch, matrix)
     np.testing.assert_allclose(r4, r1, rtol=1e-6, atol=1e-14)  # the last is rounding (1.7e-16 of the first)
 
 
+@pytest.mark.parametrize("version", ["CooperativeCG", "SharedCG"])
 @pytest.mark.parametrize("n", [9, 12])
-def test_cg_cooperative_pass_keeps_several_points_a_thread_and_ends_inside_a_pass(monkeypatch, n):
-    # on the simulator a cooperative grid is one block of 32 threads: 81 and 144 points take 4 and 8 a
-    # thread; a pass of one iteration and one of 32 give the same iterations, iterates and residuals
+def test_cg_cooperative_passes_end_inside_a_pass_as_one_a_pass(monkeypatch, n, version):
+    # on the simulator a cooperative grid is one block of 32 threads: in registers, 81 and 144 points take
+    # 4 and 8 a thread; in shared memory, one band of every row, 3 and 5 a thread. A pass of one iteration
+    # and one of 32 give the same iterations, iterates and residuals
     cg = _entry("cg")
     problem, got = cg.Poisson(n), {}
     for per_pass in (1, cg.COOPERATIVE_PER_PASS):
         monkeypatch.setattr(cg, "COOPERATIVE_PER_PASS", per_pass)
-        solver = cg.CooperativeCG(problem)
+        solver = getattr(cg, version)(problem)
         solver.solve()
         got[per_pass] = (*solver.result(), solver.residuals())
     (x1, n1, r1), (xp, n_p, rp) = got.values()
     assert n1 == n_p == cg.scipy_cg(problem)[1] and n_p % cg.COOPERATIVE_PER_PASS  # it converged inside a pass
-    np.testing.assert_allclose(xp, x1, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(rp, r1, rtol=1e-6, atol=1e-14)
-    np.testing.assert_allclose(x1.reshape(n, n), problem.exact, rtol=1e-6)
-
-
-@pytest.mark.parametrize("n", [9, 12])
-def test_cg_shared_memory_pass_ends_inside_a_pass_as_one_a_pass(monkeypatch, n):
-    # on the simulator one block of 32 threads holds every row: 81 and 144 points take 3 and 5 a thread
-    cg = _entry("cg")
-    problem, got = cg.Poisson(n), {}
-    for per_pass in (1, cg.COOPERATIVE_PER_PASS):
-        monkeypatch.setattr(cg, "COOPERATIVE_PER_PASS", per_pass)
-        solver = cg.SharedCG(problem)
-        solver.solve()
-        got[per_pass] = (*solver.result(), solver.residuals())
-    (x1, n1, r1), (xp, n_p, rp) = got.values()
-    assert n1 == n_p == cg.scipy_cg(problem)[1] and n_p % cg.COOPERATIVE_PER_PASS
     np.testing.assert_allclose(xp, x1, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(rp, r1, rtol=1e-6, atol=1e-14)
     np.testing.assert_allclose(x1.reshape(n, n), problem.exact, rtol=1e-6)
