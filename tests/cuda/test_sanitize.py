@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import random
+import re
 
 import numpy as np
 import pytest
@@ -40,6 +41,18 @@ def running_order(order, count):
 
 
 @cuda.jit
+def fill_row(out, rows):
+    t = cuda.grid(1)
+    out[t % rows] = t + 1.0  # a row a thread where rows >= threads; else two threads fill one row
+
+
+@cuda.jit
+def fill_pair(out):
+    t = cuda.grid(1)
+    out[t : t + 2] = t + 1.0  # each thread two elements, the next thread's first among them
+
+
+@cuda.jit
 def shift_right(x):
     i = cuda.grid(1)
     if i + 1 < x.size:
@@ -51,6 +64,13 @@ def scale_into(out, x, a):
     i = cuda.grid(1)
     if i < out.size:
         out[i] = a * x[i]
+
+
+@tp.jit
+def scaled(out, x, factor):
+    i = tp.cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] * factor
 
 
 ALWAYS_ON = checker.enabled()  # TENSORPLAY_SANITIZE=1: the whole run is checked
@@ -213,6 +233,88 @@ def test_a_replay_is_checked_against_eager_work(checked):
     with pytest.raises(tp.cuda.HazardError, match="replay of a CUDA graph") as e:
         x.add_(1.0)
     assert "of its kernel elementwise.mul" in e.value.first
+
+
+# -- a kernel node given new arguments (set_args) ----------------------------------------
+@sim_only  # (a replay: as above)
+def test_a_replay_is_checked_against_the_arguments_set_args_gave(checked):
+    x, out, shared = tp.ones(8), tp.zeros(8), tp.zeros(8)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        scaled[1, 8](out, x, 2.0)
+    (node,) = g.nodes()
+    node.set_args(shared, x, 3.0)  # the node now writes shared
+    side = _forked(tp.cuda.current_stream())
+    with tp.cuda.stream(side):
+        y = shared + 1  # reads shared
+    with pytest.raises(tp.cuda.HazardError, match="replay of a CUDA graph") as e:
+        g.replay()  # writes shared with nothing waiting for the side stream
+    assert "kernel elementwise.add" in e.value.first and f"stream {side.handle:#x}" in e.value.first
+    assert "writes out (float32[8]) of its kernel scaled" in e.value.second
+    assert f"at {shared.data_ptr():#x}" in e.value.second
+    tp.cuda.current_stream().wait_stream(side)
+    assert y.tolist() == [1.0] * 8 and shared.tolist() == [3.0] * 8  # the read came first, this time
+
+
+@sim_only
+def test_a_replay_no_longer_touches_what_set_args_took_the_node_from(checked):
+    x, out, elsewhere = tp.ones(8), tp.zeros(8), tp.zeros(8)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        scaled[1, 8](out, x, 2.0)
+    (node,) = g.nodes()
+    node.set_args(elsewhere, x, 3.0)
+    side = _forked(tp.cuda.current_stream())
+    with tp.cuda.stream(side):
+        y = out + 1  # reads out, which the replay no longer writes
+    g.replay()
+    tp.cuda.current_stream().wait_stream(side)
+    assert elsewhere.tolist() == [3.0] * 8 and out.tolist() == [0.0] * 8 and y.tolist() == [1.0] * 8
+
+
+def test_set_args_that_make_two_unordered_nodes_meet_is_refused(checked):
+    x, a, b = tp.ones(4), tp.zeros(4), tp.zeros(4)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        main = tp.cuda.current_stream()
+        side = _forked(main)
+        with tp.cuda.stream(side):
+            scaled[1, 4](a, x, 2.0)  # two branches, each writing a tensor of its own
+        scaled[1, 4](b, x, 3.0)
+        main.wait_stream(side)
+    (node,) = g.nodes()  # the capture's stream's kernel: the side stream's is not listed
+    with pytest.raises(tp.cuda.HazardError, match="in the graph captured on stream .* with nothing ordering") as e:
+        node.set_args(a, x, 3.0)
+    assert "kernel scaled on node " in e.value.first and "kernel scaled on node " in e.value.second
+    assert e.value.first.split(",")[0] != e.value.second.split(",")[0]  # two nodes named
+    assert "writes out" in e.value.first and "writes out" in e.value.second
+    assert "set_args() gave one of them arguments" in str(e.value) and "the node keeps its arguments" in str(e.value)
+    g.replay()
+    assert a.tolist() == [2.0] * 4 and b.tolist() == [3.0] * 4
+
+
+def test_set_args_in_a_correct_program_is_not_reported(checked):
+    x, a, b, c = tp.ones(4), tp.zeros(4), tp.zeros(4), tp.zeros(4)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        main = tp.cuda.current_stream()
+        side = _forked(main)
+        with tp.cuda.stream(side):
+            scaled[1, 4](a, x, 2.0)
+        scaled[1, 4](b, x, 3.0)
+        main.wait_stream(side)
+        total = a + b  # after the join: reads both
+    node = g.nodes()[0]
+    node.set_args(c, x, 4.0)  # a tensor of its own: nothing else in the graph touches c
+    g.replay()
+    side = _forked(tp.cuda.current_stream())  # ordered after the replay
+    with tp.cuda.stream(side):
+        from_c = c * 2
+    tp.cuda.current_stream().wait_stream(side)
+    assert c.tolist() == [4.0] * 4 and from_c.tolist() == [8.0] * 4 and total.tolist() == [2.0] * 4
+    node.set_args(b, x, 5.0)  # back to the tensor it was captured with
+    g.replay()
+    assert total.tolist() == [7.0] * 4
 
 
 # -- correct programs -------------------------------------------------------------------
@@ -456,6 +558,19 @@ def test_a_racing_kernel_names_both_threads(checked):
     ordered = tp.zeros(16, dtype=tp.int64)
     write_index[2, 8, tp.cuda.current_stream()](ordered)
     np.testing.assert_array_equal(ordered.numpy(), np.arange(16))
+
+
+@sim_only
+def test_stores_to_rows_and_slices_are_watched_element_by_element(checked):
+    out = tp.zeros(2, 3)
+    with pytest.raises(tp.cuda.HazardError, match="^two threads of one launch of kernel fill_row") as e:
+        fill_row[1, 4, tp.cuda.current_stream()](out, 2)
+    assert re.search(r"writes element \([01], 0\) of out \(float32\[2, 3\]\)$", e.value.second)  # a row's first
+    with pytest.raises(tp.cuda.HazardError, match="writes element") as e:
+        fill_pair[1, 4, tp.cuda.current_stream()](tp.zeros(5))
+    own = tp.zeros(4, 3)
+    fill_row[1, 4, tp.cuda.current_stream()](own, 4)  # a row each: no race
+    np.testing.assert_array_equal(own.numpy(), np.repeat(np.arange(1.0, 5.0)[:, None], 3, axis=1))
 
 
 def test_the_checker_passes_a_backends_keywords_on(monkeypatch):

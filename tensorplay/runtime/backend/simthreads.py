@@ -7,7 +7,8 @@ touching one element of a global array, one writing, is a race: the answer
 depends on which runs first. While the hazard check is on, such a launch
 runs on arrays that note, per element, the thread that wrote it and the
 thread that read it, and the second thread to touch it so raises
-``HazardError`` with both threads' indices. Atomic operations
+``HazardError`` with both threads' indices. A store to a row or a slice
+(``out[r] = v``) counts as a store to each element it changes. Atomic operations
 (``cuda.atomic.*``) are how threads share an element: they are left out;
 so is a store that leaves an element as it was (threads filling a broadcast
 view with one value, or raising one flag, give the same answer in any order).
@@ -137,13 +138,35 @@ class WatchedArray(FakeWithinKernelCUDAArray):
     def __setitem__(self, idx, value) -> None:
         address = self._address(idx)
         if address is None:
-            self._item.__setitem__(idx, value)
+            self._store_region(idx, value)
             return
         ary = self._item._ary
         before = ary[idx].tobytes()
         self._item.__setitem__(idx, value)
         if ary[idx].tobytes() != before:  # a store that changes nothing races with nothing
             self._watch.store(address, self._where(idx))
+
+    def _store_region(self, idx, value) -> None:
+        """A store to a row or a slice (``out[r] = v``): each element it changes, as a store of its own."""
+        ary = self._item._ary
+        before = np.array(ary[idx], copy=True)
+        self._item.__setitem__(idx, value)
+        after = ary[idx]
+        if not isinstance(after, np.ndarray):  # one element after all (an index numpy reads as one)
+            after, before = np.asarray(after).reshape(1), before.reshape(1)
+        changed = _bytes_of(after) != _bytes_of(before)
+        if not changed.any():
+            return
+        positions = np.arange(ary.size).reshape(ary.shape)[idx]  # the parent's flat index of each element
+        for flat in np.asarray(positions).reshape(-1)[changed.any(axis=1)]:
+            element = tuple(int(i) for i in np.unravel_index(flat, ary.shape))
+            self._watch.store(self._address(element), self._where(element))
+
+
+def _bytes_of(a: np.ndarray) -> np.ndarray:
+    """The bytes of each element of ``a`` in C order, a row each."""
+    flat = np.ascontiguousarray(a).reshape(-1)
+    return flat.view(np.uint8).reshape(flat.size, flat.dtype.itemsize)
 
 
 class WatchedAtomics:

@@ -13,6 +13,10 @@ conditional node is, for everything outside it; two bodies of one if/else or
 switch node never run in the same launch; a while node's passes run one
 after another. Two accesses that meet, one a write, in nodes not so ordered,
 are a race.
+
+A kernel node given new arguments after its capture (``set_args``) is checked
+the same way, its new accesses against the other nodes of its graph, and the
+graph's accesses follow it (``check_node_args``, ``set_node_args``).
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ class Captures:
         self.events: dict[int, GraphRef] = {}  # event recorded in a capture -> that graph
         self.bodies: dict[int, GraphRef] = {}  # body graph -> its ref, from when its node is added
         self.roots: set[int] = set()  # streams on which a capture began
-        self.accesses: dict[int, list] = {}  # graph or executable graph -> (op, access) of its nodes
+        self.graphs: dict[int, Session] = {}  # captured graph -> its capture: its nodes and their accesses
         self._issued = itertools.count()
 
     def begin(self, stream: int) -> None:
@@ -167,16 +171,73 @@ class Captures:
             return
         session.graphs[0].handle = graph
         check(self.device, session)
-        self.accesses[handle_key(graph)] = [
-            (op, access) for g in session.graphs for op, _, accesses, _ in g.ops for access in accesses
-        ]
+        self.graphs[handle_key(graph)] = session
+
+    def accesses(self, graph) -> list[tuple[Op, Access]]:
+        """(operation, access) of each of ``graph``'s nodes (none for a graph
+        whose capture was not checked)."""
+        session = self.graphs.get(handle_key(graph))
+        if session is None:
+            return []
+        return [(op, access) for g in session.graphs for op, _, accesses, _ in g.ops for access in accesses]
+
+    def check_node_args(self, graph, node, accesses: list[Access], line: tuple | None) -> None:
+        """Raise ``HazardError`` where kernel ``node`` of ``graph``, given
+        arguments that touch ``accesses`` (at ``line``), would race another of
+        the graph's nodes."""
+        session = self.graphs.get(handle_key(graph))
+        if session is not None:
+            check(self.device, session, NodeArgs(node, accesses, line), _NEW_ARGS_ADVICE)
+
+    def set_node_args(self, graph, node, accesses: list[Access], line: tuple | None) -> None:
+        """Kernel ``node`` of ``graph`` touches ``accesses`` from now on (its
+        arguments set at ``line``)."""
+        session = self.graphs.get(handle_key(graph))
+        if session is not None:
+            changed = NodeArgs(node, accesses, line)
+            for g in session.graphs:
+                g.ops = [changed.applied(entry) for entry in g.ops]
 
 
-def check(device, session: Session) -> None:
-    """Raise ``HazardError`` for the first pair of the session's nodes that race."""
+@dataclass(frozen=True)
+class NodeArgs:
+    """New arguments of a captured kernel node: the accesses they make, and
+    the line of user code that set them (None where none is known)."""
+
+    node: Any
+    accesses: list[Access]
+    line: tuple | None
+
+    def applied(self, entry: tuple) -> tuple:
+        """A graph's entry (op, node, accesses, order of issue), with these
+        accesses and line where it is of this node."""
+        op, node, accesses, issued = entry
+        if node != self.node:
+            return entry
+        return Op(op.what, op.where, self.line or op.line), node, self.accesses, issued
+
+
+_CAPTURE_ADVICE = (
+    "no path of edges leads from one node to the other: make the stream of the second wait for the "
+    "first's (second_stream.wait_stream(first_stream), or an event recorded after the first and waited on) "
+    "before the second is captured; the capture was discarded"
+)
+_NEW_ARGS_ADVICE = (
+    "no path of edges leads from one node to the other, and set_args() gave one of them arguments that meet "
+    "the other's: give it other memory, or capture the graph again with the two ordered; the node keeps its "
+    "arguments"
+)
+
+
+def check(device, session: Session, changed: NodeArgs | None = None, advice: str = _CAPTURE_ADVICE) -> None:
+    """Raise ``HazardError`` for the first pair of the session's nodes that
+    race. With ``changed``, only pairs of its node and another are checked,
+    its node touching the accesses of its new arguments."""
     entries = []  # (access, op, chain, order of issue): chain as _ordered() takes it
     for g in session.graphs:
         for op, node, accesses, issued in g.ops:
+            if changed is not None:
+                op, node, accesses, issued = changed.applied((op, node, accesses, issued))
             chain = (*g.path, (g, node, None))
             entries.extend((a, op, chain, issued) for a in accesses)
     entries.sort(key=lambda e: e[0].start)
@@ -186,11 +247,13 @@ def check(device, session: Session) -> None:
             b, op_b, chain_b, issued_b = entries[j]
             if b.start >= a.end:
                 break
+            if changed is not None and changed.node not in (chain_a[-1][1], chain_b[-1][1]):
+                continue
             if (a.write or b.write) and chain_a != chain_b and meet(a, b) and not _ordered(reach, chain_a, chain_b):
                 first, second = (a, op_a, chain_a), (b, op_b, chain_b)
                 if issued_b < issued_a:
                     first, second = second, first
-                raise _graph_race(session, *first, *second)
+                raise _graph_race(session, *first, *second, advice)
 
 
 def _ordered(reach: _Reach, chain_a: tuple, chain_b: tuple) -> bool:
@@ -283,12 +346,9 @@ def _node_name(node) -> str:
     return f"{node:#x}" if isinstance(node, int) else str(node)
 
 
-def _graph_race(session: Session, a: Access, op_a: Op, chain_a: tuple, b: Access, op_b: Op, chain_b) -> HazardError:
-    advice = (
-        "no path of edges leads from one node to the other: make the stream of the second wait for the "
-        "first's (second_stream.wait_stream(first_stream), or an event recorded after the first and waited on) "
-        "before the second is captured; the capture was discarded"
-    )
+def _graph_race(
+    session: Session, a: Access, op_a: Op, chain_a: tuple, b: Access, op_b: Op, chain_b: tuple, advice: str
+) -> HazardError:
     op_a = Op(op_a.what, f"{_where(chain_a)}, captured on {op_a.where}", op_a.line)
     op_b = Op(op_b.what, f"{_where(chain_b)}, captured on {op_b.where}", op_b.line)
     return race_error(op_a, a, op_b, b, advice, f"in the graph captured on stream {session.origin:#x}")

@@ -8,7 +8,9 @@ events, stream and device waits, captures, conditional nodes and graph
 launches are wrapped, on the backend object, by functions that call them and
 note what they mean for the order of work (``Timeline``, ``Captures``); the
 launch path tells it of each kernel (``kernel_launched``), and the simulator
-of each plain Numba launch (its ``observer``). Taking the check off unwraps them.
+of each plain Numba launch (its ``observer``), and a kernel node's setter
+(``kernel_node_setter``'s, what ``set_args`` calls) of the node's new
+arguments. Taking the check off unwraps them.
 
 On the simulator, checking also makes independent work interleave: graph
 nodes with no path between them run in a random order that respects the
@@ -439,7 +441,7 @@ def _graph_instantiate(state, call):
     def graph_instantiate(graph, launches=()):
         graph_exec = call(graph, launches)
         with _lock:
-            state.execs[handle_key(graph_exec)] = _replayed(state.captures.accesses.get(handle_key(graph), []))
+            state.execs[handle_key(graph_exec)] = _replayed(state.captures.accesses(graph))
         return graph_exec
 
     return graph_instantiate
@@ -450,8 +452,7 @@ def _graph_exec_update(state, call):
         refused = call(graph_exec, graph, instantiated, launches)
         if refused is None:
             with _lock:
-                accesses = state.captures.accesses.get(handle_key(graph), [])
-                state.execs[handle_key(graph_exec)] = _replayed(accesses)
+                state.execs[handle_key(graph_exec)] = _replayed(state.captures.accesses(graph))
         return refused
 
     return graph_exec_update
@@ -471,11 +472,52 @@ def _graph_launch(state, call):
     return graph_launch
 
 
+def _kernel_node_setter(state, call):
+    def kernel_node_setter(graph_exec, exec_node, graph, node, launcher, *shape):
+        setter = call(graph_exec, exec_node, graph, node, launcher, *shape)
+        return _FollowedSetter(state, setter, graph_exec, graph, node, launcher)
+
+    return kernel_node_setter
+
+
+class _FollowedSetter:
+    """A kernel node's setter (the backend's, for ``set_args``) that checks
+    the new arguments against the other nodes of the node's graph before
+    passing them on, and then makes the graph's replays touch what they
+    touch; anything else is the backend setter's own (``set_template``)."""
+
+    __slots__ = ("state", "call", "graph_exec", "graph", "node", "launcher")
+
+    def __init__(self, state: _State, call, graph_exec, graph, node, launcher) -> None:
+        self.state, self.call, self.graph_exec = state, call, graph_exec
+        self.graph, self.node, self.launcher = graph, node, launcher
+
+    def __call__(self, packed: bytes) -> None:
+        state, launcher = self.state, self.launcher
+        if _state is not state:  # made while checking was on, called after it went off
+            self.call(packed)
+            return
+        argtypes = getattr(launcher, "argtypes", None)
+        accesses = kernel_accesses(getattr(launcher, "kernel", None), argtypes, unpack(argtypes, packed))
+        line = user_line(1)
+        with _lock:
+            state.captures.check_node_args(self.graph, self.node, accesses, line)
+        self.call(packed)  # (refused by the check above, the node keeps its arguments)
+        with _lock:
+            state.captures.set_node_args(self.graph, self.node, accesses, line)
+            key = handle_key(self.graph_exec)
+            if key in state.execs:
+                state.execs[key] = _replayed(state.captures.accesses(self.graph))
+
+    def __getattr__(self, name: str):
+        return getattr(self.call, name)
+
+
 def _graph_destroy(state, call):
     def graph_destroy(graph) -> None:
         call(graph)
         with _lock:
-            state.captures.accesses.pop(handle_key(graph), None)
+            state.captures.graphs.pop(handle_key(graph), None)
 
     return graph_destroy
 
@@ -512,6 +554,7 @@ _WRAPPERS = {
     "conditional_repeat": _conditional_repeat,
     "graph_instantiate": _graph_instantiate,
     "graph_exec_update": _graph_exec_update,
+    "kernel_node_setter": _kernel_node_setter,
     "graph_launch": _graph_launch,
     "graph_destroy": _graph_destroy,
     "graph_exec_destroy": _graph_exec_destroy,
