@@ -3,6 +3,7 @@ sentence on both backends, and the simulator's limits are the H200's."""
 
 import importlib
 
+import numpy as np
 import pytest
 
 import tensorplay as tp
@@ -184,3 +185,24 @@ def test_device_properties_by_pytorchs_names():
 def test_the_simulators_properties_are_the_real_devices():
     # an H100 SXM's are the H200's too, but for the memory
     assert get_backend().device_attributes() == H200_ATTRIBUTES
+
+
+@tp.jit
+def reverse_scaled(x, out, a):
+    buf = cuda.shared.array(0, numba.float64)
+    t, step = cuda.threadIdx.x, cuda.blockDim.x
+    for k in range(t, x.size, step):
+        buf[k] = a * x[k]
+    cuda.syncthreads()
+    for k in range(t, x.size, step):
+        out[k] = buf[x.size - 1 - k]
+
+
+def test_the_opted_in_limit_is_the_kernels_and_never_lowered():
+    # a float and a NumPy float64 launch one compiled kernel through two launchers: the second's
+    # smaller launch must not lower the limit the first raised
+    big, small = tp.arange(25600, dtype=tp.float64), tp.arange(12800, dtype=tp.float64)
+    for x, a in ((big, 2.0), (small, np.float64(2.0)), (big, 2.0)):
+        out = tp.zeros_like(x)
+        reverse_scaled[1, 64, None, 8 * x.numel()](x, out, a)  # 200 KiB, 100 KiB, 200 KiB
+        assert out.tolist() == (2.0 * x.numpy()[::-1]).tolist()

@@ -633,7 +633,7 @@ class SharedCG(KernelCG):
         512 points), then the most threads, whose grid fits on the device at once."""
         n = self.problem.n
         limit = tp.cuda.get_device_properties().shared_memory_per_block_optin - 8 * SCRATCH  # beside the sums
-        probe = [self.x, self.r, self.p, self.x, self.s, self.x, self.iters, self.history, self.x, n, 1, 1]
+        probe = [self.x, self.r, self.p, self.x, self.s, self.x, self.iters, self.history, self.go, n, 1, 1]
         rows = min(n, max(1, -(-512 // n)))
         while (nbytes := 8 * (3 * rows + 2) * n) <= limit:
             blocks = -(-n // rows)

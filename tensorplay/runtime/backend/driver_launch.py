@@ -38,6 +38,10 @@ def _param_packers(argtypes) -> tuple[list, int]:
 
 
 DEFAULT_SHARED_BYTES = 48 << 10  # dynamic shared memory a kernel may take without opting in
+# The dynamic shared memory each kernel (CUkernel handle) has been allowed, raised and never lowered:
+# the limit is the kernel's, and two launchers (argument keys) may launch one compiled kernel.
+_SHARED_ALLOWED: dict[int, int] = {}
+_SHARED_LOCK = threading.Lock()
 KERNEL_NAMES: dict[str, str] = {}  # mangled name -> Python qualified name, for DOT
 
 
@@ -139,12 +143,21 @@ class Launcher:
         (the launch's size was checked against the device's opt-in limit before)."""
         if shared_bytes <= self._shared_allowed:
             return
-        device = check("cuCtxGetDevice", drv.cuCtxGetDevice())
-        attribute = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        err = drv.cuKernelSetAttribute(attribute, shared_bytes, drv.CUkernel(int(self._func)), device)[0]
-        if err:
-            raise fail(f"cuKernelSetAttribute({self.name}, max dynamic shared memory {shared_bytes} bytes)", err)
-        self._shared_allowed = shared_bytes
+        key = int(self._func)
+        with _SHARED_LOCK:
+            allowed = _SHARED_ALLOWED.get(key, DEFAULT_SHARED_BYTES)
+            if shared_bytes > allowed:
+                device = check("cuCtxGetDevice", drv.cuCtxGetDevice())
+                attribute = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                err = drv.cuKernelSetAttribute(attribute, shared_bytes, drv.CUkernel(key), device)[0]
+                if err:
+                    raise fail(
+                        f"cuKernelSetAttribute({self.name}, {shared_bytes} bytes of dynamic shared memory: with the "
+                        "kernel's static shared memory, at most the device's opt-in limit)",
+                        err,
+                    )
+                allowed = _SHARED_ALLOWED[key] = shared_bytes
+            self._shared_allowed = allowed
 
     def _launch_cooperative(self, grid, block, stream, addr, shared_bytes) -> None:
         blocks = grid[0] * grid[1] * grid[2]

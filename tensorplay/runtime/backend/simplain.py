@@ -109,15 +109,14 @@ _THREAD_SWITCH_S = 1e-4
 def _as_typed(a):
     """A Python number as the NumPy scalar of the type Numba gives it in a kernel on the GPU
     (int: int64, or uint64 past it; float: float64; complex: complex128), so that its
-    arithmetic wraps and divides by zero there as on the GPU; anything else as it is."""
+    arithmetic wraps and divides by zero there as on the GPU; anything else as it is (a
+    bool too: Python's arithmetic on bools is Numba's, NumPy's refuses some)."""
     kind = type(a)
     if kind is int:
         return np.int64(a) if -(1 << 63) <= a < 1 << 63 else np.uint64(a) if 0 <= a < 1 << 64 else a
     if kind is float:
         return np.float64(a)
-    if kind is complex:
-        return np.complex128(a)
-    return np.bool_(a) if kind is bool else a
+    return np.complex128(a) if kind is complex else a
 
 
 def run_kernel(dispatcher, grid, block, shared_bytes, args) -> None:
