@@ -257,6 +257,23 @@ def test_a_replay_is_checked_against_the_arguments_set_args_gave(checked):
 
 
 @sim_only
+def test_set_args_is_followed_for_a_node_captured_on_empty_tensors(checked):
+    x, shared = tp.ones(8), tp.zeros(8)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        scaled[1, 8](tp.zeros(0), tp.ones(0), 2.0)  # touches nothing as captured
+    (node,) = g.nodes()
+    node.set_args(shared, x, 3.0)
+    side = _forked(tp.cuda.current_stream())
+    with tp.cuda.stream(side):
+        y = shared + 1
+    with pytest.raises(tp.cuda.HazardError, match="replay of a CUDA graph"):
+        g.replay()
+    tp.cuda.current_stream().wait_stream(side)
+    assert y.tolist() == [1.0] * 8
+
+
+@sim_only
 def test_a_replay_no_longer_touches_what_set_args_took_the_node_from(checked):
     x, out, elsewhere = tp.ones(8), tp.zeros(8), tp.zeros(8)
     g = tp.cuda.CUDAGraph()

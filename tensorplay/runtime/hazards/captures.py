@@ -87,7 +87,7 @@ class Captures:
         """An operation issued on capturing ``stream`` (``handle``: the backend's)."""
         graph = self.streams[stream]
         node = self.device.captured_node(handle)
-        if node is not None and accesses:
+        if node is not None:  # one with no accesses too: set_args may give it some
             graph.ops.append((op, node, accesses, next(self._issued)))
 
     def record(self, event: int, stream: int) -> bool:
