@@ -120,11 +120,7 @@ class DriverBackend:
     def launch_limits(self) -> dict:
         """The largest launch the device takes: grid and block sizes, threads
         per block, and dynamic shared memory per block without opting in and with."""
-
-        def get(name: str) -> int:
-            attribute = getattr(drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
-            return check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(attribute, self.device))
-
+        get = self._attribute
         return {
             "max_grid_dim": tuple(get(f"MAX_GRID_DIM_{a}") for a in "XYZ"),
             "max_block_dim": tuple(get(f"MAX_BLOCK_DIM_{a}") for a in "XYZ"),
@@ -143,13 +139,12 @@ class DriverBackend:
 
     def device_attributes(self) -> dict:
         """The device's attributes named in ``launch_limits.DEVICE_ATTRIBUTES``, by PyTorch's names."""
-        return {
-            name: check(
-                "cuDeviceGetAttribute",
-                drv.cuDeviceGetAttribute(getattr(drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{attr}"), self.device),
-            )
-            for name, attr in DEVICE_ATTRIBUTES.items()
-        }
+        return {name: self._attribute(attr) for name, attr in DEVICE_ATTRIBUTES.items()}
+
+    def _attribute(self, name: str) -> int:
+        """The device's ``CU_DEVICE_ATTRIBUTE_`` ``name``."""
+        attribute = getattr(drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
+        return check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(attribute, self.device))
 
     def device_name(self) -> str:
         raw = check("cuDeviceGetName", drv.cuDeviceGetName(256, self.device))
