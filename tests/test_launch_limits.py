@@ -206,3 +206,18 @@ def test_the_opted_in_limit_is_the_kernels_and_never_lowered():
         out = tp.zeros_like(x)
         reverse_scaled[1, 64, None, 8 * x.numel()](x, out, a)  # 200 KiB, 100 KiB, 200 KiB
         assert out.tolist() == (2.0 * x.numpy()[::-1]).tolist()
+
+
+@pytest.mark.parametrize("nbytes_of", [lambda n: 8 * n, lambda n: 8 * 8192 + 8 * n], ids=["exact", "past-48-kib"])
+def test_set_args_keeps_the_nodes_dynamic_shared_memory(nbytes_of):
+    # new arguments for a node captured with dynamic shared memory: the node keeps its shared bytes
+    x, out = tp.arange(512, dtype=tp.float64), tp.zeros(512, dtype=tp.float64)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        reverse_scaled[1, 64, None, nbytes_of(512)](x, out, 2.0)
+    (node,) = g.nodes()
+    y, out2 = tp.arange(512, 1024, dtype=tp.float64), tp.zeros(512, dtype=tp.float64)
+    node.set_args(y, out2, 3.0)
+    g.replay()
+    assert out2.tolist() == (3.0 * y.numpy()[::-1]).tolist()
+    assert out.tolist() == [0.0] * 512  # the old output no longer written

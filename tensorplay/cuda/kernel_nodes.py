@@ -59,14 +59,15 @@ class GraphUpdate:
 
 class NodeEdit:
     """What ``set_args`` changes one node with, shared by every ``KernelNode``
-    of it: the backend's setter, the launch shape it sets, and for an
-    elementwise flat kernel the most elements that shape covers in one pass
-    (None for other kernels, whose launch shape stays the captured one)."""
+    of it: the backend's setter, the launch shape it sets (with the dynamic
+    shared memory captured), and for an elementwise flat kernel the most
+    elements that shape covers in one pass (None for other kernels, whose
+    launch shape stays the captured one)."""
 
-    __slots__ = ("setter", "grid", "block", "covers")
+    __slots__ = ("setter", "grid", "block", "shared_bytes", "covers")
 
-    def __init__(self, setter, grid: tuple, block: tuple, flat: bool) -> None:
-        self.setter, self.grid, self.block = setter, grid, block
+    def __init__(self, setter, grid: tuple, block: tuple, shared_bytes: int, flat: bool) -> None:
+        self.setter, self.grid, self.block, self.shared_bytes = setter, grid, block, shared_bytes
         self.covers = grid[0] * block[0] * 4 if flat else None  # a thread per group of four
 
 
@@ -84,7 +85,7 @@ class KernelNode:
     )  # fmt: skip
 
     def __init__(self, graph, capture: int, index: int, record: tuple, origin) -> None:
-        self._node, self._launcher, self.grid, self.block, caller = record
+        self._node, self._launcher, self.grid, self.block, _, caller = record
         self.where = f"{caller[0]}:{caller[1]}" if caller is not None else "?"
         self._origin = origin  # the same node in the graph the executable was instantiated from
         self._plan = None  # what set_args takes, made at its first call
@@ -179,15 +180,15 @@ class KernelNodes:
             )
         edit = self._setters.get(node.index)
         if edit is None:
-            _, _, grid, block, _ = self._launches[node.index]  # as captured
-            setter = self._node_setter(node, grid, block)
+            _, _, grid, block, shared_bytes, _ = self._launches[node.index]  # as captured
+            setter = self._node_setter(node, grid, block, shared_bytes)
             flat = _is_elementwise(kernel) and getattr(kernel, "tp_counted", False)
-            edit = self._setters[node.index] = NodeEdit(setter, grid, block, flat)
+            edit = self._setters[node.index] = NodeEdit(setter, grid, block, shared_bytes, flat)
         return edit
 
-    def _node_setter(self, node: KernelNode, grid: tuple, block: tuple):
+    def _node_setter(self, node: KernelNode, grid: tuple, block: tuple, shared_bytes: int):
         return get_backend().kernel_node_setter(
-            self._exec, node._origin, self._graph, node._node, node._launcher, grid, block
+            self._exec, node._origin, self._graph, node._node, node._launcher, grid, block, shared_bytes
         )
 
     def _grow(self, node: KernelNode, edit: NodeEdit, n: int, packed: bytes) -> None:
@@ -200,7 +201,7 @@ class KernelNodes:
         if grid[0] * block[0] <= edit.grid[0] * edit.block[0]:  # the looping kernel at its grid's cap
             edit.setter(packed)
             return
-        setter = self._node_setter(node, grid, block)
+        setter = self._node_setter(node, grid, block, edit.shared_bytes)
         setter(packed)
         edit.setter, edit.grid, edit.block, edit.covers = setter, grid, block, grid[0] * block[0] * 4
 

@@ -144,7 +144,7 @@ def launch_with(launcher, grid, block, args, stream=None, shared_bytes: int = 0)
         if capture_state.bodies:
             note_body_launch(s.handle, lambda: _array_pointers(args))
         if capture_state.recorders:
-            _record(launcher, grid, block, s)
+            _record(launcher, grid, block, s, shared_bytes)
     if checking.on:  # tp.cuda.sanitize()
         kernel_launched(launcher, s._h, args)
 
@@ -173,15 +173,16 @@ def _array_pointers(args) -> list[int]:
     return [a._karray[4] for a in args if isinstance(a, KernelArray)]
 
 
-def _record(launcher, grid, block, s) -> None:
+def _record(launcher, grid, block, s, shared_bytes: int = 0) -> None:
     """Note a kernel launched into a capture on its own stream: the node the
-    backend added, and the caller outside tensorplay that launched it (its
+    backend added, its launch shape and dynamic shared memory (what ``set_args``
+    launches it with), and the caller outside tensorplay that launched it (its
     file and line, formatted when ``CUDAGraph.nodes()`` asks). Runs once per
     captured kernel: a frame of the package's files is known by a set lookup."""
     record = capture_state.recorders.get(s.handle)
     if record is None:
         return
-    record.append((get_backend().captured_node(s._h), launcher, grid, block, user_line(2)))
+    record.append((get_backend().captured_node(s._h), launcher, grid, block, shared_bytes, user_line(2)))
 
 
 def relaunched(s, node, launcher) -> None:

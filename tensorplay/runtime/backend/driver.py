@@ -525,12 +525,13 @@ class DriverBackend:
         check("cuGraphKernelNodeSetParams", drv.cuGraphKernelNodeSetParams(node, kernel.params))
 
     @staticmethod
-    def kernel_node_setter(graph_exec, exec_node, graph, node, launcher, grid, block):
+    def kernel_node_setter(graph_exec, exec_node, graph, node, launcher, grid, block, shared_bytes=0):
         """A function of packed parameter bytes that sets them on ``graph_exec``'s
         node ``exec_node`` (of the graph it was instantiated from:
         ``cuGraphExecKernelNodeSetParams`` takes no other) and, once asked, on
-        ``node`` of the captured ``graph``; see ``NodeSetter``."""
-        return NodeSetter(graph_exec, exec_node, node, launcher, grid, block)
+        ``node`` of the captured ``graph``, launched with ``grid``, ``block``
+        and ``shared_bytes`` of dynamic shared memory; see ``NodeSetter``."""
+        return NodeSetter(graph_exec, exec_node, node, launcher, grid, block, shared_bytes)
 
     def graph_node_count(self, graph) -> int:
         return check("cuGraphGetNodes", drv.cuGraphGetNodes(graph, 0))[1]

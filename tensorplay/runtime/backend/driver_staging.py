@@ -64,7 +64,7 @@ class KernelNode:
 
     __slots__ = ("params", "data", "_ptrs", "node", "set")
 
-    def __init__(self, launcher: Launcher, grid, block, packed: bytes) -> None:
+    def __init__(self, launcher: Launcher, grid, block, packed: bytes, shared_bytes: int = 0) -> None:
         nbytes = launcher._nbytes
         self.data = bytearray(max(nbytes, 8))
         base = ctypes.addressof((ctypes.c_char * len(self.data)).from_buffer(self.data))
@@ -74,7 +74,7 @@ class KernelNode:
         p.func = launcher.context_function()  # a kernel node wants the context's function
         p.gridDimX, p.gridDimY, p.gridDimZ = grid
         p.blockDimX, p.blockDimY, p.blockDimZ = block
-        p.sharedMemBytes = 0
+        p.sharedMemBytes = shared_bytes  # the capture's: the kernel's limit was raised for it then
         p.kernelParams = self._ptrs
         self.params = p
         self.node = self.set = None  # set: its parameters to its node, once in an executable graph
@@ -94,8 +94,8 @@ class NodeSetter(KernelNode):
 
     __slots__ = ("_template",)
 
-    def __init__(self, graph_exec, exec_node, node, launcher, grid, block) -> None:
-        super().__init__(launcher, grid, block, bytes(launcher._nbytes))  # set at each call
+    def __init__(self, graph_exec, exec_node, node, launcher, grid, block, shared_bytes: int = 0) -> None:
+        super().__init__(launcher, grid, block, bytes(launcher._nbytes), shared_bytes)  # bytes set at each call
         self._template, self.node = node, exec_node
         self.set = _params_setter(graph_exec, exec_node, self.params)
 

@@ -461,7 +461,7 @@ class SimBackend(SimMemory):
         the driver's rule: ``exec_node`` is of the graph it was instantiated from."""
         if exec_node[0] is not graph_exec.origin:
             raise _fail("cuGraphExecKernelNodeSetParams", "CUDA_ERROR_INVALID_VALUE", CudaError)
-        return SimNodeSetter(graph_exec, graph, exec_node[1], node[1], *launch)  # launch: launcher, grid, block
+        return SimNodeSetter(graph_exec, graph, exec_node[1], node[1], *launch)  # launcher, grid, block, shared bytes
 
     def graph_launch(self, graph_exec: SimGraphExec, stream) -> None:
         if stream.capture is not None:

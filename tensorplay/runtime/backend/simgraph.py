@@ -175,15 +175,16 @@ def _conditional(node: SimNode) -> tuple:
 class SimNodeSetter:
     """The driver's ``NodeSetter``: new parameter bytes for one kernel node."""
 
-    __slots__ = ("_exec", "_exec_node", "_graph", "_node", "_launcher", "_grid", "_block", "_run")
+    __slots__ = ("_exec", "_exec_node", "_graph", "_node", "_launcher", "_grid", "_block", "_shared", "_run")
 
-    def __init__(self, graph_exec: SimGraphExec, graph: SimGraph, exec_node: int, node: int, launcher, grid, block):
+    def __init__(self, graph_exec: SimGraphExec, graph: SimGraph, exec_node: int, node: int, launcher, grid, block,
+                 shared_bytes: int = 0):  # fmt: skip
         self._exec, self._exec_node, self._graph, self._node = graph_exec, exec_node, graph, node
-        self._launcher, self._grid, self._block = launcher, grid, block
+        self._launcher, self._grid, self._block, self._shared = launcher, grid, block, shared_bytes
         self._run = None
 
     def __call__(self, packed: bytes) -> None:
-        self._run = self._launcher.run_for(self._grid, self._block, self._launcher.unpack(packed))
+        self._run = self._launcher.run_for(self._grid, self._block, self._launcher.unpack(packed), self._shared)
         self._exec.set_run(self._exec_node, self._run)
 
     def set_template(self) -> None:
