@@ -235,6 +235,35 @@ def test_a_replay_is_checked_against_eager_work(checked):
     assert "of its kernel elementwise.mul" in e.value.first
 
 
+@sim_only  # (a replay: as above)
+@pytest.mark.parametrize("with_loop", [False, True], ids=["one-launch", "loop"])
+def test_a_staged_launch_is_checked_as_its_copies_and_replay(checked, with_loop):
+    # stage_and_launch copies the inputs in (kernels in front of the graph) and replays it; a graph
+    # holding a while node is not cloned, so its copies launch on the stream before it
+    x, y, flag = tp.ones(4), tp.zeros(4), tp.tensor([False])
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y.copy_(x * 2)
+        if with_loop:
+            with g.while_(flag, max_iters=1):
+                y.add_(1)
+    side = _forked(tp.cuda.current_stream())
+    g.stage_and_launch([x], [tp.full((4,), 3.0)], side)
+    with pytest.raises(tp.cuda.HazardError, match="stage_and_launch") as e:
+        _ = y + 1  # reads y, which the staged replay writes on the side stream
+    assert "stage_and_launch" in e.value.first and "writes" in e.value.first  # a node of the graph writing y
+    assert f"at {y.data_ptr():#x}" in e.value.first
+    tp.cuda.current_stream().wait_stream(side)
+    new = tp.full((4,), 5.0)
+    g.stage_and_launch([x], [new], side)
+    with pytest.raises(tp.cuda.HazardError, match="stage_and_launch") as e:
+        x.add_(1)  # writes x, which the staged copy writes on the side stream
+    assert "stage_and_launch" in e.value.first and f"stream {side.handle:#x}" in e.value.first
+    assert f"at {x.data_ptr():#x}" in e.value.first  # the copy into x, or the graph's read of it
+    tp.cuda.current_stream().wait_stream(side)
+    assert y.tolist() == [10.0] * 4
+
+
 # -- a kernel node given new arguments (set_args) ----------------------------------------
 @sim_only  # (a replay: as above)
 def test_a_replay_is_checked_against_the_arguments_set_args_gave(checked):

@@ -284,7 +284,9 @@ class SimStagedGraph:
         else:
             for head, packed in zip(self._heads, params, strict=True):
                 head.launcher.launch_packed(head.grid, head.block, stream, packed)
-        self._backend.graph_launch(self._exec, stream)
+        # the backend's own launch, not the hazard checker's stand-in: as the driver's StagedGraph calls
+        # cuGraphLaunch itself, the checker follows a staged launch as a whole (its ``staged_graph``)
+        type(self._backend).graph_launch(self._backend, self._exec, stream)
 
     def destroy(self) -> None:
         """Free the staged graph; its executable's destroy is refused during a

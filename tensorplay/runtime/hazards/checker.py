@@ -513,6 +513,41 @@ class _FollowedSetter:
         return getattr(self.call, name)
 
 
+def _staged_graph(state, call):
+    def staged_graph(graph, graph_exec, heads):
+        return _FollowedStaging(state, call(graph, graph_exec, heads), graph_exec, heads)
+
+    return staged_graph
+
+
+class _FollowedStaging:
+    """A staged graph (``stage_and_launch``'s) whose launches are checked as
+    what they run: its kernels in front (the inputs' copies, with the
+    parameters of the launch), then a replay of the graph behind them; both
+    backends launch it with calls of their own, which the wrappers above do
+    not see. Anything else is the staged graph's own."""
+
+    __slots__ = ("state", "staged", "graph_exec", "heads")
+
+    def __init__(self, state: _State, staged, graph_exec, heads: list) -> None:
+        self.state, self.staged, self.graph_exec, self.heads = state, staged, graph_exec, heads
+
+    def launch(self, params: list, stream) -> None:
+        self.staged.launch(params, stream)
+        state = self.state
+        if _state is not state:  # made while checking was on, launched after it went off
+            return
+        for head, packed in zip(self.heads, params, strict=True):
+            argtypes = getattr(head.launcher, "argtypes", None)
+            accesses = kernel_accesses(getattr(head.launcher, "kernel", None), argtypes, unpack(argtypes, packed))
+            _issued(state, stream, f"kernel {head.launcher.name} of stage_and_launch", accesses)
+        accesses = state.execs.get(handle_key(self.graph_exec), [])
+        _issued(state, stream, "replay of a CUDA graph by stage_and_launch", accesses)
+
+    def __getattr__(self, name: str):
+        return getattr(self.staged, name)
+
+
 def _graph_destroy(state, call):
     def graph_destroy(graph) -> None:
         call(graph)
@@ -556,6 +591,7 @@ _WRAPPERS = {
     "graph_exec_update": _graph_exec_update,
     "kernel_node_setter": _kernel_node_setter,
     "graph_launch": _graph_launch,
+    "staged_graph": _staged_graph,
     "graph_destroy": _graph_destroy,
     "graph_exec_destroy": _graph_exec_destroy,
 }
