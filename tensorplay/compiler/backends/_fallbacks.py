@@ -83,6 +83,15 @@ class Warner:
             "share memory, or views of one dtype, to replay a graph)",
         )
 
+    def shares_state(self) -> None:
+        self.once(
+            "shares_state",
+            f"compiled {self.name} got a tensor argument over the memory of a tensor it reads besides its "
+            "arguments (one it closes over, a global it names, a module's parameter or attribute): its graph "
+            "stages arguments into copies, so the two would no longer be one memory; such calls run eagerly. "
+            "To replay a graph, pass a tensor of its own (.clone())",
+        )
+
     def uncapturable(self, error: BaseException) -> None:
         """``fn`` did what a capture refuses (``error``, a CaptureError)."""
         text = str(error)

@@ -163,7 +163,12 @@ class Replay:
         return unflatten(self.out_spec, outs)
 
     def _copy_back(self, tensors: list) -> None:
-        """In-place changes reach the caller's tensors (not recorded by autograd, as eagerly)."""
+        """In-place changes reach the caller's tensors (not recorded by autograd, as eagerly),
+        but for an output of an earlier call passed back in: its memory is the graph's, which
+        this call's outputs now hold (it is stale from this call on), so the copy would
+        overwrite them."""
+        outputs = {id(t._storage) for t in self.out_leaves}
         with no_grad():
             for k in self.written:
-                tensors[k].copy_(self.statics[k])
+                if id(tensors[k]._storage) not in outputs:
+                    tensors[k].copy_(self.statics[k])

@@ -86,7 +86,7 @@ def _spec(obj, tensors: list, path: str, opaque: list | None = None):
         paths = _child_paths(kind, meta, len(children), path)
         specs = tuple(_spec(v, tensors, p, opaque) for v, p in zip(children, paths, strict=True))
         return (_NODE, kind, meta, specs)
-    if isinstance(obj, float):  # keyed with the sign, so that 0.0 and -0.0 are two signatures
+    if isinstance(obj, (float, np.floating)):  # keyed with the sign, so that 0.0 and -0.0 are two signatures
         return (_VALUE, type(obj), _NAN if obj != obj else obj, math.copysign(1.0, obj))
     if opaque is not None:
         if not isinstance(obj, _CONSTANTS) and obj is not Ellipsis:

@@ -37,6 +37,19 @@ as eagerly: the capture notes which static inputs its ops and kernels may
 write (a kernel of your own may write any array it is given), and after each
 replay those are copied back into the call's arguments.
 
+What a graph reads besides the arguments is followed as the arguments are
+(``_follow_state``): a module's modes, its parameters (and whether each
+requires grad), buffers and tensor attributes; a Python function's tensors and
+numbers in its closure and in the globals its code names. When one of them
+changes (a global rebound to another tensor or number, a parameter frozen,
+``self.state = ...`` in ``forward``) the calls use that state's signatures,
+captured anew the first time, and the tensors a kept state's graphs use are
+held with them, so that no replay reaches memory given to another tensor.
+What is reached through other objects or functions (an attribute of a global
+object, a helper's globals) is read as it was at the capture: pass it as an
+argument. An argument that is an earlier call's output, changed in place,
+is not copied back: that output is stale from this call on.
+
 A signature runs eagerly, with one warning saying why (``_fallbacks.py``),
 when ``fn`` does what a capture refuses (reads a tensor's value on the host,
 as ``if x.sum().item() > 0:`` does), returns an object other than tensors,
@@ -65,10 +78,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import threading
 from contextlib import contextmanager
 
+import numpy as np
+
 from ..._overlap import byte_span
+from ..._tensor import Tensor
 from ...autograd import is_grad_enabled, no_grad
 from ...cuda.graphed import Captured, hides_leaves, trainable_parameters
 from ...cuda.graphs import CUDAGraph, graph, graph_pool_handle
@@ -135,39 +152,47 @@ class CompiledFunction:
             tickets.prepare()  # what fused reductions count on, made before any capture
         self._kernels: dict[str, None] = {}  # the sources of the fused kernels generated so far, in order
         self._entries = BoundedCache("compile.cudagraphs.signatures", SIGNATURE_LIMIT)  # signature -> Entry
-        self._module_state = _module_state_reader(fn)  # None for a plain function
-        self._state = None if self._module_state is None else self._module_state()
-        self._other_states: dict = {}  # a module's other states (modes, parameters) -> their signatures
+        self._read_state = _state_reader(fn)  # None when fn reads nothing the calls follow
+        self._state, self._held = (None, ()) if self._read_state is None else self._read_state()
+        self._held_memory = frozenset(id(t._storage) for t in self._held)
+        self._other_states: dict = {}  # fn's other states -> (their signatures, what those hold)
         self._lock = threading.RLock()  # one warm-up or capture at a time
         self._warner = Warner(self._name)  # why signatures run eagerly, said once each
 
     def __call__(self, *args, **kwargs):
         if capture_state.active and current_stream().is_capturing():
             return self._traced(args, kwargs)[0]  # into the capture in progress
-        if self._module_state is not None:
-            self._follow_module_state()
+        if self._read_state is not None:
+            self._follow_state()
         key, tensors = signature(args, kwargs)
+        if self._held_memory and any(id(t._storage) in self._held_memory for t in tensors):
+            self._warner.shares_state()
+            return self._call(args, kwargs)
         entry = self._entries.get(key)
         replay = None if entry is None else getattr(entry.mine, "replay", None)
         if replay is None:
             return self._first_calls(key, args, kwargs, tensors)
         return replay.launch(tensors)
 
-    def _follow_module_state(self) -> None:
-        """A module's graphs keep its modes (``train()``/``eval()``: dropout on or off...) and its
-        parameters as they were at their capture: in another state (a mode switched, a parameter
-        replaced) the calls use that state's signatures, captured anew the first time."""
-        state = self._module_state()
+    def _follow_state(self) -> None:
+        """Graphs keep what ``fn`` read besides its arguments as it was at their capture: a
+        module's modes (``train()``/``eval()``: dropout on or off...), its parameters (and whether
+        each requires grad), buffers and tensor attributes; a function's tensors and numbers in its
+        closure and the globals it names. In another state (a mode switched, a parameter frozen or
+        replaced, a global rebound) the calls use that state's signatures, captured anew the first
+        time. The tensors of each state kept are held with its graphs, which use their memory."""
+        state, held = self._read_state()
         if state == self._state:
             return
         with self._lock:
-            self._other_states[self._state] = self._entries
-            entries = self._other_states.pop(state, None)
+            self._other_states[self._state] = (self._entries, self._held)
+            entries = self._other_states.pop(state, (None,))[0]
             if entries is None:
                 entries = BoundedCache("compile.cudagraphs.signatures", SIGNATURE_LIMIT)
             while len(self._other_states) >= _STATES_KEPT:  # the longest unused goes, with its graphs
                 del self._other_states[next(iter(self._other_states))]
-            self._entries, self._state = entries, state
+            self._entries, self._state, self._held = entries, state, held
+            self._held_memory = frozenset(id(t._storage) for t in held)
 
     def _first_calls(self, key, args, kwargs, tensors):
         """A signature not captured yet: warm up, capture, or run eagerly."""
@@ -358,16 +383,70 @@ class CompiledFunction:
         return f"<tensorplay compiled {self._name} (cudagraphs, {graphs} graph(s) in this thread)>"
 
 
-_STATES_KEPT = 4  # a module's states whose graphs are kept besides the current one
+_STATES_KEPT = 4  # fn's states whose graphs are kept besides the current one
+_NUMBERS = (int, float, complex, np.number)  # bool among the ints
 
 
-def _module_state_reader(fn):
-    """For a module, a function giving its state as its graphs depend on it: every submodule's
-    mode and the identity of every parameter; None for anything else."""
-    modules, parameters = getattr(fn, "modules", None), getattr(fn, "parameters", None)
-    if not callable(modules) or not callable(parameters):
+def _state_reader(fn):
+    """A function giving ``(key, held)``: what ``fn``'s graphs depend on besides the arguments,
+    as a hashable key (a tensor by its id, a number by its value and type, a float with its
+    sign), and the tensors in it (held with the key, so that no other tensor takes their ids
+    while it is kept). For a module, every submodule's mode, its parameters and whether each
+    requires grad, its buffers and tensor attributes; for a Python function, its closure's
+    tensors and numbers and those of the globals it names (those holding one when compiled).
+    None when there is nothing to follow."""
+    if callable(getattr(fn, "modules", None)) and callable(getattr(fn, "parameters", None)):  # a module
+        return functools.partial(_module_state, fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
         return None
-    return lambda: (tuple(getattr(m, "training", None) for m in modules()), tuple(map(id, parameters())))
+    g = fn.__globals__
+    names = tuple(n for n in code.co_names if isinstance(g.get(n), (Tensor, *_NUMBERS)))
+    cells = tuple(c for c in fn.__closure__ or () if isinstance(_contents(c), (Tensor, *_NUMBERS)))
+    if not names and not cells:
+        return None
+    return functools.partial(_function_state, g, names, cells)
+
+
+def _module_state(root) -> tuple:
+    """A module's state key and its tensors: each submodule's mode; its parameters, buffers
+    and tensor attributes by identity; whether each parameter requires grad. Read from the
+    modules' dictionaries at each call (the registries' iterators are slower)."""
+    modes, tensors, grads, stack, seen = [], [], [], [root], set()
+    while stack:
+        d = stack.pop().__dict__
+        modes.append(d.get("training"))
+        tensors.extend(v for v in d.values() if isinstance(v, Tensor))  # plain tensor attributes
+        for p in d.get("_parameters", {}).values():
+            if p is not None:
+                tensors.append(p)
+                grads.append(p.requires_grad)
+        tensors.extend(t for t in d.get("_buffers", {}).values() if t is not None)
+        for m in d.get("_modules", {}).values():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                stack.append(m)
+    return (tuple(modes), tuple(map(id, tensors)), tuple(grads)), tuple(tensors)
+
+
+def _function_state(g: dict, names: tuple, cells: tuple) -> tuple:
+    values = [g.get(n) for n in names] + [_contents(c) for c in cells]
+    return tuple(map(_state_value, values)), tuple(v for v in values if isinstance(v, Tensor))
+
+
+def _contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # a cell not yet filled
+        return None
+
+
+def _state_value(v):
+    if isinstance(v, Tensor):
+        return id(v)
+    if isinstance(v, (float, np.floating)):  # 0.0 and -0.0 differ, NaN equals NaN
+        return (type(v), "nan" if v != v else v, math.copysign(1.0, v))
+    return (type(v), v)
 
 
 def _refusing(fn, args: tuple, kwargs: dict):
