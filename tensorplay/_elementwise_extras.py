@@ -12,6 +12,7 @@ from __future__ import annotations
 from . import _dtype as dt
 from ._data_type_functions import finfo
 from ._functions import where
+from ._tape import refuse_in_place
 from ._tensor import Tensor, add_methods
 
 __all__ = ["addcdiv", "addcmul", "frac", "lerp", "nan_to_num"]
@@ -73,6 +74,8 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neg
 
 def _in_place(fn):
     def method(self, *args, **kwargs):
+        # refused under its own name, before computing (copy_ would refuse it as copy_())
+        refuse_in_place(f"{fn.__name__}_()", self, *(a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)))
         result = fn(self, *args, **kwargs)
         if result.shape != self.shape or result.dtype != self.dtype:
             raise RuntimeError(

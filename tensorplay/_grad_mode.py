@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 
 __all__ = ["enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled"]
@@ -41,13 +42,7 @@ class set_grad_enabled:  # noqa: N801 (PyTorch's name)
     def __call__(self, fn):
         _state.enabled = self._previous  # a decorator: the mode applies inside each call only
         mode = self.mode
-
-        @functools.wraps(fn)
-        def wrapped(*args, **kwargs):
-            with set_grad_enabled(mode):
-                return fn(*args, **kwargs)
-
-        return wrapped
+        return _decorate(fn, lambda: set_grad_enabled(mode))
 
 
 class _Mode:
@@ -63,12 +58,50 @@ class _Mode:
         _state.enabled = self._previous
 
     def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapped(*args, **kwargs):
-            with type(self)():
-                return fn(*args, **kwargs)
+        return _decorate(fn, type(self))
 
-        return wrapped
+
+def _decorate(fn, mode):
+    """``fn`` run under the context manager ``mode()``; for a generator function,
+    under it at each resume (as PyTorch's decorators), since its body runs
+    between ``next()`` calls, long after the call that made the generator."""
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def generate(*args, **kwargs):
+            return _resumed_in(mode, fn(*args, **kwargs))
+
+        return generate
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with mode():
+            return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def _resumed_in(mode, gen):
+    """Yield what ``gen`` yields, running each of its steps under ``mode()`` and
+    passing on what is sent or thrown into it."""
+    try:
+        with mode():
+            response = gen.send(None)
+        while True:
+            try:
+                request = yield response
+            except GeneratorExit:
+                with mode():
+                    gen.close()
+                raise
+            except BaseException as e:
+                with mode():
+                    response = gen.throw(e)
+            else:
+                with mode():
+                    response = gen.send(request)
+    except StopIteration as stop:
+        return stop.value
 
 
 class no_grad(_Mode):  # noqa: N801

@@ -127,6 +127,8 @@ def _accumulate(meta: Meta, g, seen: set, fresh: set, create_graph: bool) -> Non
     pass grows in place, as in PyTorch, so a captured backward keeps adding into
     the same memory at every replay; one made during this pass grows out of
     place, since it may still be another node's pending input."""
+    if meta.grad is not None and g.dtype is not meta.grad.dtype:
+        g = g.to(meta.grad.dtype)  # .grad keeps its tensor's dtype, as in PyTorch
     if meta.grad is None:
         meta.grad = _first(g, seen, create_graph)
         fresh.add(id(meta))
@@ -137,7 +139,8 @@ def _accumulate(meta: Meta, g, seen: set, fresh: set, create_graph: bool) -> Non
 
 
 def _leading_to(order: list, targets: dict) -> set:
-    """The nodes from which a target is reached without passing through one."""
+    """The nodes from which a target is reached, through other targets too (the
+    gradient of an input counts every path to it, as in PyTorch)."""
     needed: set = set()
     for node in reversed(order):  # inputs first
         for m in node.inputs:
@@ -145,6 +148,12 @@ def _leading_to(order: list, targets: dict) -> set:
                 needed.add(node)
                 break
     return needed
+
+
+def _as_output(g, dtype):
+    """``g`` in the dtype of the output it is the gradient of: PyTorch casts at
+    every edge, so a gradient of another dtype never spreads to the inputs."""
+    return g if g.dtype is dtype else g.to(dtype)
 
 
 def _zeros_like_one_of(slots: list, shape, dtype):
@@ -166,9 +175,8 @@ def run_backward(roots, grads, retain_graph: bool, create_graph: bool, targets=N
 
     def arrive(meta: Meta, g) -> None:
         if found is not None:
-            if id(meta) in found:
+            if id(meta) in found:  # a target computed from another target passes its gradient on too
                 found[id(meta)] = _add(found[id(meta)], g)
-                return
             if meta.node is None:
                 return
         elif meta.node is None:
@@ -195,7 +203,7 @@ def run_backward(roots, grads, retain_graph: bool, create_graph: bool, targets=N
                     "pass retain_graph=True to the first backward() to run it again"
                 )
             outs = tuple(
-                g if g is not None else _zeros_like_one_of(slots, shape, dtype)
+                _as_output(g, dtype) if g is not None else _zeros_like_one_of(slots, shape, dtype)
                 for g, (shape, dtype) in zip(slots, node.outputs, strict=True)
             )
             in_grads = node.backward(outs)

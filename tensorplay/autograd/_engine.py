@@ -44,6 +44,8 @@ def _roots(outputs, grad_outputs, what: str):
             g = ones(out.shape, dtype=out.dtype)
         elif g.shape != out.shape:
             raise ValueError(f"{what}: gradient of shape {g.shape} given for an output of shape {out.shape}")
+        elif g.dtype is not out.dtype:
+            g = g.to(out.dtype)  # as PyTorch: the gradient takes its output's dtype
         metas.append(out._ag)
         starts.append(g)
     return metas, starts

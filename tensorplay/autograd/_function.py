@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from .._grad_mode import no_grad
-from .._tape import needs_grad, record
+import weakref
+
+from .._grad_mode import is_grad_enabled, no_grad
+from .._tape import Meta, needs_grad, record
 from .._tensor import Tensor
 
 __all__ = ["Function", "FunctionCtx"]
@@ -74,12 +76,20 @@ class Function:
         for i, o in enumerate(outs):
             if not isinstance(o, Tensor):
                 raise TypeError(f"{cls.__name__}.forward must return tensors, got {type(o).__name__} as output {i}")
+        saved_outputs = [next((i for i, o in enumerate(outs) if o is t), None) for t in ctx.saved_tensors]
         ctx.saved_tensors = tuple(  # the outputs kept without a cycle through their own node
-            next((o.detach() for o in outs if o is t), t) for t in ctx.saved_tensors
+            t if i is None else outs[i].detach() for t, i in zip(ctx.saved_tensors, saved_outputs, strict=True)
         )
+        node = None  # set once recorded; the backward holds it weakly, as the node holds the backward
 
         def grads(gs):
-            result = cls.backward(ctx, *gs)
+            detached = ctx.saved_tensors
+            if is_grad_enabled():  # create_graph=True: saved outputs must lead back through this node
+                ctx.saved_tensors = _attached(detached, saved_outputs, outs_recorded, node())
+            try:
+                result = cls.backward(ctx, *gs)
+            finally:
+                ctx.saved_tensors = detached
             result = result if isinstance(result, tuple) else (result,)
             if len(result) != len(args):
                 raise ValueError(
@@ -106,4 +116,22 @@ class Function:
         for o in outs:
             if any(o is t for t in ctx.non_differentiable):
                 o._ag = None
+        outs_recorded = tuple(needs_grad(o) for o in outs)
+        made = next((o._ag.node for o in outs if needs_grad(o)), None)
+        if made is not None:
+            node = weakref.ref(made)
         return outs[0] if single else outs
+
+
+def _attached(saved: tuple, saved_outputs: list, recorded: tuple, node) -> tuple:
+    """The saved tensors with each saved output that autograd records given back
+    its place in the graph (output ``i`` of ``node``), so that a backward
+    computed with ``create_graph=True`` is differentiated through it too (the
+    second derivative of ``exp`` needs its saved output's gradient)."""
+    attached = []
+    for t, i in zip(saved, saved_outputs, strict=True):
+        if i is not None and recorded[i]:
+            t = t.detach()
+            t._ag = Meta(True, node, i)
+        attached.append(t)
+    return tuple(attached)

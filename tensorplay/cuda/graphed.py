@@ -228,8 +228,33 @@ def _refuse_hidden_leaves(c: Captured) -> None:
         )
 
 
+def _left_out_parameters(c: Captured) -> list:
+    """``(name, parameter)`` of each parameter of ``c.fn`` (a module) that the
+    captured backward gives no gradient: those frozen at capture time."""
+    named = getattr(c.fn, "named_parameters", None)
+    if not callable(named):
+        return []
+    captured = {id(t) for t in c.static_inputs}
+    return [(name, p) for name, p in named() if id(p) not in captured]
+
+
+def _refuse_unfrozen(c: Captured, left_out: list) -> None:
+    """A parameter frozen at capture and unfrozen since would silently get no
+    gradient from the graphed backward: say which, and how to get one."""
+    if not is_grad_enabled():  # nothing is recorded, so no gradient is lost
+        return
+    for name, p in left_out:
+        if p.requires_grad:
+            raise ValueError(
+                f"parameter {name!r} of graphed {c.name} requires grad now but did not when it was captured, so "
+                "the captured backward computes no gradient for it; call make_graphed_callables again after "
+                "changing which parameters require grad"
+            )
+
+
 def _graphed(c: Captured):
     n_args = c.n_args
+    left_out = _left_out_parameters(c)
 
     def graphed(*args, **kwargs):
         if kwargs:
@@ -256,6 +281,7 @@ def _graphed(c: Captured):
                     f"argument {i} of graphed {c.name} requires grad but its sample did not, so the captured "
                     "backward computes no gradient for it; capture with a sample that requires grad"
                 )
+        _refuse_unfrozen(c, left_out)
         outs = c.apply(*args, *c.static_inputs[n_args:])
         return outs[0] if c.single else outs
 

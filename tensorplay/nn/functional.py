@@ -256,9 +256,9 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Ten
 
     Notes
     -----
-    The one-hot mask compares ``target.unsqueeze(-1)`` with the class indices
-    ``0..C-1``, which are copied to the device the first time each ``C`` is
-    seen: warm up before capturing a graph that calls this.
+    The target classes are picked by comparing ``target.unsqueeze(-1)`` with
+    the class indices ``0..C-1``, which are copied to the device the first time
+    each ``C`` is seen: warm up before capturing a graph that calls this.
 
     Examples
     --------
@@ -286,8 +286,10 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Ten
     logp = log_softmax(input, class_dim)
     if input.ndim > 2:  # classes last, to line up with target.unsqueeze(-1)
         logp = logp.permute(0, *range(2, input.ndim), 1)
-    mask = (target.unsqueeze(-1) == _class_indices(input.shape[class_dim])).to(logp.dtype)
-    return _reduce(-(logp * mask).sum(-1), reduction)
+    # where(), not a product with a 0/1 mask: a masked-out class (logit -inf)
+    # has log-probability -inf, and -inf * 0 would make the loss NaN.
+    is_target = target.unsqueeze(-1) == _class_indices(input.shape[class_dim])
+    return _reduce(-where(is_target, logp, 0.0).sum(-1), reduction)
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
