@@ -154,3 +154,15 @@ def test_an_argument_over_a_global_tensors_memory_runs_eagerly():
     x = tp.ones(3)  # another tensor: graphs as usual
     w.fill_(1.0)
     assert [cf(x).tolist() for _ in range(3)] == [[3.0] * 3, [4.0] * 3, [5.0] * 3]
+
+
+@tp.compile
+def shifted_by_later_global(x):
+    return [x + later for _ in range(1)][0]  # read inside a comprehension, bound after the decoration
+
+
+def test_a_global_bound_after_the_decoration_is_followed():
+    global later
+    for value in (1.0, 1.0, 5.0, 5.0):
+        later = tp.full((2,), value)
+        assert shifted_by_later_global(tp.zeros(2)).tolist() == [value] * 2

@@ -76,6 +76,8 @@ compiled function).
 
 from __future__ import annotations
 
+import builtins
+import dis
 import functools
 import inspect
 import math
@@ -401,11 +403,26 @@ def _state_reader(fn):
     if code is None:
         return None
     g = fn.__globals__
-    names = tuple(n for n in code.co_names if isinstance(g.get(n), (Tensor, *_NUMBERS)))
+    names = tuple(n for n in _global_names(code) if isinstance(g.get(n), (Tensor, *_NUMBERS)) or _unbound(n, g))
     cells = tuple(c for c in fn.__closure__ or () if isinstance(_contents(c), (Tensor, *_NUMBERS)))
     if not names and not cells:
         return None
     return functools.partial(_function_state, g, names, cells)
+
+
+def _global_names(code) -> dict:
+    """The names ``code`` and the code nested in it (comprehensions, lambdas) read as globals."""
+    names = dict.fromkeys(i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names.update(_global_names(const))
+    return names
+
+
+def _unbound(name: str, g: dict) -> bool:
+    """True for a name neither global nor builtin yet (a tensor made after ``tp.compile``
+    decorated the function may be bound to it)."""
+    return name not in g and not hasattr(builtins, name)
 
 
 def _module_state(root) -> tuple:
@@ -446,7 +463,9 @@ def _state_value(v):
         return id(v)
     if isinstance(v, (float, np.floating)):  # 0.0 and -0.0 differ, NaN equals NaN
         return (type(v), "nan" if v != v else v, math.copysign(1.0, v))
-    return (type(v), v)
+    if isinstance(v, _NUMBERS):
+        return (type(v), v)
+    return None  # anything else is read as it was at the capture
 
 
 def _refusing(fn, args: tuple, kwargs: dict):
