@@ -21,6 +21,7 @@ import threading
 import numpy as np
 
 from . import _dtype as dt
+from ._device import check_device
 from ._factories import _leaf, empty
 from ._grad_mode import is_grad_enabled
 from ._tape import needs_grad, record
@@ -155,7 +156,7 @@ def _draw(kernel, shape, dtype) -> Tensor:
     return out
 
 
-def rand(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
+def rand(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uniform draws in [0, 1). Under ``tp.compile`` a float32 or float64 draw
     joins the fused kernel of its chain, which draws the same numbers.
 
@@ -168,11 +169,13 @@ def rand(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
     >>> tp.rand(3).tolist() == a.tolist()
     True
     """
+    check_device(device)  # the device, as the other factories take it
     return _leaf(_draw(rnd.uniform, shape, dtype), requires_grad)
 
 
-def randn(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
+def randn(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal draws."""
+    check_device(device)
     return _leaf(_draw(rnd.normal, shape, dtype), requires_grad)
 
 

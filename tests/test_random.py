@@ -341,3 +341,13 @@ def test_rng_state_calls_inside_a_capture_are_refused_and_leave_the_state_as_it_
     g.replay()
     g.replay()
     np.testing.assert_array_equal(u.numpy(), uniform_model(12, 9, 2))  # replays draw on from the state
+
+
+@pytest.mark.parametrize("draw", [tp.rand, tp.randn])
+def test_draws_take_a_device_as_the_other_factories(draw):
+    tp.manual_seed(3)
+    a = draw(2, 3, device="cuda")
+    tp.manual_seed(3)
+    assert a.tolist() == draw(2, 3, device="cuda:0").tolist() and a.shape == (2, 3)
+    with pytest.raises(ValueError, match="device"):
+        draw(2, device="cpu")
