@@ -6,18 +6,22 @@ read-only) and the legacy unversioned ``DLManagedTensor`` of DLPack 0.8
 (``"dltensor"``), which consumers that ask for no version get: NumPy makes a
 read-only array of those. The consumer renames the capsule ``"used_..."`` and
 later calls the tensor's ``deleter`` to say it is done with the memory. Only the
-standard library, NumPy and ml_dtypes (for bfloat16) are imported, so this
-module sits below the rest of tensorplay.
+standard library, NumPy, ml_dtypes (for bfloat16) and Numba (for the capsule
+destructor) are imported, so this module sits below the rest of tensorplay.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import weakref
 from typing import Any
 
 import ml_dtypes
 import numpy as np
+from numba import cfunc, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 __all__ = ["DLPACK_CPU", "DLPACK_CUDA", "DLPACK_VERSION", "DLPackView", "from_capsule", "to_capsule"]
 
@@ -102,7 +106,7 @@ def _api(name: str, restype: Any, *argtypes: Any) -> Any:
 
 _obj, _ptr, _str = ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p
 _CapsuleDestructor = ctypes.CFUNCTYPE(None, _ptr)
-_capsule_new = _api("PyCapsule_New", _obj, _ptr, _str, _CapsuleDestructor)
+_capsule_new = _api("PyCapsule_New", _obj, _ptr, _str, _ptr)
 _capsule_is_valid = _api("PyCapsule_IsValid", ctypes.c_int, _obj, _str)
 _capsule_get_name = _api("PyCapsule_GetName", _str, _obj)
 _capsule_get_pointer = _api("PyCapsule_GetPointer", _ptr, _obj, _str)
@@ -111,6 +115,8 @@ _capsule_set_name = _api("PyCapsule_SetName", ctypes.c_int, _obj, _str)
 # as py_object would resurrect it, so these take it as a raw pointer.
 _raw_capsule_is_valid = _api("PyCapsule_IsValid", ctypes.c_int, _ptr, _str)
 _raw_capsule_get_pointer = _api("PyCapsule_GetPointer", _ptr, _ptr, _str)
+_err_fetch = _api("PyErr_Fetch", None, _ptr, _ptr, _ptr)
+_err_restore = _api("PyErr_Restore", None, _ptr, _ptr, _ptr)
 
 # Capsules keep a pointer to their name, so the names must live as long as the module.
 _NAME = ctypes.c_char_p(b"dltensor")
@@ -129,11 +135,52 @@ def _deleter(managed_addr: int | None) -> None:
 
 
 @_CapsuleDestructor
-def _capsule_destructor(capsule_addr: int | None) -> None:
+def _release_unconsumed(capsule_addr: int | None) -> None:
     # A capsule that was never consumed still owns its tensor.
     for name in (_NAME, _VERSIONED_NAME):
         if _raw_capsule_is_valid(capsule_addr, name):
             _deleter(_raw_capsule_get_pointer(capsule_addr, name))
+
+
+@intrinsic
+def _error_slots(typingctx: Any) -> Any:
+    # Three PyObject* on the machine stack, for PyErr_Fetch to fill.
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        slots = cgutils.alloca_once(builder, cgutils.voidptr_t, size=3)
+        addrs = [builder.bitcast(builder.gep(slots, [cgutils.int32_t(i)]), cgutils.voidptr_t) for i in range(3)]
+        return context.make_tuple(builder, sig.return_type, addrs)
+
+    return types.UniTuple(types.voidptr, 3)(), codegen
+
+
+@intrinsic
+def _load_pointer(typingctx: Any, addr: Any) -> Any:
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.load(builder.bitcast(args[0], cgutils.voidptr_t.as_pointer()))
+
+    return types.voidptr(types.voidptr), codegen
+
+
+@functools.cache
+def _capsule_destructor() -> Any:
+    """The capsules' destructor, compiled once (Numba ``cfunc``) on first export.
+
+    A consumer that fails (NumPy refusing bfloat16, say) drops the capsule with its
+    exception still pending, and Python code run then cannot even call a function;
+    nor can Python code leave an exception set when it returns. So this machine code
+    sets the pending error aside, runs ``_release_unconsumed`` and puts the error
+    back, for the consumer's caller to see.
+    """
+
+    @cfunc(types.void(types.voidptr))
+    def destroy(capsule: Any) -> None:
+        kind, value, traceback = _error_slots()
+        _err_fetch(kind, value, traceback)
+        _release_unconsumed(capsule)
+        # PyErr_Restore takes over the references that PyErr_Fetch handed us.
+        _err_restore(_load_pointer(kind), _load_pointer(value), _load_pointer(traceback))
+
+    return destroy
 
 
 def to_capsule(
@@ -209,7 +256,7 @@ def to_capsule(
     addr = ctypes.addressof(managed)
     _LIVE[addr] = (managed, shape_arr, strides_arr, owner)
     try:
-        return _capsule_new(addr, _VERSIONED_NAME if versioned else _NAME, _capsule_destructor)
+        return _capsule_new(addr, _VERSIONED_NAME if versioned else _NAME, _capsule_destructor().address)
     except BaseException:
         _LIVE.pop(addr, None)
         raise

@@ -39,7 +39,8 @@ class DType:
     @property
     def is_signed(self) -> _builtin_bool:
         """As PyTorch's ``dtype.is_signed``: False for bool and the unsigned integers."""
-        return self.np.kind in "ifc"
+        # self.kind, not NumPy's: ml_dtypes' bfloat16 is of NumPy kind "V"
+        return self.kind in "fc" or self.np.kind == "i"
 
     def __repr__(self) -> str:
         return f"tensorplay.{self.name}"

@@ -7,13 +7,15 @@ separate sizes or one tuple, ``dtype=``, ``device=`` (the one device) and
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import _dtype as dt
 from ._aliases import either
 from ._device import check_device
 from ._shape import _as_shape
-from ._tensor import Tensor
+from ._tensor import Tensor, add_methods
 from .kernels import sequence as seq
 from .runtime.backend import get as get_backend
 from .runtime.capture import refuse_host_transfer
@@ -58,14 +60,36 @@ def _refuse_big_ints(data, arr: np.ndarray) -> None:
         )
 
 
-def _typed(data) -> bool:
-    """Whether ``data`` carries its own element type, which a tensor of it keeps
-    (as of a NumPy array): a buffer (``array.array``, a ``memoryview``), or a
-    sequence whose first element is a NumPy scalar. Python numbers take the
-    default dtypes instead."""
+def _element_dtype(value) -> dt.DType:
+    # A tensor or NumPy value brings its dtype; a Python number the default dtype of its kind.
+    if isinstance(value, Tensor):
+        return value.dtype
+    if isinstance(value, (np.generic, np.ndarray)):
+        return dt.from_numpy_dtype(value.dtype)
+    return dt.scalar_dtype(value)
+
+
+def _typed_list_dtype(data) -> dt.DType | None:
+    """The dtype of a tensor of the list ``data``, inferred as ``torch.tensor`` does
+    when the list holds tensors or NumPy values: every element's dtype (Python
+    numbers counting as float32, int64, complex64 or bool) promoted together, so the
+    order does not matter and a float64 element keeps float64. None for a list of
+    Python numbers only, whose dtype NumPy's reading of them decides."""
+    if not any(isinstance(v, (Tensor, np.generic, np.ndarray)) for v in _leaves(data)):
+        return None
+    return functools.reduce(dt.promote, map(_element_dtype, _leaves(data)))
+
+
+def _on_host(data):
+    """``data`` with each tensor in it replaced by a host copy (NumPy cannot read one)."""
     if isinstance(data, (list, tuple)):
-        first = next(_leaves(data), None)
-        return isinstance(first, np.generic)
+        return [_on_host(item) for item in data]
+    return data.numpy() if isinstance(data, Tensor) else data
+
+
+def _typed(data) -> bool:
+    """Whether ``data`` is a buffer (``array.array``, a ``memoryview``), whose own
+    element type a tensor of it keeps, as of a NumPy array."""
     try:
         memoryview(data)
     except TypeError:
@@ -82,6 +106,9 @@ def _host_array(data, dtype: dt.DType | None) -> np.ndarray:
         arr = data
         if dtype is None:
             dt.from_numpy_dtype(arr.dtype)
+    elif isinstance(data, (list, tuple)) and (inferred := _typed_list_dtype(data)) is not None:
+        arr = np.asarray(_on_host(data))
+        dtype = dtype or inferred
     else:
         arr = np.asarray(data)
         if arr.dtype == object and dtype is not None and dtype.kind in "fc":  # ints past 64 bits, as floats
@@ -226,6 +253,18 @@ def _refuse_out_of_range(fn: str, dtype: dt.DType, *values: int) -> None:
             )
 
 
+def _integer_sequence(start, step, n: int, dtype: dt.DType) -> tuple[int, int]:
+    """The first value and the step of an integer ``arange``, made as NumPy makes
+    them: ``start`` and ``start + step`` are cast to integers (floats truncate
+    toward zero) and their difference is the step, so ``arange(0, 5, 1.5)`` is
+    ``[0, 1, 2, 3]``. Those two values must fit ``dtype``; later ones wrap, as NumPy's
+    do, so a negative step of an unsigned sequence is fine."""
+    start, step = (v.item() if isinstance(v, np.generic) else v for v in (start, step))
+    values = (int(start), int(start + step))[:n]  # exact for ints: no NumPy scalar wraps
+    _refuse_out_of_range("arange", dtype, *values)
+    return values[0], values[-1] - values[0]
+
+
 def arange(start, stop=None, step=1, dtype=None, *, end=None, device=None, requires_grad: bool = False) -> Tensor:
     """``start, start + step, ...`` below ``stop``, as NumPy's ``arange`` (the
     values are written on the device: it works inside a graph capture too).
@@ -251,12 +290,43 @@ def arange(start, stop=None, step=1, dtype=None, *, end=None, device=None, requi
     dtype = dt.as_dtype(dtype) if dtype is not None else dt.default_for_kind("i" if whole else "f")
     if dtype is dt.bfloat16:  # the kernel writes plain values: made in float32, then rounded
         return arange(start, end, step, dt.float32, requires_grad=requires_grad).to(dtype)
-    if n and dtype.kind in "iu" and whole:  # as NumPy's: start and step must fit (later values wrap)
-        _refuse_out_of_range("arange", dtype, int(start), int(step))
     out = empty(n, dtype=dtype)
     if n:
-        first, delta = (int(start), int(step)) if whole else (float(start), float(step))
+        if dtype.kind in "iu":
+            first, delta = _integer_sequence(start, step, n, dtype)
+        else:
+            first, delta = (int(start), int(step)) if whole else (float(start), float(step))
         launch(seq.arange, *grid_1d(n), [out._flat(), first, delta])
     if requires_grad:
         out.requires_grad_(True)
     return out
+
+
+# -- Python protocols that read values back (here, as _tensor.py is at its size limit) --------
+
+
+def _contains(self: Tensor, element) -> bool:
+    """``element in x``, as PyTorch's: whether any element of ``x`` equals it (a
+    number, or a tensor compared by broadcasting)."""
+    if not isinstance(element, (Tensor, int, float, complex, np.number, np.bool_)):  # bool is an int
+        raise TypeError(
+            f"expected a number or a tensor to look for in a tensor, got {type(element).__name__}; "
+            "look in its values (x.tolist()) instead"
+        )
+    return bool((self == element).any())
+
+
+def _format(self: Tensor, spec: str) -> str:
+    """``format(x, spec)`` and f-strings: a 0-d tensor formats as its value (as in
+    PyTorch), other tensors only with an empty spec, as ``str(x)``."""
+    if self.ndim == 0:
+        return format(self.item(), spec)
+    if spec:
+        raise TypeError(
+            f"cannot format a tensor of shape {self.shape} with {spec!r}: only 0-d tensors take a format spec; "
+            "format its values (x.tolist()) or a single element (x[i].item())"
+        )
+    return str(self)
+
+
+add_methods({"__contains__": _contains, "__format__": _format})

@@ -102,11 +102,12 @@ def _from_table() -> dict:
 
 
 def _unequal_to_none(method):
-    """``method`` (``==`` or ``!=``), leaving a comparison with None to Python (as
-    PyTorch does): ``x == None`` is False, ``x != None`` True, ``x in [None]`` works."""
+    """``method`` (``==`` or ``!=``), leaving a comparison with None or a string to
+    Python (as PyTorch does): ``x == None`` is False, ``x != "a"`` True, ``x in
+    [None, "auto"]`` works."""
 
     def compare(self, other):
-        if other is None:
+        if other is None or isinstance(other, (str, bytes)):
             return NotImplemented
         return method(self, other)
 

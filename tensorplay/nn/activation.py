@@ -115,9 +115,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5) -> None:
         super().__init__()
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p!r}")
-        self.p = p
+        self.p = F._dropout_probability(p)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.dropout(x, self.p, self.training)

@@ -60,13 +60,17 @@ class Sequential(Module):
         return self._modules[self._index(idx)]
 
     def __setitem__(self, idx: int, module: Module) -> None:
+        if isinstance(idx, slice):
+            raise TypeError("Sequential items are assigned one at a time (an int index, as PyTorch), got a slice")
         name = self._index(idx)
         if not isinstance(module, Module):
             raise TypeError(f"Sequential expects Modules, got {type(module).__name__}")
         self._modules[name] = module
 
-    def __delitem__(self, idx: int) -> None:
-        del self._modules[self._index(idx)]
+    def __delitem__(self, idx: int | slice) -> None:
+        names = list(self._modules)[idx] if isinstance(idx, slice) else [self._index(idx)]
+        for name in names:
+            del self._modules[name]
         renumbered = OrderedDict((str(i), m) for i, m in enumerate(self._modules.values()))
         self._modules.clear()
         self._modules.update(renumbered)  # as PyTorch: later appends cannot collide

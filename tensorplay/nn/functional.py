@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import _differentiable as AG
 from .._differentiable import tracked
+from .._dtype import bfloat16, float16, float32, promote
 from .._factories import arange
 from .._functions import where
 from .._indexing_functions import index_select
@@ -117,8 +120,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     [1.0, 1.0, 1.0]
     """
     _check_float("dropout", "input", x)
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p!r}")
+    p = _dropout_probability(p)
     if not training or p == 0:
         return x
     if p == 1:
@@ -172,6 +174,13 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return _linear(x, weight, bias)
 
 
+def _empty_along(x: Tensor, dim: int) -> bool:
+    """Whether ``x`` has no elements along ``dim`` (checked as a dimension of
+    ``x``): then a softmax over it is empty too, as in PyTorch, while the max
+    it subtracts for stability has no value to take."""
+    return x.ndim > 0 and x.shape[x._dim(dim)] == 0
+
+
 def softmax(x: Tensor, dim: int) -> Tensor:
     """``exp(x) / exp(x).sum(dim)``, computed stably (the max of ``dim`` is
     subtracted first).
@@ -184,6 +193,8 @@ def softmax(x: Tensor, dim: int) -> Tensor:
     [[0.5, 0.5], [0.5, 0.5]]
     """
     _check_float("softmax", "input", x)
+    if _empty_along(x, dim):
+        return x.clone()
     e = (x - x.amax(dim, keepdim=True).detach()).exp()
     return e / e.sum(dim, keepdim=True)
 
@@ -200,6 +211,8 @@ def log_softmax(x: Tensor, dim: int) -> Tensor:
     [0.5, 0.5]
     """
     _check_float("log_softmax", "input", x)
+    if _empty_along(x, dim):
+        return x.clone()
     shifted = x - x.amax(dim, keepdim=True).detach()
     return shifted - shifted.exp().sum(dim, keepdim=True).log()
 
@@ -292,6 +305,15 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Ten
     return _reduce(-where(is_target, logp, 0.0).sum(-1), reduction)
 
 
+def _dropout_probability(p) -> float:
+    """``p`` as a float from 0 to 1 (a Python or NumPy real number), else a sentence."""
+    if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.integer, np.floating)):
+        raise TypeError(f"expected the dropout probability as a number from 0 to 1, got {type(p).__name__}")
+    if not 0 <= p <= 1:  # NaN too
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p!r}")
+    return float(p)
+
+
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """``x * Phi(x)``, Phi the standard normal's distribution function:
     ``0.5 x (1 + erf(x / sqrt(2)))``, or with ``approximate="tanh"``
@@ -364,15 +386,23 @@ def layer_norm(
             f"layer_norm expects an input whose last dimensions are normalized_shape {shape}, "
             f"got shape {tuple(x.shape)}"
         )
-    dims = tuple(range(len(x.shape) - len(shape), len(x.shape)))
-    centred = x - x.mean(dims, True)
-    y = centred / ((centred * centred).mean(dims, True) + eps).sqrt()
+    out_dtype = x.dtype
     for name, p in (("weight", weight), ("bias", bias)):
         if p is not None and tuple(p.shape) != shape:
             raise ValueError(f"layer_norm expects {name} of shape {shape}, got {tuple(p.shape)}")
+        if p is not None:
+            out_dtype = promote(out_dtype, p.dtype)
+    # Half inputs are normalised in float32, as PyTorch: in float16 the squared
+    # deviations overflow once |x - mean| > 256 (and bfloat16 keeps 8 bits).
+    work = x.to(float32) if x.dtype in (float16, bfloat16) else x
+    dims = tuple(range(len(x.shape) - len(shape), len(x.shape)))
+    centred = work - work.mean(dims, True)
+    y = centred / ((centred * centred).mean(dims, True) + eps).sqrt()
     if weight is not None:
         y = y * weight
-    return y if bias is None else y + bias
+    if bias is not None:
+        y = y + bias
+    return y if y.dtype is out_dtype else y.to(out_dtype)
 
 
 def embedding(input: Tensor, weight: Tensor) -> Tensor:  # noqa: A002 (PyTorch's name)

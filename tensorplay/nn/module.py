@@ -130,7 +130,7 @@ class Module:
         params, buffers, modules = d.get("_parameters"), d.get("_buffers"), d.get("_modules")
         if isinstance(value, Parameter):
             self._require_init(name)
-            self._forget(name)
+            self._forget(name, keep="_parameters")
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -140,7 +140,7 @@ class Module:
             params[name] = None
         elif isinstance(value, Module):
             self._require_init(name)
-            self._forget(name)
+            self._forget(name, keep="_modules")
             modules[name] = value
         elif modules is not None and name in modules:
             if value is not None:
@@ -155,11 +155,17 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _forget(self, name: str) -> None:
+    def _forget(self, name: str, keep: str) -> None:
+        """Drop ``name`` from the instance dict and every registry but ``keep``,
+        the one it is about to be assigned in: an entry already there is
+        replaced where it stands (as PyTorch), so a re-assigned child keeps its
+        place in ``forward`` of a Sequential, in ``state_dict()`` and in
+        ``parameters()`` (an optimizer's order)."""
         d = self.__dict__
         d.pop(name, None)
         for registry in ("_parameters", "_buffers", "_modules"):
-            d[registry].pop(name, None)
+            if registry != keep:
+                d[registry].pop(name, None)
         d["_non_persistent"].discard(name)
 
     def __getattr__(self, name: str) -> Any:
@@ -305,11 +311,14 @@ class Module:
 
     # -- modes and gradients ----------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
-        """Set ``training`` on this module and every submodule; returns self."""
+        """Set ``training`` on this module, then call ``train(mode)`` on each
+        child (so that a child's own ``train`` override, such as one keeping a
+        frozen part in eval mode, runs, as in PyTorch); returns self."""
         if not isinstance(mode, bool):
-            raise TypeError(f"train() expects a bool mode, got {type(mode).__name__}")
-        for m in self.modules():
-            m.__dict__["training"] = mode
+            raise TypeError(f"train() expects a bool mode, got {type(mode).__name__}; pass True or False")
+        self.__dict__["training"] = mode
+        for child in self.children():
+            child.train(mode)
         return self
 
     def eval(self) -> Module:
@@ -412,6 +421,18 @@ class Module:
             if b is not None and name not in self._non_persistent:
                 yield name, b
 
+    def _state_items(self, prefix: str = "", _path: tuple = ()) -> Iterator[tuple[str, Tensor]]:
+        """``(dotted key, tensor)`` of this module's state and its children's.
+        A child registered under two names is listed under both, as PyTorch's
+        state dict does (a checkpoint holds every key a model can be reached
+        by); only a module that contains itself is cut short, where it recurs."""
+        for name, t in self._own_state():
+            yield prefix + name, t
+        path = _path + (id(self),)
+        for name, child in self._modules.items():
+            if child is not None and id(child) not in path:
+                yield from child._state_items(f"{prefix}{name}.", path)
+
     def state_dict(self, prefix: str = "", keep_vars: bool = False) -> OrderedDict[str, Tensor]:
         """Parameters and persistent buffers by dotted name.
 
@@ -425,12 +446,7 @@ class Module:
         >>> {k: v.shape for k, v in net.state_dict().items()}
         {'0.weight': (3, 2), '0.bias': (3,), '2.weight': (1, 3), '2.bias': (1,)}
         """
-        out: OrderedDict[str, Tensor] = OrderedDict()
-        for module_prefix, module in self.named_modules():
-            base = prefix + (module_prefix + "." if module_prefix else "")
-            for name, t in module._own_state():
-                out[base + name] = t if keep_vars else t.detach()
-        return out
+        return OrderedDict((key, t if keep_vars else t.detach()) for key, t in self._state_items(prefix))
 
     def load_state_dict(self, state_dict: dict, strict: bool = True) -> IncompatibleKeys:
         """Copy ``state_dict``'s values into the parameters and buffers.
@@ -463,10 +479,7 @@ class Module:
         """
         if not hasattr(state_dict, "keys"):
             raise TypeError(f"expected a dict of tensors, got {type(state_dict).__name__}")
-        targets = OrderedDict()
-        for module_prefix, module in self.named_modules():
-            for name, t in module._own_state():
-                targets[(module_prefix + "." if module_prefix else "") + name] = t
+        targets = OrderedDict(self._state_items())
         missing = [k for k in targets if k not in state_dict]
         unexpected = [k for k in state_dict if k not in targets]
         errors = []

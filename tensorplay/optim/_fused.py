@@ -13,9 +13,11 @@ A group is fused when ``foreach`` is not False and every parameter that has a
 gradient is C-contiguous float32 or float64 of one dtype (or bfloat16, for an
 optimizer that rounds each of its steps as the tensor ops do: SGD with a
 number as its learning rate), its gradient of the same dtype and shape,
-C-contiguous too. A bfloat16 step computes in float32 (its numbers in
-float32), rounding to bfloat16 where a tensor op would (``r(...)`` in its
-text) and as it stores.
+C-contiguous too, and its learning rate is a number or a tensor of another
+dtype than bfloat16 (a bfloat16 array reaches a kernel as its raw bits, which
+the kernel would read as an integer; the tensor ops decode it). A bfloat16
+step computes in float32 (its numbers in float32), rounding to bfloat16 where
+a tensor op would (``r(...)`` in its text) and as it stores.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ MAX_ARRAYS = 60  # per launch: a 1-D array takes 56 bytes of the 4 KiB of kernel
 def fusable(group: dict, bfloat16: bool = False) -> list[Tensor] | None:
     """The group's parameters with gradients, when one fused launch can update
     them (``bfloat16``: bfloat16 ones too); else None."""
-    if group.get("foreach") is False:
+    if group.get("foreach") is False or _bfloat16_tensor(group.get("lr")):
         return None
     params = [p for p in group["params"] if p.grad is not None]
     if not params:
@@ -55,6 +57,13 @@ def fusable(group: dict, bfloat16: bool = False) -> list[Tensor] | None:
         if p.dtype is not dtype or not p._contig or g.dtype is not dtype or not g._contig or g.shape != p.shape:
             return None
     return params
+
+
+def _bfloat16_tensor(value) -> bool:
+    """Whether ``value`` is a bfloat16 tensor: a kernel would read its raw
+    bits as an integer (only the parameters' arrays are decoded), so such a
+    learning rate takes the tensor ops' path."""
+    return isinstance(value, Tensor) and value.dtype is dt.bfloat16
 
 
 def lr_prologue(lr, dtype: dt.DType) -> tuple[str, object]:
