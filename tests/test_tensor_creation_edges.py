@@ -1,4 +1,4 @@
-"""Regression tests for Tensor bugs found by hunting: DLPack capsules a consumer
+"""Tensor creation and protocol edges: DLPack capsules a consumer
 refuses, integer ``arange`` with float or negative steps, ``tensor()`` of lists
 of tensors and NumPy values, ``in``, ``format`` and ``dtype.is_signed``."""
 
