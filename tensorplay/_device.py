@@ -63,15 +63,14 @@ def to_arguments(args: tuple, dtype=None, device=None):
     """The dtype that PyTorch's ``to(...)`` arguments ask for (None: none), once their device
     is checked: positional ones are a device (``"cuda"``, ``"cuda:0"``, 0, a ``Device``), a dtype,
     or a tensor (its dtype); a bool, PyTorch's positional ``non_blocking``, changes nothing here."""
-    keyword = dtype
     for arg in args:
         if isinstance(arg, bool):
             continue
         if names_device(arg) or isinstance(arg, int):
             device = arg
             continue
-        if keyword is not None:
-            raise TypeError(f"to() got a dtype twice: {arg!r} and dtype={keyword!r}; pass it once")
+        if dtype is not None:
+            raise TypeError(f"to() got a dtype twice: {arg!r} and {dtype!r}; pass it once")
         if hasattr(arg, "dtype") and hasattr(arg, "shape") and not isinstance(arg, type):  # not np.float64
             dtype = arg.dtype
         else:

@@ -75,9 +75,24 @@ def _typed_list_dtype(data) -> dt.DType | None:
     numbers counting as float32, int64, complex64 or bool) promoted together, so the
     order does not matter and a float64 element keeps float64. None for a list of
     Python numbers only, whose dtype NumPy's reading of them decides."""
-    if not any(isinstance(v, (Tensor, np.generic, np.ndarray)) for v in _leaves(data)):
-        return None
+    if _plain_numbers(data) or not any(isinstance(v, (Tensor, np.generic, np.ndarray)) for v in _leaves(data)):
+        return None  # Python numbers only (or something NumPy's reading refuses with a sentence)
     return functools.reduce(dt.promote, map(_element_dtype, _leaves(data)))
+
+
+_PLAIN = frozenset({int, float, complex, bool})
+
+
+def _plain_numbers(data) -> bool:
+    """True for nested lists and tuples of Python numbers only (the common case,
+    which NumPy reads as it stands): each innermost row checked by its set of types."""
+    kinds = set(map(type, data))
+    if kinds <= _PLAIN:
+        return True
+    nested = kinds & {list, tuple}
+    return (
+        bool(nested) and kinds <= _PLAIN | nested and all(_plain_numbers(item) for item in data if type(item) in nested)
+    )
 
 
 def _on_host(data):

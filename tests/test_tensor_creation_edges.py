@@ -131,3 +131,8 @@ def test_to_refuses_a_dtype_given_twice():
     with pytest.raises(TypeError, match="to\\(\\) got a dtype twice"):
         x.to(tp.float64, dtype=tp.float32)
     assert x.to("cuda", dtype=tp.float64).dtype is tp.float64  # a device and a dtype: fine
+
+
+def test_to_refuses_two_positional_dtypes():
+    with pytest.raises(TypeError, match="to\\(\\) got a dtype twice"):
+        tp.ones(2).to(tp.float32, tp.float64)

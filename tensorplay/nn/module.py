@@ -8,6 +8,7 @@ PyTorch. Everything else (names, state dicts, hooks, train/eval) walks them.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -48,6 +49,9 @@ class IncompatibleKeys(NamedTuple):
 
     missing_keys: list[str]
     unexpected_keys: list[str]
+
+
+_training = threading.local()  # .seen: the modules a train() call has set, while it runs
 
 
 def _check_name(kind: str, name: Any) -> None:
@@ -316,9 +320,18 @@ class Module:
         frozen part in eval mode, runs, as in PyTorch); returns self."""
         if not isinstance(mode, bool):
             raise TypeError(f"train() expects a bool mode, got {type(mode).__name__}; pass True or False")
-        self.__dict__["training"] = mode
-        for child in self.children():
-            child.train(mode)
+        outermost = getattr(_training, "seen", None) is None
+        if outermost:
+            _training.seen = set()  # each module once: a module may hold itself, or one twice
+        try:
+            if id(self) not in _training.seen:
+                _training.seen.add(id(self))
+                self.__dict__["training"] = mode
+                for child in self.children():
+                    child.train(mode)
+        finally:
+            if outermost:
+                _training.seen = None
         return self
 
     def eval(self) -> Module:

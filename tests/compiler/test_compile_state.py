@@ -166,3 +166,49 @@ def test_a_global_bound_after_the_decoration_is_followed():
     for value in (1.0, 1.0, 5.0, 5.0):
         later = tp.full((2,), value)
         assert shifted_by_later_global(tp.zeros(2)).tolist() == [value] * 2
+
+
+limit = None  # bound to a tensor only later
+
+
+def capped(x):
+    return x if limit is None else tp.minimum(x, limit)
+
+
+def test_a_global_that_was_none_when_compiled_is_followed():
+    global limit
+    cf = tp.compile(capped)
+    x = tp.full((3,), 5.0)
+    assert [cf(x).tolist() for _ in range(2)] == [[5.0] * 3] * 2
+    for cap in (2.0, 2.0, 3.0):
+        limit = tp.full((3,), cap)
+        assert cf(x).tolist() == [cap] * 3
+    limit = None
+
+
+def test_a_closure_filled_after_the_function_is_followed():
+    def make():
+        def f(x):
+            return x + later_cell
+
+        compiled = tp.compile(f)
+        later_cell = tp.ones(2)
+        return compiled, lambda v: later_cell.fill_(v)
+
+    cf, fill = make()
+    for v in (1.0, 1.0, 4.0):
+        fill(v)
+        assert cf(tp.zeros(2)).tolist() == [v] * 2
+
+
+def test_a_state_that_changes_at_every_call_is_said_once():
+    step = 0
+
+    def f(x):
+        return x * step
+
+    cf = tp.compile(f)
+    with pytest.warns(UserWarning, match="keep changing between calls") as said:
+        for step in range(12):  # noqa: B007 (f reads it)
+            assert cf(tp.ones(2)).tolist() == [float(step)] * 2
+    assert len(said) == 1

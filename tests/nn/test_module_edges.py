@@ -266,3 +266,10 @@ def test_dropout_refuses_what_is_not_a_probability(p, error):
         tp.nn.functional.dropout(tp.ones(2), p)
     with pytest.raises(error, match="dropout probability"):
         tp.nn.Dropout(p)
+
+
+def test_train_and_eval_of_a_module_holding_itself():
+    m = nn.Sequential(nn.Linear(2, 2))
+    m.add_module("loop", m)
+    assert m.eval() is m and not any(x.training for x in m.modules())
+    assert all(x.training for x in m.train().modules())

@@ -83,6 +83,14 @@ class Warner:
             "share memory, or views of one dtype, to replay a graph)",
         )
 
+    def changing_state(self) -> None:
+        self.once(
+            "changing_state",
+            f"compiled {self.name} reads tensors or numbers besides its arguments (globals, its closure, a "
+            "module's attributes) that keep changing between calls, and each new state is warmed up and captured "
+            "anew; pass what changes as an argument (a tensor, updated in place) to replay one graph",
+        )
+
     def shares_state(self) -> None:
         self.once(
             "shares_state",

@@ -38,7 +38,7 @@ write (a kernel of your own may write any array it is given), and after each
 replay those are copied back into the call's arguments.
 
 What a graph reads besides the arguments is followed as the arguments are
-(``_follow_state``): a module's modes, its parameters (and whether each
+(``_switch_to``): a module's modes, its parameters (and whether each
 requires grad), buffers and tensor attributes; a Python function's tensors and
 numbers in its closure and in the globals its code names. When one of them
 changes (a global rebound to another tensor or number, a parameter frozen,
@@ -82,6 +82,7 @@ import functools
 import inspect
 import math
 import threading
+import types
 from contextlib import contextmanager
 
 import numpy as np
@@ -158,6 +159,7 @@ class CompiledFunction:
         self._state, self._held = (None, ()) if self._read_state is None else self._read_state()
         self._held_memory = frozenset(id(t._storage) for t in self._held)
         self._other_states: dict = {}  # fn's other states -> (their signatures, what those hold)
+        self._new_states = 0  # states met so far besides the first (many: a warning)
         self._lock = threading.RLock()  # one warm-up or capture at a time
         self._warner = Warner(self._name)  # why signatures run eagerly, said once each
 
@@ -165,7 +167,7 @@ class CompiledFunction:
         if capture_state.active and current_stream().is_capturing():
             return self._traced(args, kwargs)[0]  # into the capture in progress
         if self._read_state is not None:
-            self._follow_state()
+            self._switch_to(*self._read_state())
         key, tensors = signature(args, kwargs)
         if self._held_memory and any(id(t._storage) in self._held_memory for t in tensors):
             self._warner.shares_state()
@@ -176,22 +178,26 @@ class CompiledFunction:
             return self._first_calls(key, args, kwargs, tensors)
         return replay.launch(tensors)
 
-    def _follow_state(self) -> None:
+    def _switch_to(self, state, held) -> None:
         """Graphs keep what ``fn`` read besides its arguments as it was at their capture: a
         module's modes (``train()``/``eval()``: dropout on or off...), its parameters (and whether
         each requires grad), buffers and tensor attributes; a function's tensors and numbers in its
         closure and the globals it names. In another state (a mode switched, a parameter frozen or
         replaced, a global rebound) the calls use that state's signatures, captured anew the first
         time. The tensors of each state kept are held with its graphs, which use their memory."""
-        state, held = self._read_state()
         if state == self._state:
             return
         with self._lock:
+            if state == self._state:  # another thread switched first
+                return
             self._other_states[self._state] = (self._entries, self._held)
             entries = self._other_states.pop(state, (None,))[0]
             if entries is None:
                 entries = BoundedCache("compile.cudagraphs.signatures", SIGNATURE_LIMIT)
-            while len(self._other_states) >= _STATES_KEPT:  # the longest unused goes, with its graphs
+                self._new_states += 1
+                if self._new_states > 2 * _STATES_KEPT:
+                    self._warner.changing_state()
+            while len(self._other_states) > _STATES_KEPT:  # the longest unused goes, with its graphs
                 del self._other_states[next(iter(self._other_states))]
             self._entries, self._state, self._held = entries, state, held
             self._held_memory = frozenset(id(t._storage) for t in held)
@@ -199,7 +205,14 @@ class CompiledFunction:
     def _first_calls(self, key, args, kwargs, tensors):
         """A signature not captured yet: warm up, capture, or run eagerly."""
         with self._lock:
-            out = self._warm_up_or_capture(key, args, kwargs, tensors)
+            if self._read_state is None:
+                out = self._warm_up_or_capture(key, args, kwargs, tensors)
+            else:  # the state as this capture sees it, and the same after it (else another thread changed it)
+                state = self._read_state()
+                self._switch_to(*state)
+                out = self._warm_up_or_capture(key, args, kwargs, tensors)
+                if self._read_state()[0] != state[0]:  # changed meanwhile: a graph captured may have read the
+                    self._entries.pop(key, None)  # new state, which its table does not hold: dropped
         return self._call(args, kwargs) if out is _EAGER else out
 
     def _warm_up_or_capture(self, key, args, kwargs, tensors):
@@ -386,7 +399,8 @@ class CompiledFunction:
 
 
 _STATES_KEPT = 4  # fn's states whose graphs are kept besides the current one
-_NUMBERS = (int, float, complex, np.number)  # bool among the ints
+_NUMBERS = (int, float, complex, np.number, np.bool_)  # bool among the ints
+_CODE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)  # never followed
 
 
 def _state_reader(fn):
@@ -395,7 +409,8 @@ def _state_reader(fn):
     sign), and the tensors in it (held with the key, so that no other tensor takes their ids
     while it is kept). For a module, every submodule's mode, its parameters and whether each
     requires grad, its buffers and tensor attributes; for a Python function, its closure's
-    tensors and numbers and those of the globals it names (those holding one when compiled).
+    tensors and numbers and those of the globals it names (any not bound to a module, function
+    or class when compiled).
     None when there is nothing to follow."""
     if callable(getattr(fn, "modules", None)) and callable(getattr(fn, "parameters", None)):  # a module
         return functools.partial(_module_state, fn)
@@ -403,8 +418,8 @@ def _state_reader(fn):
     if code is None:
         return None
     g = fn.__globals__
-    names = tuple(n for n in _global_names(code) if isinstance(g.get(n), (Tensor, *_NUMBERS)) or _unbound(n, g))
-    cells = tuple(c for c in fn.__closure__ or () if isinstance(_contents(c), (Tensor, *_NUMBERS)))
+    names = tuple(n for n in _global_names(code) if not isinstance(g.get(n, builtins.__dict__.get(n)), _CODE))
+    cells = tuple(c for c in fn.__closure__ or () if not isinstance(_contents(c), _CODE))
     if not names and not cells:
         return None
     return functools.partial(_function_state, g, names, cells)
@@ -417,12 +432,6 @@ def _global_names(code) -> dict:
         if inspect.iscode(const):
             names.update(_global_names(const))
     return names
-
-
-def _unbound(name: str, g: dict) -> bool:
-    """True for a name neither global nor builtin yet (a tensor made after ``tp.compile``
-    decorated the function may be bound to it)."""
-    return name not in g and not hasattr(builtins, name)
 
 
 def _module_state(root) -> tuple:
