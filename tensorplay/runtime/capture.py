@@ -267,7 +267,14 @@ def refuse_legacy_launch(kernel_name: str, s: StreamLike) -> None:
 
 
 def refuse_replay_into_capture(s: StreamLike) -> None:
-    """``replay()`` on a capturing stream: a graph is not launched into another capture."""
+    """``replay()`` on the legacy default stream while this thread captures (the
+    rule of every launch: the driver would invalidate the capture), or on a
+    capturing stream: a graph is not launched into another capture."""
+    if not s.handle and capture_state.owned_strict() is not None:
+        raise CaptureError(
+            "replay() on the legacy default stream is not allowed while this thread captures a graph (it would "
+            "not be captured); replay on a tp.cuda.Stream() or after capture_end()"
+        )
     if s.is_capturing():
         raise CaptureError(
             f"replay() on stream {s.handle:#x}, which is capturing a graph: a graph cannot be launched into "

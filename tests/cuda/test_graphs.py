@@ -355,6 +355,22 @@ def test_launch_on_the_legacy_stream_during_a_capture_is_refused(op):
     np.testing.assert_allclose(y.numpy(), op(x).numpy())
 
 
+def test_a_replay_on_the_legacy_stream_during_a_capture_is_refused():
+    x = tp.ones(4)
+    g1 = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g1):
+        x.add_(1.0)
+    g2 = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g2):
+        with tp.cuda.stream(tp.cuda.default_stream()):
+            for replay in (g1.replay, lambda: g1.replay(tp.cuda.default_stream())):
+                with pytest.raises(tp.cuda.CaptureError, match="^replay\\(\\) on the legacy default stream"):
+                    replay()
+        y = x * 3  # the capture is still valid
+    g2.replay()
+    assert y.tolist() == [3.0] * 4 and x.tolist() == [1.0] * 4  # g1 never ran
+
+
 def test_readback_on_another_stream_is_refused_without_spoiling_the_capture():
     x = tp.ones(4)
     g = tp.cuda.CUDAGraph()
