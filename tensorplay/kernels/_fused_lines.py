@@ -26,9 +26,12 @@ _CONVERT = {
 }
 
 
-def _elements(steps, stores, reductions, at: list[tuple[str, str]], layout: tuple) -> list[str]:
+def _elements(steps, stores, reductions, at: list[tuple[str, str]], layout: tuple, guards: dict = {}) -> list[str]:  # noqa: B006
     """The loop body for the elements at each ``(index, name suffix)`` of ``at``:
-    every load first, then every op, then every store (a store may alias a load)."""
+    every load first, then every op, then every store (a store may alias a load).
+    ``guards`` maps a suffix to the condition under which its element is stored
+    and reduced (its index then points at an element that exists, whose loads are
+    harmless: the last elements of a grid-stride loop, loaded together)."""
     shape, strided, shifts, out_strides, draws = layout
     used = sorted({arg[1] for s in steps for arg in s.args if arg[0] == "a"})
     offsets = sorted({arg[1] for s in steps for arg in s.args if arg[0] == "c"})
@@ -37,14 +40,18 @@ def _elements(steps, stores, reductions, at: list[tuple[str, str]], layout: tupl
     lines += [line for i, tag in at for line in _draws(draws, i, tag)]
     lines += [f"        {_assign(f'v{j}{tag}', s, tag)}" for _, tag in at for j, s in enumerate(steps)]
     for i, tag in at:
+        kept = []
         for k, j in enumerate(stores):
             where = i if out_strides[k] is None else _offset(i, shape, out_strides[k])
             first = None if out_strides[k] is None else _first_along_broadcast(i, shape, out_strides[k])
             if first is None:
-                lines.append(f"        o{k}[{where}] = v{j}{tag}")
+                kept.append(f"        o{k}[{where}] = v{j}{tag}")
             else:  # a result broadcast over some dimensions: stored by the first element along them
-                lines += [f"        if {first}:", f"            o{k}[{where}] = v{j}{tag}"]
-        lines += [_accumulate(m, r, tag) for m, r in enumerate(reductions)]
+                kept += [f"        if {first}:", f"            o{k}[{where}] = v{j}{tag}"]
+        kept += [_accumulate(m, r, tag) for m, r in enumerate(reductions)]
+        if tag in guards and kept:
+            kept = [f"        if {guards[tag]}:", *["    " + line for line in kept]]
+        lines += kept
     return lines
 
 

@@ -291,9 +291,10 @@ def _head_lines(head: Head) -> list[str]:
 
 def _grid_stride(steps, stores, reductions, layout: tuple, tail: Tail, one_each: bool = False) -> list[str]:
     """The body of a kernel over every element: a grid-stride loop, ``UNROLL``
-    elements a thread at a time while it has that many left (not where every
-    element has a thread of its own: ``one_each``), then one at a time; then
-    the full reductions' finish, or the tail on the first thread."""
+    elements a thread at a time while it has that many left, then the rest
+    together (``_last_elements``; where every element has a thread of its own,
+    ``one_each``, its element); then the full reductions' finish, or the tail on
+    the first thread."""
     body = ["    i = cuda.grid(1)", "    step = cuda.gridsize(1)"]
     body += [f"    acc{m} = init{m}" for m in range(len(reductions))]
     _, strided, _, out_strides, draws = layout
@@ -305,15 +306,31 @@ def _grid_stride(steps, stores, reductions, layout: tuple, tail: Tail, one_each:
         at = [("i", "_0")] + [(f"i{u}", f"_{u}") for u in range(1, UNROLL)]
         body += _elements(steps, stores, reductions, at, layout)
         body.append(f"        i += {UNROLL} * step")
-    body.append("    while i < n:")
-    body += _elements(steps, stores, reductions, [("i", "")], layout)
-    body.append("        i += step")
+        body += _last_elements(steps, stores, reductions, layout)
+    else:
+        body.append("    while i < n:")
+        body += _elements(steps, stores, reductions, [("i", "")], layout)
+        body.append("        i += step")
     body += _advance_lines(draws)
     if reductions:
         body += _finish(reductions, tail)
     else:
         body += _first_thread(tail)
     return body
+
+
+def _last_elements(steps, stores, reductions, layout: tuple) -> list[str]:
+    """After the loop over ``UNROLL`` elements at a time, the thread's last
+    elements (fewer than ``UNROLL``), loaded together: one wait for memory where
+    a loop of one element at a time waited once an element (a thread of a
+    stencil's kernel had four such waits after its loop). An element past the
+    end reads the thread's first one and is neither stored nor reduced."""
+    lines = ["    if i < n:  # the last elements, loaded together"]
+    for u in range(1, UNROLL - 1):
+        lines += [f"        g{u} = i + {u} * step < n", f"        i{u} = i + {u} * step if g{u} else i"]
+    at = [("i", "_0")] + [(f"i{u}", f"_{u}") for u in range(1, UNROLL - 1)]
+    guards = {f"_{u}": f"g{u}" for u in range(1, UNROLL - 1)}
+    return lines + _elements(steps, stores, reductions, at, layout, guards)
 
 
 def _last_block_lines(tail: Tail, epilogues) -> list[str]:

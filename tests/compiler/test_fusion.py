@@ -801,3 +801,28 @@ def test_a_grid_with_a_thread_for_every_element_has_no_loop_over_several(n):
     loops = not _a_thread_each(n)
     assert loops == (n > 64 if tp.cuda.backend() == "sim" else n > 1 << 20)
     assert not others and ("4 elements at a time" in text) == loops and ("load4" in text) == loops
+
+
+# a thread's elements past its last group of four: none, one, two or three of them (the simulator's
+# grids have 64 threads, so 256 elements are one group a thread)
+@pytest.mark.parametrize("rows", [16, 17, 20, 24, 25, 28])
+def test_the_last_elements_of_a_strided_chain_are_loaded_together_and_each_counted_once(rows):
+    # a stencil-like chain over views of a padded field, stored into one and summed: every element
+    # stored and summed once, where the last ones a thread takes are loaded together, one group
+    def f(p, out):
+        inner = p[1:-1, 1:-1]
+        out.copy_(inner * 4.0 - p[:-2, 1:-1] - p[2:, 1:-1])
+        return (inner * out).sum()
+
+    compiled = tp.compile(f)
+    rng = np.random.default_rng(rows)
+    for _ in range(2):  # the first call runs eagerly, the second fused
+        field = rng.standard_normal((rows + 2, 18))
+        out = tp.zeros(rows, 16, dtype=tp.float64)
+        total = compiled(tp.tensor(field), out)
+        inner = field[1:-1, 1:-1]
+        want = inner * 4.0 - field[:-2, 1:-1] - field[2:, 1:-1]
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-14)
+        np.testing.assert_allclose(total.item(), float((inner * want).sum()), rtol=1e-12)
+    ((_, text),) = _names(compiled)
+    assert "the last elements, loaded together" in text and "while i < n:" not in text
