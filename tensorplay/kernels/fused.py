@@ -485,9 +485,7 @@ def _rows(steps, stores, reductions, layout: tuple) -> list[str]:
 def _pieced_rows(steps, stores, reductions, layout: tuple, pieces: int) -> list[str]:
     """The body of a kernel whose chain ends in reductions along a few long
     rows: ``pieces`` blocks a row (block ``b`` takes piece ``b % pieces`` of
-    row ``b // pieces``, its threads ``BLOCK`` elements apart, each thread's
-    elements, up to ``UNROLL``, loaded together: an Ising sweep's thread has two
-    of its row, which a loop took one memory wait each), each writing a
+    row ``b // pieces``, its threads ``BLOCK`` elements apart), each writing a
     partial of each reduction and counting itself done on the ticket; the last
     block combines the partials, its threads in groups of ``width`` (a power of
     two from 32 to ``BLOCK``: as many groups as rows, up to eight) that each take
@@ -495,28 +493,17 @@ def _pieced_rows(steps, stores, reductions, layout: tuple, pieces: int) -> list[
     stores the row's value. A thread a row, adding the partials in order, took
     9.5 of the 13.5 µs of the Ising sweep's kernel (four rows of 132 partials)
     on an H100."""
-    k, apart = reductions[0].k, pieces * BLOCK
+    k, index = reductions[0].k, _row_element(reductions[0])
     each, values = range(len(reductions)), list(enumerate(reductions))
-    per = min(UNROLL, -(-k // apart))  # a thread's elements of its row, loaded together (at most UNROLL)
-    guards = {f"_{u}": f"g{u}" for u in range(1, per)}
-    at = [("i", "_0" if per > 1 else "")] + [(f"i{u}", f"_{u}") for u in range(1, per)]
     return [
         *_scratch(reductions, last=True),
         f"    row = cuda.blockIdx.x // {pieces}",
         *[f"    acc{m} = init{m}" for m in each],
         f"    j = (cuda.blockIdx.x % {pieces}) * {BLOCK} + t",
         f"    while j < {k}:",
-        f"        i = {_row_element(reductions[0])}",
-        *[  # past the row's end: the thread's first element again, neither stored nor reduced
-            line
-            for u in range(1, per)
-            for line in (
-                f"        g{u} = j + {u * apart} < {k}",
-                f"        i{u} = {_row_element(reductions[0], f'(j + {u * apart})')} if g{u} else i",
-            )
-        ],
-        *_elements(steps, stores, reductions, at, layout, guards),
-        f"        j += {per * apart}",
+        f"        i = {index}",
+        *_elements(steps, stores, reductions, [("i", "")], layout),
+        f"        j += {pieces * BLOCK}",
         *_advance_lines(layout[4]),
         *_block_partials(each),
         f"        width = {BLOCK}",
@@ -541,10 +528,10 @@ def _pieced_rows(steps, stores, reductions, layout: tuple, pieces: int) -> list[
     ]
 
 
-def _row_element(r: Reduction, j: str = "j") -> str:
+def _row_element(r: Reduction) -> str:
     """The flat index of element ``j`` of row ``row`` of reduction ``r``'s rows."""
     k, trail = r.k, r.trail
-    return f"row * {k} + {j}" if trail == 1 else f"(row // {trail}) * {k * trail} + {j} * {trail} + row % {trail}"
+    return f"row * {k} + j" if trail == 1 else f"(row // {trail}) * {k * trail} + j * {trail} + row % {trail}"
 
 
 def _scratch(reductions, last: bool = False, trees: bool = True) -> list[str]:

@@ -826,28 +826,3 @@ def test_the_last_elements_of_a_strided_chain_are_loaded_together_and_each_count
         np.testing.assert_allclose(total.item(), float((inner * want).sum()), rtol=1e-12)
     ((_, text),) = _names(compiled)
     assert "the last elements, loaded together" in text and "while i < n:" not in text
-
-
-@pytest.mark.parametrize(("rows", "k"), [(2, 1500), (2, 2051), (3, 700), (4, 1030)])
-def test_a_thread_of_rows_that_blocks_share_loads_its_elements_together(monkeypatch, rows, k):
-    # a few long rows, a few blocks a row (a device of 2048 threads: 32 blocks of the simulator's 32
-    # threads): each thread's elements of its row, up to four, are loaded together, the ones past
-    # the row's end neither stored nor summed
-    from tensorplay.runtime.backend import get as get_backend
-
-    monkeypatch.setattr(get_backend(), "max_threads_per_launch", 2048)
-    x = np.random.default_rng(k).standard_normal((rows, k))
-
-    def f(x, out):
-        out.copy_(x * 2.0 - 1.0)
-        return out.sum(dim=1), (x * 3.0).amax(dim=1)
-
-    compiled = tp.compile(f)
-    for _ in range(2):  # the first call runs eagerly, the second fused
-        out = tp.zeros(rows, k, dtype=tp.float64)
-        got = compiled(tp.tensor(x), out)
-        np.testing.assert_allclose(out.numpy(), x * 2.0 - 1.0, rtol=1e-15)
-        np.testing.assert_allclose(got[0].numpy(), (x * 2.0 - 1.0).sum(axis=1), rtol=1e-12)
-        np.testing.assert_array_equal(got[1].numpy(), (3.0 * x).max(axis=1))
-    ((_, text),) = _names(compiled)
-    assert "lane = t % width" in text and "g1 = j + " in text  # shared rows, their elements together
