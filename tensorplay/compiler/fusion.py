@@ -114,6 +114,7 @@ from ._groups import (
     widened,
 )
 from ._renaming import Renamed, read_through
+from ._sinking import detach, sunk
 from ._views import (
     array_arg,
     space_of,
@@ -228,9 +229,11 @@ class Fuser:
                 return True
             if g.stream == s and not g.full() and self._join_narrowed(g, op, out, operands, cast):
                 return True
-        if g is not None and (
-            g.shape != space or g.stream != s or g.full() or (g.tail and not after_tail(g, out, operands))
-        ):  # fmt: skip
+        ends_at_tail = g is not None and g.tail and not after_tail(g, out, operands)
+        if ends_at_tail and g.ticket and g.shape == space and g.stream == s:
+            if self._sink(g, op, out, operands, cast):
+                return True
+        if g is not None and (g.shape != space or g.stream != s or g.full() or ends_at_tail):
             self._write_out(more=True)
             g = None
         fresh = g is None
@@ -247,6 +250,24 @@ class Fuser:
             return False
         apply_step(g, op, out, cast, args)
         self.group = g
+        return True
+
+    def _sink(self, g: Group, op: str, out: Tensor, operands, cast: str) -> bool:
+        """Write the open group out without the steps that may run in the next
+        kernel (``_sinking.py``), and open that kernel's group with them and the
+        op (True); False, the open group left as it was, where none may or the
+        op cannot follow them."""
+        found = sunk(g, operands)
+        if found is None:
+            return False
+        h, moved = found
+        args = plan(h, out, operands)
+        if args in (CONFLICT, EAGER):
+            return False
+        detach(g, moved)
+        self._write_out(more=True)
+        apply_step(h, op, out, cast, args)
+        self.group = h
         return True
 
     def _through_renamed(self, out: Tensor, operands) -> tuple[list, list[Renamed]]:
