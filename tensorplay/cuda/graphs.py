@@ -24,6 +24,7 @@ tensor([3., 3., 3., 3.])
 
 from __future__ import annotations
 
+import threading
 import weakref
 from contextlib import contextmanager
 from functools import partial
@@ -138,6 +139,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
         self._exec = None
         self._pool = None
         self._stream: Stream | None = None  # while capturing
+        self._thread: threading.Thread | None = None  # the thread that began the capture: only it ends it
         self._restore: Stream | None = None  # the current stream before capture_begin() made the side stream current
         self._token = None  # identifies blocks allocated during this capture
         self._debug = False
@@ -224,6 +226,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
             self._updating, self._loops = self._loops, []
             self._held_before = allocator.take_held(token)
         self._stream, self._pool, self._token, self._mode = s, pool, token, capture_error_mode
+        self._thread = threading.current_thread()
         self._handles = []
         self._capture_id = object()  # handles of an earlier capture, even one discarded, are refused
         self._discarded = None
@@ -238,12 +241,26 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
             self._restore = None
 
     def capture_end(self) -> None:
-        """End the capture and instantiate the graph (its compile cost is paid here)."""
+        """End the capture and instantiate the graph (its compile cost is paid here).
+
+        Call it on the thread that called ``capture_begin()``; on another thread
+        it raises ``CaptureError`` and the capture goes on.
+        """
         s = self._stream
         if s is None:
             if self._discarded:
                 raise RuntimeError(f"capture_end(): the capture was discarded, as {self._discarded}; begin a new one")
             raise RuntimeError("capture_end() called without capture_begin()")
+        if self._thread is not threading.current_thread():
+            # The capture is the beginning thread's: its current stream (the side
+            # stream, a conditional body's), which only it can set back, and for the
+            # driver too in 'global' and 'thread_local' mode (WRONG_THREAD elsewhere).
+            raise CaptureError(
+                f"capture_end() on thread {threading.current_thread().name!r}, but thread {self._thread.name!r} "
+                f"began the capture on stream {s.handle:#x}, and a capture belongs to the thread that began it "
+                "(its current stream is the capture's until the end); call capture_end() on that thread "
+                "(this capture is still open)"
+            )
         if self._open:
             n = len(self._open)
             self._abort_capture()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 import tensorplay as tp
 
 
@@ -107,3 +109,52 @@ def test_a_device_wide_wait_while_another_thread_ends_its_capture_leaves_that_ca
     waited.set()
     other.join(10)
     assert (ran, results) == (False, [[2.0, 4.0, 6.0]])
+
+
+@pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
+def test_capture_end_on_another_thread_is_refused_and_the_capture_stays_open_for_its_own(mode):
+    """A capture_begin() on the legacy default stream makes the side stream this
+    thread's current stream until capture_end(), which sets it back: that is
+    thread-local, so an end on another thread set the ending thread's stream
+    instead and left the capturing thread's eager work on the side stream (and
+    the driver ends a 'global' or 'thread_local' capture only on its own thread).
+    The other thread is refused, with neither thread's stream touched, and the
+    capturing thread ends the capture as usual."""
+    x = tp.tensor([1.0, 2.0, 3.0])
+    x * 2.0  # the kernel is loaded before the capture
+    g = tp.cuda.CUDAGraph()
+    began, refused = threading.Event(), threading.Event()
+    seen: list = []
+
+    def capture() -> None:
+        try:
+            g.capture_begin(capture_error_mode=mode)
+            y = x * 2.0
+            began.set()
+            refused.wait(5)
+            y = y + 1.0  # still captured
+            g.capture_end()
+            seen.append(tp.cuda.current_stream() is tp.cuda.default_stream())
+            g.replay()
+            seen.append(y.tolist())
+        except Exception as e:  # surfaced below
+            seen.append(e)
+            began.set()
+
+    other = threading.Thread(target=capture, name="capturer")
+    other.start()
+    assert began.wait(5)
+    mine = tp.cuda.Stream()
+    try:
+        with tp.cuda.stream(mine):
+            with pytest.raises(
+                tp.cuda.CaptureError,
+                match=r"^capture_end\(\) on thread 'MainThread', but thread 'capturer' began the capture on "
+                r"stream 0x[0-9a-f]+, .*; call capture_end\(\) on that thread \(this capture is still open\)$",
+            ):
+                g.capture_end()
+            assert tp.cuda.current_stream() is mine
+    finally:
+        refused.set()
+        other.join(10)
+    assert seen == [True, [3.0, 5.0, 7.0]]
