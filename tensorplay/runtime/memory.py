@@ -11,9 +11,11 @@ Allocations made while a stream captures a graph go to that graph's private
 pool: pool memory serves only allocations into the same pool, so it is never
 handed to anyone else while a graph that replays into it lives. A graph
 replays on whichever stream it is launched on, so a pool's blocks freed
-outside a capture serve any stream; a block freed during a capture serves only
-the stream that last allocated it, as the captured work of two streams forked
-from one capture is ordered only where they join.
+outside a capture serve any stream; a block freed while a capture into its pool
+is in progress serves only the stream that last allocated it, as the captured
+work of two streams forked from one capture is ordered only where they join,
+and serves any stream again once the pool's last capture has ended (else each
+capture on a new stream would leave a block behind for that stream alone).
 """
 
 from __future__ import annotations
@@ -117,7 +119,9 @@ class CachingAllocator:
         self._held: dict[object, dict] = {}  # capture token -> what its kernels' arguments need alive, by id
         self._pool_users: dict[object, int] = defaultdict(int)  # pool -> captures and graphs
         self._dead_pools: set = set()  # pools no graph uses, whose memory goes back to the device
-        self._pools_lock = threading.RLock()  # pool bookkeeping, from any thread (not the allocation path)
+        self._capturing: dict[object, int] = {}  # pool -> streams routed to it (captures in progress)
+        # pool bookkeeping, from any thread (not the allocation path, but for a free into a capturing pool)
+        self._pools_lock = threading.RLock()
         self._pool_ids = itertools.count(1)
         self.counts = Counts()
         self._reserved: dict[object, int] = defaultdict(int)  # pool -> bytes
@@ -132,10 +136,16 @@ class CachingAllocator:
         (see ``live_blocks``). Streams that join its capture later (forked
         through an event) are routed there too."""
         key = stream._key
+        with self._pools_lock:  # _capturing counts the routes, for free()
+            old = self._capture_pools.pop(key, None)
+            if pool is None:
+                self._capture_tokens.pop(key, None)
+                self._routes.pop(self._capture_ids.pop(key, None), None)
+            else:
+                self._capturing[pool] = self._capturing.get(pool, 0) + 1
+            if old is not None:  # after the new count: a stream routed again shares nothing
+                self._stop_capturing(old)
         if pool is None:
-            self._capture_pools.pop(key, None)
-            self._capture_tokens.pop(key, None)
-            self._routes.pop(self._capture_ids.pop(key, None), None)
             return
         self._capture_pools[key] = pool
         self._capture_tokens[key] = token
@@ -144,6 +154,21 @@ class CachingAllocator:
         if capture_id:
             self._capture_ids[key] = capture_id
             self._routes[capture_id] = (pool, token)
+
+    def _stop_capturing(self, pool) -> None:
+        """One stream stopped capturing into ``pool``; after the last, the pool's
+        blocks kept for one stream serve any (under the pools' lock)."""
+        n = self._capturing.pop(pool) - 1
+        if n:
+            self._capturing[pool] = n
+            return
+        for key in [k for k in list(self._free) if k[0] == pool and k[1]]:
+            kept, shared = self._free.pop(key, []), self._free[(pool, 0, key[2])]
+            while kept:
+                try:  # one at a time, as allocate() pops: a block never lands in two places
+                    shared.append(kept.pop())
+                except IndexError:
+                    break
 
     def begin_capture(self, stream, pool, token) -> None:
         """A capture on ``stream`` (begun on the device) starts using ``pool``."""
@@ -298,18 +323,23 @@ class CachingAllocator:
             else:
                 self._wait_for_other_streams(block)
             return
-        self._free[self._free_key(block)].append(block)
+        self._file(block)
         if block.pool in self._dead_pools and not capture_state.active:
             self._release_dead_pools()  # the last tensor of a graph that is gone
 
-    @staticmethod
-    def _free_key(block: Block) -> tuple:
-        """The free list ``block`` goes back to: its stream's in the default pool; in a
-        graph's pool its stream's while a capture is in progress, else the pool's list
-        for any stream (see the module's docstring)."""
-        if block.pool is DEFAULT_POOL or capture_state.active:
-            return block.free_list
-        return (block.pool, 0, block.size)
+    def _file(self, block: Block) -> None:
+        """Put ``block`` on its free list: its stream's in the default pool; in a
+        graph's pool its stream's while a capture into the pool is in progress,
+        else the pool's list for any stream (see the module's docstring)."""
+        pool = block.pool
+        if pool is DEFAULT_POOL:
+            self._free[block.free_list].append(block)
+        elif pool not in self._capturing:
+            self._free[(pool, 0, block.size)].append(block)
+        else:  # decided and filed under the lock: not for its stream just after _stop_capturing shared the rest
+            with self._pools_lock:
+                key = block.free_list if pool in self._capturing else (pool, 0, block.size)
+                self._free[key].append(block)
 
     def _wait_for_other_streams(self, block: Block) -> None:
         """Hold ``block`` back until the work queued on its other streams is done."""
@@ -334,7 +364,7 @@ class CachingAllocator:
         still = []
         for block, events in self._pending:
             if all(e.query() for e in events):
-                self._free[self._free_key(block)].append(block)
+                self._file(block)
             else:
                 still.append((block, events))
         self._pending = still
@@ -391,7 +421,9 @@ class CachingAllocator:
     def forget_stream(self, key: int) -> None:
         """A collected stream's cached blocks go back to the device: they would
         serve no other stream, and a later stream given the same handle must not
-        take them unordered. Called before its handle is destroyed, outside captures."""
+        take them unordered. Called before its handle is destroyed, outside captures.
+        (A graph pool's blocks kept for one stream serve any once the captures into
+        the pool end: ``_stop_capturing``.)"""
         self._give_back([k for k in list(self._free) if k[1] == key and k[0] is DEFAULT_POOL])
 
     def _give_back(self, keys: list) -> int:

@@ -404,3 +404,43 @@ def test_mem_get_info_never_reports_negative_free_memory(device_of):
     with pytest.raises(tp.cuda.CudaError, match=r"^out of memory: could not allocate 512 bytes"):
         tp.empty(1)
     del a
+
+
+@pytest.mark.parametrize("where", ["stream", "thread"])
+def test_a_shared_pool_captured_on_new_streams_keeps_no_block_for_each_stream(where):
+    # a block freed during a capture serves only its stream until the pool's captures end,
+    # then any stream: else each capture on a new stream (or a new thread's side stream)
+    # leaves one behind for a stream that never captures again
+    import threading
+
+    x, pool = tp.ones(256), tp.cuda.graph_pool_handle()
+    keep = tp.cuda.CUDAGraph()  # holds the pool between the cycles
+    with tp.cuda.graph(keep, pool=pool):
+        k = x + 1
+    results = []
+
+    def cycle(stream):
+        g = tp.cuda.CUDAGraph()
+        with tp.cuda.graph(g, pool=pool, stream=stream):
+            t = x * 2
+            y = t + 1
+            del t  # freed inside the capture
+        g.replay()
+        results.append(y.tolist() == [3.0] * 256)
+        del y
+        g.reset()
+
+    reserved = []
+    for _ in range(8):
+        if where == "stream":
+            cycle(tp.cuda.Stream())
+        else:  # capture_begin's side stream, one per thread
+            th = threading.Thread(target=cycle, args=(None,))
+            th.start()
+            th.join()
+        gc.collect()
+        reserved.append((tp.cuda.memory_reserved(), allocator.pool_reserved(pool)))
+    assert results == [True] * 8
+    assert reserved[1:] == reserved[1:2] * 7
+    keep.replay()
+    assert k.tolist() == [2.0] * 256
