@@ -115,7 +115,10 @@ def _tail_lines(tail) -> list[str]:
 def _offset(index: str, shape: tuple, strides: tuple, shifts: tuple = ()) -> str:
     """The element offset of a strided input at flat ``index`` of ``shape``:
     each dimension's coordinate (plus its shift, modulo its size) times its
-    stride (dimensions of stride 0 left out)."""
+    stride (dimensions of stride 0 left out), unsigned: strides and shifts are
+    never negative here (a view that steps backwards runs eagerly), and an
+    unsigned index spares each load Numba's wrap of a negative one (a sixth
+    of a stencil kernel's instructions for sm_90)."""
     terms, inner = [], 1
     for d in range(len(shape) - 1, -1, -1):
         if strides[d] and shape[d] > 1:
@@ -126,7 +129,7 @@ def _offset(index: str, shape: tuple, strides: tuple, shifts: tuple = ()) -> str
                 coord = f"({coord}) % {shape[d]}" if inner > 1 else f"{coord} % {shape[d]}"
             terms.append(coord if strides[d] == 1 else f"({coord}) * {strides[d]}")
         inner *= shape[d]
-    return " + ".join(reversed(terms)) or "0"
+    return f"np.uint64({' + '.join(reversed(terms)) or '0'})"
 
 
 def _first_along_broadcast(index: str, shape: tuple, strides: tuple) -> str | None:
