@@ -7,6 +7,7 @@ level (``begin_capture_to_*_node``) and as context managers (``g.if_``,
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -15,6 +16,7 @@ from ..runtime.backend import get as get_backend
 from ..runtime.memory import allocator
 from ..runtime.streams import Stream, current_stream
 from . import conditional
+from .capture_thread import refuse_other_thread
 from .conditional import Branch, Cases, Handle, Loop
 
 __all__ = ["ConditionalNodes"]
@@ -57,6 +59,7 @@ class ConditionalNodes:
         """
         if self._stream is None:
             raise RuntimeError("conditional_handle() needs a capture in progress")
+        self._on_own_thread("conditional_handle()")
         if isinstance(default, bool) or not isinstance(default, (int, np.integer)) or not 0 <= default < 1 << 32:
             self._refuse(ValueError, f"expected the default as an int from 0 to 2**32 - 1, got {default!r}")
         outer = self._level()
@@ -125,6 +128,7 @@ class ConditionalNodes:
     def set_conditional_handle_for_current_node(self, pred) -> None:
         """Set the innermost open node's condition from ``pred`` at this point of
         its body (a while node loops again iff it is true at the end of a pass)."""
+        self._on_own_thread("set_conditional_handle_for_current_node()")
         if not self._open:
             raise RuntimeError("set_conditional_handle_for_current_node() needs an open conditional node")
         self._checked(conditional.check_flag, pred)
@@ -260,10 +264,11 @@ class ConditionalNodes:
         except GeneratorExit:
             raise
         except BaseException as e:
-            if self._stream is not None:
+            if self._stream is not None and self._thread is threading.current_thread():  # not another's capture
                 self._abort_capture()
                 self._discarded = f"the body of {call} raised {type(e).__name__}"  # for capture_end()
             raise
+        self._on_own_thread("end_capture_to_conditional_node()")  # what the block's end calls, refused elsewhere
         if not self._open or self._open[-1] is not node:
             inner = self._open[-1].kind.replace("_", "/") if self._open else "none"
             self._refuse(
@@ -275,6 +280,7 @@ class ConditionalNodes:
 
     def _next_body_of(self, node, call: str) -> None:
         """``branch.else_()`` or ``cases.next()``: only for their own node, open and innermost."""
+        self._on_own_thread(call)
         if not self._open or self._open[-1] is not node:
             where = "is closed" if node not in self._open else "is not the innermost open node"
             message = f"{call} of a node that {where}: call it inside that node's `with` block, at its own level"
@@ -291,6 +297,14 @@ class ConditionalNodes:
                     "the graph of the `with tp.cuda.graph(...)` block in progress"
                 )
             raise RuntimeError(f"{call} needs a capture in progress: use it inside `with tp.cuda.graph(g):`")
+        self._on_own_thread(call)
+
+    def _on_own_thread(self, call: str) -> None:
+        """Refuse ``call`` on a thread other than the capture's, before it changes
+        anything: it would set this thread's current stream, not the capture's
+        thread's, and capture on streams that thread is using (capture_thread.py)."""
+        if self._stream is not None:
+            refuse_other_thread(call, self._thread, self._stream)
 
     def _open_node(self, kind: str, pred, n: int | None = None, max_iters: int | None = None, unroll: int = 1):
         self._need_capture(f"begin_capture_to_{kind}_node()")
@@ -342,6 +356,7 @@ class ConditionalNodes:
         allocator.route_to_pool(body, self._pool, self._token)
 
     def _innermost(self, call: str):
+        self._on_own_thread(call)
         if not self._open:
             raise RuntimeError(f"{call} without an open conditional node")
         return self._open[-1]

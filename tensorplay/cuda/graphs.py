@@ -58,6 +58,7 @@ from ..runtime.streams import (
 )
 from . import conditional
 from .cancel import Cancelling, cancel_stream, cancellable
+from .capture_thread import ThreadOwned, end_collected_captures, refuse_other_thread
 from .conditional import Loop, OpenNode
 from .graph_nodes import ConditionalNodes
 from .graph_views import GraphViews
@@ -127,7 +128,7 @@ def _pool_of(pool):
     raise TypeError(f"expected pool=None, a graph_pool_handle(), a pool_id or a CUDAGraph, got {pool!r}")
 
 
-class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
+class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews, ThreadOwned):
     """A captured CUDA graph and the memory pool its tensors live in.
 
     Capture with ``with tp.cuda.graph(g): ...`` (or ``capture_begin`` /
@@ -193,6 +194,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
             )
         if updating and pool is not None and _pool_of(pool) != self._pool:
             raise ValueError("a capture with update=True uses the graph's own pool; leave pool= out")
+        end_collected_captures()  # this thread's current stream may be a collected graph's capture's
         s, restore = as_stream(stream), None
         if stream is not None:
             refuse_legacy_capture(s)
@@ -251,16 +253,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
             if self._discarded:
                 raise RuntimeError(f"capture_end(): the capture was discarded, as {self._discarded}; begin a new one")
             raise RuntimeError("capture_end() called without capture_begin()")
-        if self._thread is not threading.current_thread():
-            # The capture is the beginning thread's: its current stream (the side
-            # stream, a conditional body's), which only it can set back, and for the
-            # driver too in 'global' and 'thread_local' mode (WRONG_THREAD elsewhere).
-            raise CaptureError(
-                f"capture_end() on thread {threading.current_thread().name!r}, but thread {self._thread.name!r} "
-                f"began the capture on stream {s.handle:#x}, and a capture belongs to the thread that began it "
-                "(its current stream is the capture's until the end); call capture_end() on that thread "
-                "(this capture is still open)"
-            )
+        refuse_other_thread("capture_end()", self._thread, s)  # its stream, and the driver's end, are that thread's
         if self._open:
             n = len(self._open)
             self._abort_capture()
@@ -503,9 +496,10 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews):
 
     def __del__(self) -> None:
         try:
-            if self._stream is not None:
-                self._abort_capture()
-            self._destroy()
+            if self._stream is not None:  # discarded on the capture's own thread (capture_thread.py)
+                self._collected_mid_capture()
+            else:
+                self._destroy()
         except Exception:
             pass
 
@@ -576,6 +570,7 @@ def graph(
     """
     if not isinstance(cuda_graph, CUDAGraph):
         raise TypeError(f"expected a CUDAGraph, got {type(cuda_graph).__name__}")
+    end_collected_captures()  # before the current stream is read
     s = as_stream(stream, "stream") if stream is not None else capture_stream()
     prev = current_stream()
     if prev.is_capturing():  # before the wait below, which would fork s into that capture
