@@ -94,3 +94,41 @@ def test_a_failing_dot_program_falls_back(monkeypatch):
 def test_draw_needs_a_captured_graph():
     with pytest.raises(RuntimeError, match="needs a captured graph; capture one first"):
         tp.cuda.CUDAGraph().draw()
+
+
+def _launch_shape(grid: tuple, block: tuple) -> str:
+    """A launch shape as the DOT writes it: the simulator's ``<<<grid, block>>>``
+    of 3-tuples; the driver's ``<<<grid,block,shared>>>``, each without its
+    trailing ones and in braces where more than one is left."""
+    if tp.cuda.backend() == "sim":
+        return f"<<<{grid}, {block}>>>"
+
+    def dims(d: tuple) -> str:
+        d = list(d)
+        while len(d) > 1 and d[-1] == 1:
+            d.pop()
+        return str(d[0]) if len(d) == 1 else "{" + ",".join(map(str, d)) + "}"
+
+    return f"<<<{dims(grid)},{dims(block)},0>>>"
+
+
+def test_a_kernel_nodes_new_launch_shape_is_drawn(tmp_path):
+    # set_args with more elements than the captured grid covers grows the node's grid: the picture shows the new one
+    a = tp.ones(8)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        _ = a * 2.0
+    (node,) = g.nodes()
+    captured = _launch_shape(node.grid, node.block)
+    assert any(captured in line for lines in parse_dot(g.dot()).labels.values() for line in lines)
+    out = tp.empty(4096)
+    node.set_args(out, tp.ones(4096), 3.0)
+    grown = _launch_shape(node.grid, node.block)
+    assert grown != captured
+    g.replay()
+    assert out.numpy().min() == out.numpy().max() == 3.0
+    for text in (g.dot(), open(g.debug_dump(str(tmp_path / "g.dot"))).read()):
+        shown = [line for lines in parse_dot(text).labels.values() for line in lines]
+        assert any(grown in line for line in shown), shown
+        assert not any(captured in line for line in shown), shown
+    assert grown in "\n".join(_texts(g.draw()))

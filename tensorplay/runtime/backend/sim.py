@@ -452,7 +452,7 @@ class SimBackend(SimMemory):
     @staticmethod
     def set_captured_kernel(node: tuple, launcher, grid, block, args) -> None:
         graph, i = node
-        graph.nodes[i].run = launcher.run_for(grid, block, args)
+        graph.set_kernel(i, launcher.run_for(grid, block, args), launcher.label(grid, block))
 
     @staticmethod
     def kernel_node_setter(graph_exec: SimGraphExec, exec_node: tuple, graph: SimGraph, node: tuple, *launch):

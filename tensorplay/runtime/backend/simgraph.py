@@ -5,7 +5,10 @@ of a captured graph).
 A replay runs the nodes in the order they were recorded, which respects every
 edge; while the hazard check interleaves work (``interleave``), each replay
 takes a random order that still respects every edge, so that nodes nothing
-orders run in either order, as on a GPU.
+orders run in either order, as on a GPU. As the driver does, an executable
+graph runs one launch at a time: a launch from another thread (on another
+stream) waits for the one in progress, and a staged graph's launch sets its
+kernels' parameters and launches under one lock.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import random
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -48,6 +52,13 @@ class SimGraph:
         node = SimNode(next(self._ids), kind, run, label, tuple(deps), tuple(bodies), condition)
         self.nodes.append(node)
         return node.id
+
+    def set_kernel(self, node: int, run, label: str) -> None:
+        """Give kernel node ``node`` another launch: ``run``, and the label
+        (kernel name, launch shape) the DOT shows, as the driver's
+        ``cuGraphKernelNodeSetParams`` sets a node's function, grid and block."""
+        n = self.nodes[node]  # node ids count the nodes in the order they were recorded
+        n.run, n.label = run, label
 
     def all_handles(self) -> list[int]:
         """The conditional handles of this graph and of its nodes' bodies."""
@@ -122,20 +133,28 @@ class SimGraphExec:
 
     def __init__(self, graph: SimGraph) -> None:
         self.origin = graph  # the graph instantiated (an update leaves it)
-        self._runs = [n.run for n in graph.nodes]
+        self._runs = [n.run for n in graph.nodes]  # replaced, never changed: a launch keeps the list it took
         self._conditions = list(graph.conditions)
         self._shape = _topology(graph)
+        self._lock = threading.Lock()  # held by the launch in progress
 
     def run(self) -> None:
-        for cond in self._conditions:  # the driver's CU_GRAPH_COND_ASSIGN_DEFAULT, at each launch
-            cond.value = cond.default
-        if _shuffle is not None:
-            runs = self._runs
-            for i in random_order([d for _, d, _ in self._shape], _shuffle):
-                runs[i]()
-            return
-        for run in self._runs:
-            run()
+        """One launch, once any launch of this graph in progress has ended: the
+        driver runs an executable graph's launches one at a time, in the order
+        they were made, on whatever streams (a launch never nests in its own).
+        It runs the nodes as they were at the call: a node changed since
+        (``set_run``, ``update``) is the next launch's, as the driver's
+        ``cuGraphExecKernelNodeSetParams`` leaves launches made before it alone."""
+        runs, conditions = self._runs, self._conditions
+        with self._lock:
+            for cond in conditions:  # the driver's CU_GRAPH_COND_ASSIGN_DEFAULT, at each launch
+                cond.value = cond.default
+            if _shuffle is not None:
+                for i in random_order([d for _, d, _ in self._shape], _shuffle):
+                    runs[i]()
+                return
+            for run in runs:
+                run()
 
     def update(self, graph: SimGraph) -> str | None:
         """Take ``graph``'s nodes if it has this graph's topology, with the
@@ -157,7 +176,9 @@ class SimGraphExec:
         return None
 
     def set_run(self, node: int, run) -> None:
-        self._runs[node] = run  # node ids count the nodes in the order they were recorded
+        runs = list(self._runs)  # a new list: a launch in progress keeps its own (see ``run``)
+        runs[node] = run  # node ids count the nodes in the order they were recorded
+        self._runs = runs
 
 
 def _topology(graph: SimGraph) -> list:
@@ -188,8 +209,8 @@ class SimNodeSetter:
         self._exec.set_run(self._exec_node, self._run)
 
     def set_template(self) -> None:
-        if self._run is not None:
-            self._graph.nodes[self._node].run = self._run
+        if self._run is not None:  # with the launch shape set: the DOT shows the node as it runs
+            self._graph.set_kernel(self._node, self._run, self._launcher.label(self._grid, self._block))
 
 
 @dataclass(eq=False)
@@ -253,6 +274,7 @@ class SimStagedGraph:
         self, backend: SimBackend, graph: SimGraph, graph_exec: SimGraphExec, heads: list[PackedLaunch]
     ) -> None:
         self.single_launch = not any(n.kind == "conditional" for n in graph.nodes)
+        self._lock = threading.Lock()  # a launch runs the parameters it set, as the driver's StagedGraph
         self._backend = backend
         self._heads = list(heads)
         self._params = [bytes(h.params) for h in heads]
@@ -279,14 +301,17 @@ class SimStagedGraph:
 
     def launch(self, params: list, stream) -> None:
         """Launch with ``params[i]`` (packed bytes) for the i-th kernel."""
-        if self.single_launch:
-            self._params = [bytes(p) for p in params]  # copied at the call, as the driver does
-        else:
-            for head, packed in zip(self._heads, params, strict=True):
-                head.launcher.launch_packed(head.grid, head.block, stream, packed)
         # the backend's own launch, not the hazard checker's stand-in: as the driver's StagedGraph calls
         # cuGraphLaunch itself, the checker follows a staged launch as a whole (its ``staged_graph``)
-        type(self._backend).graph_launch(self._backend, self._exec, stream)
+        graph_launch = type(self._backend).graph_launch
+        if not self.single_launch:  # the kernels on the stream, then the graph: no lock, as on the driver
+            for head, packed in zip(self._heads, params, strict=True):
+                head.launcher.launch_packed(head.grid, head.block, stream, packed)
+            graph_launch(self._backend, self._exec, stream)
+            return
+        with self._lock:  # another thread's parameters wait until this launch has run with these
+            self._params = [bytes(p) for p in params]  # copied at the call, as the driver does
+            graph_launch(self._backend, self._exec, stream)
 
     def destroy(self) -> None:
         """Free the staged graph; its executable's destroy is refused during a
