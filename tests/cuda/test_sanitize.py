@@ -641,3 +641,51 @@ def test_a_view_that_repeats_elements_and_skips_others_touches_only_its_elements
     v = x[::3].unsqueeze(1).expand(2, 2)  # x[0], x[0], x[3], x[3]: its span is as long as its elements
     assert not meet(array_access(v._karray, False, "v"), array_access(x[1:3]._karray, True, "x[1:3]"))
     assert meet(array_access(v._karray, False, "v"), array_access(x[3:]._karray, True, "x[3:]"))
+
+
+@sim_only  # (replays: as above)
+def test_replays_of_one_graph_on_two_unordered_streams_run_one_after_another_but_two_graphs_race(checked):
+    # The driver runs an executable graph's launches one at a time, each after the one made
+    # before it, whatever their streams: what follows the second on its stream follows both.
+    x, g, h = tp.ones(4), tp.cuda.CUDAGraph(), tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        x.mul_(2.0)
+    with tp.cuda.graph(h):
+        x.add_(1.0)
+    main = tp.cuda.current_stream()
+    a, b = _forked(main), _forked(main)
+    g.replay(a)
+    g.replay(b)
+    with tp.cuda.stream(b):
+        x.sub_(1.0)
+    main.wait_stream(b)
+    a.wait_stream(main)
+    b.wait_stream(main)
+    h.replay(b)
+    with pytest.raises(tp.cuda.HazardError, match="^two operations touch the same memory with nothing") as e:
+        g.replay(a)  # after g's last launch, not after h's
+    assert e.value.first.startswith(f"replay of a CUDA graph on stream {b.handle:#x}")
+    assert "of its kernel elementwise.add" in e.value.first
+    assert e.value.second.startswith(f"replay of a CUDA graph on stream {a.handle:#x}")
+    assert "of its kernel elementwise.mul" in e.value.second
+
+
+@sim_only  # (a replay: as above)
+def test_staged_launches_on_two_unordered_streams_run_one_after_another_but_not_after_replays(checked):
+    # A staged graph holding the copies and a clone of the graph is an executable graph of its own:
+    # its launches run one after another, but not after the graph's own replays.
+    x, y = tp.ones(4), tp.zeros(4)
+    g = tp.cuda.CUDAGraph()
+    with tp.cuda.graph(g):
+        y.copy_(x * 2)
+    main = tp.cuda.current_stream()
+    a, b = _forked(main), _forked(main)
+    g.stage_and_launch([x], [tp.full((4,), 3.0)], a)
+    g.stage_and_launch([x], [tp.full((4,), 5.0)], b)
+    c = _forked(main)
+    with pytest.raises(tp.cuda.HazardError, match="^two operations touch the same memory with nothing") as e:
+        g.replay(c)
+    assert e.value.first.startswith(f"replay of a CUDA graph by stage_and_launch on stream {a.handle:#x}")
+    assert e.value.second.startswith(f"replay of a CUDA graph on stream {c.handle:#x}")
+    main.wait_stream(b)
+    assert y.tolist() == [10.0] * 4

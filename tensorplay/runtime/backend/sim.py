@@ -6,7 +6,9 @@ in Numba's CUDA simulator, and work runs as soon as it is issued, so each
 stream's order holds trivially. A capture records nodes with their stream-order
 dependencies instead of running them (``simgraph``), and a graph launch runs
 them; the capture rules of the driver are enforced with the driver's error
-codes, on the memory's calls too (a ``cuMemFree`` during a capture).
+codes, on the memory's calls too (a ``cuMemFree`` during a capture) and on
+``end_capture`` (another thread's end of a 'global' or 'thread_local'
+capture: ``CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD``).
 """
 
 from __future__ import annotations
@@ -339,23 +341,34 @@ class SimBackend(SimMemory):
         self._captures.append(capture)
 
     def end_capture(self, stream) -> SimGraph:
+        """The capture begun on ``stream``'s graph, or the driver's refusal
+        (driver 580, seen on an H100): on a stream that captures nothing,
+        ``CUDA_ERROR_ILLEGAL_STATE``; on a stream forked into a capture,
+        ``..._UNMATCHED``, the capture invalidated; on another thread than the
+        one that began a 'global' or 'thread_local' capture, ``..._WRONG_THREAD``,
+        the capture ended all the same (a 'relaxed' one ends on any thread)."""
         capture = stream.capture
-        if capture is None or capture.origin is not stream:
-            raise _fail("cuStreamEndCapture", "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", CudaError)
+        if capture is None:
+            raise _fail("cuStreamEndCapture", "CUDA_ERROR_ILLEGAL_STATE", CudaError)
+        if capture.origin is not stream:
+            self._invalidate(capture)
+            raise _fail("cuStreamEndCapture", "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED")
         self._captures.remove(capture)
         unjoined = capture.unjoined(stream)
         for s in capture.streams:
             s.capture, s.frontier = None, ()
-        if capture.state == "invalidated":
-            capture.state = "ended"
-            if capture.parent is None:  # the driver destroys an invalidated capture's graph
-                self.graph_destroy(capture.graph)
-            raise _fail("cuStreamEndCapture", "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED")
+        failed = None
+        if capture.mode != "relaxed" and capture.thread != threading.get_ident():
+            failed = "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD"
+        elif capture.state == "invalidated":
+            failed = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"
+        elif unjoined:
+            failed = "CUDA_ERROR_STREAM_CAPTURE_UNJOINED"
         capture.state = "ended"
-        if unjoined:
-            if capture.parent is None:
+        if failed is not None:
+            if capture.parent is None:  # the driver destroys the graph of a capture that fails to end
                 self.graph_destroy(capture.graph)
-            raise _fail("cuStreamEndCapture", "CUDA_ERROR_STREAM_CAPTURE_UNJOINED")
+            raise _fail("cuStreamEndCapture", failed)
         return capture.graph
 
     # -- conditional nodes -----------------------------------------------------

@@ -4,8 +4,9 @@
 is what it raises. The parts: ``access`` (the bytes an operation reads and
 writes), ``written`` (which parameters a kernel writes, from its code),
 ``timeline`` (the order of eager work: vector clocks), ``captures`` (a
-captured graph against its edges) and ``checker`` (on and off, and the calls
-it listens to).
+captured graph against its edges), ``replays`` (an executable graph's
+launches: what they touch, in what order they run) and ``checker`` (on and
+off, and the calls it listens to).
 """
 
 from __future__ import annotations

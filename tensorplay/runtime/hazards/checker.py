@@ -6,9 +6,11 @@ stands between the runtime and the backend, as a sanitizer intercepts a
 driver's calls: the backend's own methods for copies, fills, readbacks,
 events, stream and device waits, captures, conditional nodes and graph
 launches are wrapped, on the backend object, by functions that call them and
-note what they mean for the order of work (``Timeline``, ``Captures``); the
-launch path tells it of each kernel (``kernel_launched``), and the simulator
-of each plain Numba launch (its ``observer``), and a kernel node's setter
+note what they mean for the order of work (``Timeline``, ``Captures``; those
+for executable graphs are in ``replays``, which also orders one graph's
+launches, on any streams, as the driver runs them); the launch path tells
+it of each kernel (``kernel_launched``), and the simulator of each plain
+Numba launch (its ``observer``), and a kernel node's setter
 (``kernel_node_setter``'s, what ``set_args`` calls) of the node's new
 arguments. Taking the check off unwraps them.
 
@@ -33,6 +35,7 @@ from ..backend import get as get_backend
 from .access import Access, kernel_accesses, unpack
 from .captures import Captures, handle_key
 from .ops import HazardError, Op, stream_name, user_line
+from .replays import WRAPPERS as REPLAY_WRAPPERS
 from .timeline import Timeline
 
 __all__ = ["checking", "enable_from_environment", "enabled", "kernel_launched", "sanitize"]
@@ -53,14 +56,36 @@ _state: _State | None = None
 
 
 class _State:
-    """What checking knows while on."""
+    """What checking knows while on (``on``: until it goes off), guarded by ``lock``."""
+
+    lock = _lock
 
     def __init__(self, device, seed: int) -> None:
-        self.device, self.seed, self.depth = device, seed, 0
+        self.device, self.seed, self.depth, self.on = device, seed, 0, True
         self.timeline = Timeline()
         self.captures = Captures(device)
         self.execs: dict[int, list[Access]] = {}  # executable graph -> what a launch of it touches
+        self.launching: dict[tuple, threading.Lock] = {}  # launch order (replays.launches_of) -> held while made
         self.wrapped: list[tuple[str, object]] = []  # (name, what the backend object itself held, or _ABSENT)
+
+    def issued(self, handle, what: str, accesses: list[Access], launch: tuple | None = None) -> None:
+        """An operation issued on the backend's stream ``handle``: checked against
+        the eager order, or noted in the capture the stream takes part in. An
+        operation of a launch of an executable graph names its ``launch`` order
+        (``replays.launches_of``): it comes after that graph's previous launch,
+        on whatever stream, and the next launch comes after it."""
+        dev = self.device
+        key = dev.handle_int(handle)
+        op = Op(what, stream_name(key), user_line(2))
+        with _lock:
+            if key in self.captures.streams:
+                self.captures.note(key, handle, op, accesses)
+            elif dev.capture_status(handle) == "none":  # (a capture begun before checking is not followed)
+                if launch is not None:
+                    self.timeline.wait(key, launch)
+                self.timeline.issue(key, op, accesses)
+                if launch is not None:
+                    self.timeline.record(launch, key)
 
 
 @contextmanager
@@ -129,7 +154,7 @@ def disable() -> None:
             return
         _state.depth -= 1
         if _state.depth == 0:
-            checking.on = False
+            checking.on = _state.on = False
             _uninstall(_state)
             _state = None
 
@@ -207,19 +232,6 @@ def _uninstall(state: _State) -> None:
 
 
 # -- what operations are issued --------------------------------------------------------
-def _issued(state: _State, handle, what: str, accesses: list[Access]) -> None:
-    """An operation issued on the backend's stream ``handle``: checked against
-    the eager order, or noted in the capture the stream takes part in."""
-    dev = state.device
-    key = dev.handle_int(handle)
-    op = Op(what, stream_name(key), user_line(2))
-    with _lock:
-        if key in state.captures.streams:
-            state.captures.note(key, handle, op, accesses)
-        elif dev.capture_status(handle) == "none":  # (a capture begun before checking is not followed)
-            state.timeline.issue(key, op, accesses)
-
-
 def kernel_launched(launcher, handle, args: list | None, packed: bytes | None = None) -> None:
     """A kernel launched through ``runtime.launch`` on the backend's stream
     ``handle`` with ``args`` (kernel arrays and scalars), or with its parameters
@@ -231,7 +243,7 @@ def kernel_launched(launcher, handle, args: list | None, packed: bytes | None = 
     if args is None:
         args = unpack(argtypes, packed)
     accesses = kernel_accesses(getattr(launcher, "kernel", None), argtypes, list(args))
-    _issued(state, handle, f"kernel {launcher.name}", accesses)
+    state.issued(handle, f"kernel {launcher.name}", accesses)
 
 
 class _PlainLaunches:
@@ -241,7 +253,7 @@ class _PlainLaunches:
         self.state = state
 
     def launched(self, kernel, name: str, handle, args) -> None:
-        _issued(self.state, handle, f"kernel {name}", kernel_accesses(kernel, None, list(args)))
+        self.state.issued(handle, f"kernel {name}", kernel_accesses(kernel, None, list(args)))
 
 
 # -- the backend's calls, wrapped --------------------------------------------------------
@@ -249,7 +261,7 @@ def _copy_dtod(state, call):
     def copy_dtod(dst: int, src: int, nbytes: int, stream) -> None:
         call(dst, src, nbytes, stream)
         accesses = [Access(src, src + nbytes, False, "its source"), Access(dst, dst + nbytes, True, "its destination")]
-        _issued(state, stream, f"memcpy of {nbytes} bytes", accesses if nbytes else [])
+        state.issued(stream, f"memcpy of {nbytes} bytes", accesses if nbytes else [])
 
     return copy_dtod
 
@@ -257,8 +269,7 @@ def _copy_dtod(state, call):
 def _memset(state, call):
     def memset(ptr: int, byte: int, nbytes: int, stream) -> None:
         call(ptr, byte, nbytes, stream)
-        _issued(
-            state,
+        state.issued(
             stream,
             f"memset of {nbytes} bytes",
             [Access(ptr, ptr + nbytes, True, "its memory")] if nbytes else [],
@@ -271,8 +282,7 @@ def _copy_htod(state, call):
     def copy_htod(dst: int, host, stream) -> None:
         call(dst, host, stream)
         n = host.nbytes
-        _issued(
-            state,
+        state.issued(
             stream,
             f"copy of {n} bytes from the host",
             [Access(dst, dst + n, True, "its destination")] if n else [],
@@ -284,7 +294,7 @@ def _copy_htod(state, call):
 def _read(state, call):
     def read(src: int, nbytes: int, stream):
         out = call(src, nbytes, stream)
-        _issued(state, stream, f"copy of {nbytes} bytes to the host", [Access(src, src + nbytes, False, "its source")])
+        state.issued(stream, f"copy of {nbytes} bytes to the host", [Access(src, src + nbytes, False, "its source")])
         with _lock:
             state.timeline.host_waits(state.device.handle_int(stream))
         return out
@@ -437,135 +447,6 @@ def _conditional_repeat(state, call):
     return conditional_repeat
 
 
-def _graph_instantiate(state, call):
-    def graph_instantiate(graph, launches=()):
-        graph_exec = call(graph, launches)
-        with _lock:
-            state.execs[handle_key(graph_exec)] = _replayed(state.captures.accesses(graph))
-        return graph_exec
-
-    return graph_instantiate
-
-
-def _graph_exec_update(state, call):
-    def graph_exec_update(graph_exec, graph, instantiated, launches=()):
-        refused = call(graph_exec, graph, instantiated, launches)
-        if refused is None:
-            with _lock:
-                state.execs[handle_key(graph_exec)] = _replayed(state.captures.accesses(graph))
-        return refused
-
-    return graph_exec_update
-
-
-def _replayed(accesses: list) -> list[Access]:
-    """A graph's accesses as a launch of it makes them, each naming its node's operation."""
-    return [Access(a.start, a.end, a.write, f"{a.what} of its {op.what}", a.layout) for op, a in accesses]
-
-
-def _graph_launch(state, call):
-    def graph_launch(graph_exec, stream) -> None:
-        call(graph_exec, stream)
-        accesses = state.execs.get(handle_key(graph_exec), [])
-        _issued(state, stream, "replay of a CUDA graph", accesses)
-
-    return graph_launch
-
-
-def _kernel_node_setter(state, call):
-    def kernel_node_setter(graph_exec, exec_node, graph, node, launcher, *shape):
-        setter = call(graph_exec, exec_node, graph, node, launcher, *shape)
-        return _FollowedSetter(state, setter, graph_exec, graph, node, launcher)
-
-    return kernel_node_setter
-
-
-class _FollowedSetter:
-    """A kernel node's setter (the backend's, for ``set_args``) that checks
-    the new arguments against the other nodes of the node's graph before
-    passing them on, and then makes the graph's replays touch what they
-    touch; anything else is the backend setter's own (``set_template``)."""
-
-    __slots__ = ("state", "call", "graph_exec", "graph", "node", "launcher")
-
-    def __init__(self, state: _State, call, graph_exec, graph, node, launcher) -> None:
-        self.state, self.call, self.graph_exec = state, call, graph_exec
-        self.graph, self.node, self.launcher = graph, node, launcher
-
-    def __call__(self, packed: bytes) -> None:
-        state, launcher = self.state, self.launcher
-        if _state is not state:  # made while checking was on, called after it went off
-            self.call(packed)
-            return
-        argtypes = getattr(launcher, "argtypes", None)
-        accesses = kernel_accesses(getattr(launcher, "kernel", None), argtypes, unpack(argtypes, packed))
-        line = user_line(1)
-        with _lock:
-            state.captures.check_node_args(self.graph, self.node, accesses, line)
-        self.call(packed)  # (refused by the check above, the node keeps its arguments)
-        with _lock:
-            state.captures.set_node_args(self.graph, self.node, accesses, line)
-            key = handle_key(self.graph_exec)
-            if key in state.execs:
-                state.execs[key] = _replayed(state.captures.accesses(self.graph))
-
-    def __getattr__(self, name: str):
-        return getattr(self.call, name)
-
-
-def _staged_graph(state, call):
-    def staged_graph(graph, graph_exec, heads):
-        return _FollowedStaging(state, call(graph, graph_exec, heads), graph_exec, heads)
-
-    return staged_graph
-
-
-class _FollowedStaging:
-    """A staged graph (``stage_and_launch``'s) whose launches are checked as
-    what they run: its kernels in front (the inputs' copies, with the
-    parameters of the launch), then a replay of the graph behind them; both
-    backends launch it with calls of their own, which the wrappers above do
-    not see. Anything else is the staged graph's own."""
-
-    __slots__ = ("state", "staged", "graph_exec", "heads")
-
-    def __init__(self, state: _State, staged, graph_exec, heads: list) -> None:
-        self.state, self.staged, self.graph_exec, self.heads = state, staged, graph_exec, heads
-
-    def launch(self, params: list, stream) -> None:
-        self.staged.launch(params, stream)
-        state = self.state
-        if _state is not state:  # made while checking was on, launched after it went off
-            return
-        for head, packed in zip(self.heads, params, strict=True):
-            argtypes = getattr(head.launcher, "argtypes", None)
-            accesses = kernel_accesses(getattr(head.launcher, "kernel", None), argtypes, unpack(argtypes, packed))
-            _issued(state, stream, f"kernel {head.launcher.name} of stage_and_launch", accesses)
-        accesses = state.execs.get(handle_key(self.graph_exec), [])
-        _issued(state, stream, "replay of a CUDA graph by stage_and_launch", accesses)
-
-    def __getattr__(self, name: str):
-        return getattr(self.staged, name)
-
-
-def _graph_destroy(state, call):
-    def graph_destroy(graph) -> None:
-        call(graph)
-        with _lock:
-            state.captures.graphs.pop(handle_key(graph), None)
-
-    return graph_destroy
-
-
-def _graph_exec_destroy(state, call):
-    def graph_exec_destroy(graph_exec) -> None:
-        call(graph_exec)
-        with _lock:
-            state.execs.pop(handle_key(graph_exec), None)
-
-    return graph_exec_destroy
-
-
 # The backend's methods wrapped while checking is on (their protocol names: protocol.py).
 _WRAPPERS = {
     "copy_dtod": _copy_dtod,
@@ -587,11 +468,5 @@ _WRAPPERS = {
     "conditional_body_capture": _conditional_body_capture,
     "conditional_end": _conditional_end,
     "conditional_repeat": _conditional_repeat,
-    "graph_instantiate": _graph_instantiate,
-    "graph_exec_update": _graph_exec_update,
-    "kernel_node_setter": _kernel_node_setter,
-    "graph_launch": _graph_launch,
-    "staged_graph": _staged_graph,
-    "graph_destroy": _graph_destroy,
-    "graph_exec_destroy": _graph_exec_destroy,
+    **REPLAY_WRAPPERS,  # executable graphs: instantiate, update, set_args, launch, stage, destroy
 }

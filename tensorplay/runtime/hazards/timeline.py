@@ -50,12 +50,13 @@ def _join(into: dict[int, int], other: dict[int, int]) -> None:
 class Timeline:
     """The clocks of the streams, the host and the events recorded eagerly,
     and the accesses not yet known to come before all later work. Keys are
-    integers (stream handles, the backend's event keys)."""
+    integers (stream handles, the backend's event keys), or tuples for the
+    pseudo-events the check records itself (``replays.launches_of``)."""
 
     def __init__(self) -> None:
         self.host: dict[int, int] = {}
         self.clocks: dict[int, dict[int, int]] = {}
-        self.events: dict[int, dict[int, int]] = {}
+        self.events: dict[int | tuple, dict[int, int]] = {}
         self.shadow: dict[int, dict[tuple, tuple]] = {}  # stream -> {(start, end, write): (count, access, op)}
 
     def _at(self, stream: int) -> dict[int, int]:
@@ -95,15 +96,15 @@ class Timeline:
                 if (earlier.write or access.write) and meet(earlier, access):
                     raise race_error(earlier_op, earlier, op, access, _EAGER_ADVICE)
 
-    def record(self, event: int, stream: int) -> None:
+    def record(self, event: int | tuple, stream: int) -> None:
         self.events[event] = dict(self._at(stream))
 
-    def wait(self, stream: int, event: int) -> None:
+    def wait(self, stream: int, event: int | tuple) -> None:
         clock = self.events.get(event)
         if clock is not None:
             _join(self._at(stream), clock)
 
-    def forget_event(self, event: int) -> None:
+    def forget_event(self, event: int | tuple) -> None:
         self.events.pop(event, None)
 
     def host_waits(self, stream: int) -> None:
