@@ -159,6 +159,22 @@ def test_stream_synchronize_during_capture_is_a_capture_error(data):
     np.testing.assert_array_equal(y.numpy(), np.zeros(N))  # the captured add never ran
 
 
+def test_an_event_recorded_into_an_invalidated_capture_is_refused(data):
+    # as the driver's cuEventRecord (measured on an H100, driver 580): the capture says it was invalidated
+    a, x, y = data
+    with Capture() as cap:
+        y.add_(x)
+        with pytest.raises(tp.cuda.CaptureError, match="capturing"):
+            cap.stream.synchronize()
+        with pytest.raises(tp.cuda.CaptureError, match="invalidated") as recorded:
+            tp.cuda.Event().record(cap.stream)
+        assert recorded.value.function == "cuEventRecord"
+        assert recorded.value.code == "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"
+        with pytest.raises(tp.cuda.CaptureError, match="invalidated"):
+            cap.end()
+    assert_runtime_usable()
+
+
 def test_device_synchronize_during_capture_is_a_capture_error(data):
     a, x, y = data
     with Capture() as cap:

@@ -227,6 +227,8 @@ class SimBackend(SimMemory):
 
     def event_record(self, event, stream) -> None:
         if stream.capture is not None:
+            if stream.capture.state == "invalidated":  # as the driver (measured on an H100, driver 580)
+                raise _fail("cuEventRecord", "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED")
             event.captured = (stream.capture, stream.frontier)
         else:
             event.captured = None
