@@ -20,6 +20,7 @@ from ._views import (
     read_strides,
     sharing,
     space_of,
+    spanned,
     spans_overlap,
     squeezed,
     view_at,
@@ -39,9 +40,11 @@ __all__ = [
     "apply_step",
     "follows",
     "ends_in_rows",
+    "epilogue_of",
     "headed",
     "narrowed",
     "plan",
+    "read_args",
     "reduction_of",
     "take_tail",
     "widened",
@@ -509,3 +512,23 @@ def _strided_index(entries: list, t: Tensor, strides: tuple, shifts: tuple) -> i
             return k
     entries.append((t, strides, shifts))  # held: its memory is not reused before the kernel reads it
     return len(entries) - 1
+
+
+def epilogue_of(e: Group, go: int | None) -> tuple:
+    """(``fused.Epilogue`` of the small group ``e``, its kernel arguments): ``go``
+    the step of its tail that ends the while node's pass, or None."""
+    live = [w for w in e.writes.values() if w.alive()]
+    stored = [w for w in e.tail_writes.values() if w.alive()]
+    epilogue = fused.Epilogue(
+        e.n, (len(e.inputs), len(e.ones), len(e.scalars)), tuple(e.steps), tuple(w.step for w in live), e.shape,
+        tuple(strides for _, strides, _ in e.strided), tuple(w.strides for w in live),
+        tuple(sh for _, _, sh in e.strided), fused.Tail(tuple(e.tail), tuple(w.step for w in stored), go),
+    )  # fmt: skip
+    return epilogue, [*read_args(e), *[w.array() for w in (*live, *stored)]]
+
+
+def read_args(g: Group) -> list:
+    """The kernel arguments of what group ``g`` reads: its full-size and
+    one-element inputs, its strided ones (flat over what they span), its scalars."""
+    args = [array_arg(t._ptr, t.numel(), t.dtype) for t in (*g.inputs, *g.ones)]
+    return args + [*[spanned(t, g.shape, strides) for t, strides, _ in g.strided], *g.scalars]

@@ -21,8 +21,8 @@ staying steps write, or that the tail or the head read (they would read the
 old). A staying step that read memory a moved one writes read it before, as
 it did in the fused kernel, whose loads all come before its stores. Steps move
 only where the op reads something they read, so that the kernel that takes
-them loads it once for both. ``detach(g, moved)`` then takes them out of
-``g``, once the op has joined their group.
+them loads it once for both. ``sink`` puts it together: the moved steps'
+group with the op joined, the steps taken out of ``g`` (``detach``).
 """
 
 from __future__ import annotations
@@ -32,10 +32,27 @@ from dataclasses import replace
 
 from .._overlap import byte_span
 from .._tensor import Tensor
-from ._groups import Group, Rolled, _index, _strided_index
+from ._groups import CONFLICT, EAGER, Group, Rolled, _index, _strided_index, apply_step, plan
 from ._views import spans_overlap
 
-__all__ = ["detach", "sunk"]
+__all__ = ["detach", "sink", "sunk"]
+
+
+def sink(g: Group, op: str, out: Tensor, operands, cast: str) -> Group | None:
+    """The group of the next kernel, holding the steps of ``g`` that may run
+    there (taken out of ``g``) and then the op ``out = op(*operands)`` that
+    ends ``g``; None, ``g`` left as it was, where none may or the op cannot
+    follow them."""
+    found = sunk(g, operands)
+    if found is None:
+        return None
+    h, moved = found
+    args = plan(h, out, operands)
+    if args in (CONFLICT, EAGER):
+        return None
+    detach(g, moved)
+    apply_step(h, op, out, cast, args)
+    return h
 
 
 def sunk(g: Group, operands) -> tuple[Group, set[int]] | None:

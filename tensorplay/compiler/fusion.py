@@ -106,19 +106,20 @@ from ._groups import (
     after_tail,
     apply_step,
     ends_in_rows,
+    epilogue_of,
     follows,
     headed,
     narrowed,
     plan,
+    read_args,
     take_tail,
     widened,
 )
 from ._renaming import Renamed, read_through
-from ._sinking import detach, sunk
+from ._sinking import sink
 from ._views import (
     array_arg,
     space_of,
-    spanned,
 )
 
 __all__ = ["Fuser", "fusing", "tickets"]
@@ -231,7 +232,10 @@ class Fuser:
                 return True
         ends_at_tail = g is not None and g.tail and not after_tail(g, out, operands)
         if ends_at_tail and g.ticket and g.shape == space and g.stream == s:
-            if self._sink(g, op, out, operands, cast):
+            h = sink(g, op, out, operands, cast)  # g without the steps that moved into h, with the op
+            if h is not None:
+                self._write_out(more=True)
+                self.group = h
                 return True
         if g is not None and (g.shape != space or g.stream != s or g.full() or ends_at_tail):
             self._write_out(more=True)
@@ -250,24 +254,6 @@ class Fuser:
             return False
         apply_step(g, op, out, cast, args)
         self.group = g
-        return True
-
-    def _sink(self, g: Group, op: str, out: Tensor, operands, cast: str) -> bool:
-        """Write the open group out without the steps that may run in the next
-        kernel (``_sinking.py``), and open that kernel's group with them and the
-        op (True); False, the open group left as it was, where none may or the
-        op cannot follow them."""
-        found = sunk(g, operands)
-        if found is None:
-            return False
-        h, moved = found
-        args = plan(h, out, operands)
-        if args in (CONFLICT, EAGER):
-            return False
-        detach(g, moved)
-        self._write_out(more=True)
-        apply_step(h, op, out, cast, args)
-        self.group = h
         return True
 
     def _through_renamed(self, out: Tensor, operands) -> tuple[list, list[Renamed]]:
@@ -435,7 +421,7 @@ class Fuser:
         head_stored = [w for w in g.head_writes.values() if w.alive()]
         loop, go = _loop_ended_by(g) if last else (None, None)
         tail = fused.Tail(tuple(g.tail), tuple(w.step for w in stored), None if g.after else go)
-        epilogues = [_epilogue(e, go if e is g.after[-1] else None) for e in g.after]
+        epilogues = [epilogue_of(e, go if e is g.after[-1] else None) for e in g.after]
         head = fused.Head(tuple(g.head), tuple(w.step for w in head_stored))
         reductions = tuple(
             fused.Reduction(r.op, r.step, r.acc.name, r.out.dtype.name, r.k, r.trail) for r in g.reductions
@@ -454,7 +440,7 @@ class Fuser:
                          epilogues=tuple(e for e, _ in epilogues), one_each=one_each)  # fmt: skip
         text = source(tail=tail)
         kernel = fused.kernel(name, text)
-        args = [np.int64(g.n), *_read_args(g), *[w.array() for w in (*live, *head_stored)]]
+        args = [np.int64(g.n), *read_args(g), *[w.array() for w in (*live, *head_stored)]]
         if g.draws:
             args.append(array_arg(g.state._ptr, g.state.numel(), g.state.dtype))
         tail_outputs = [w.array() for w in stored] + [a for _, args in epilogues for a in args]
@@ -508,26 +494,6 @@ class Fuser:
         if not out._contig and any(st < 0 for st in out._strides):  # stored at offsets >= 0
             return False
         return all(not isinstance(o, Tensor) or o.dtype.name in FUSABLE for o in operands)
-
-
-def _epilogue(e: Group, go: int | None) -> tuple:
-    """(``fused.Epilogue`` of the small group ``e``, its kernel arguments): ``go``
-    the step of its tail that ends the while node's pass, or None."""
-    live = [w for w in e.writes.values() if w.alive()]
-    stored = [w for w in e.tail_writes.values() if w.alive()]
-    epilogue = fused.Epilogue(
-        e.n, (len(e.inputs), len(e.ones), len(e.scalars)), tuple(e.steps), tuple(w.step for w in live), e.shape,
-        tuple(strides for _, strides, _ in e.strided), tuple(w.strides for w in live),
-        tuple(sh for _, _, sh in e.strided), fused.Tail(tuple(e.tail), tuple(w.step for w in stored), go),
-    )  # fmt: skip
-    return epilogue, [*_read_args(e), *[w.array() for w in (*live, *stored)]]
-
-
-def _read_args(g: Group) -> list:
-    """The kernel arguments of what group ``g`` reads: its full-size and
-    one-element inputs, its strided ones (flat over what they span), its scalars."""
-    args = [array_arg(t._ptr, t.numel(), t.dtype) for t in (*g.inputs, *g.ones)]
-    return args + [*[spanned(t, g.shape, strides) for t, strides, _ in g.strided], *g.scalars]
 
 
 def _loop_ended_by(g: Group) -> tuple:
