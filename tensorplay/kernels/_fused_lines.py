@@ -115,21 +115,24 @@ def _tail_lines(tail) -> list[str]:
 def _offset(index: str, shape: tuple, strides: tuple, shifts: tuple = ()) -> str:
     """The element offset of a strided input at flat ``index`` of ``shape``:
     each dimension's coordinate (plus its shift, modulo its size) times its
-    stride (dimensions of stride 0 left out), unsigned: strides and shifts are
-    never negative here (a view that steps backwards runs eagerly), and an
-    unsigned index spares each load Numba's wrap of a negative one (a sixth
-    of a stencil kernel's instructions for sm_90)."""
+    stride (dimensions of stride 0 left out), in unsigned arithmetic: strides
+    and shifts are never negative here (a view that steps backwards runs
+    eagerly). Unsigned, a division or modulo by a power of two is a shift or
+    a mask where a signed one rounds toward minus infinity as Python does, and
+    the load skips Numba's wrap of a negative index: on the H100 the ops-only
+    Ising sweep took 18.2 µs where signed coordinates took 20.0."""
+    u = f"np.uint64({index})"
     terms, inner = [], 1
     for d in range(len(shape) - 1, -1, -1):
         if strides[d] and shape[d] > 1:
-            coord = index if inner == 1 else f"{index} // {inner}"
+            coord = u if inner == 1 else f"{u} // np.uint64({inner})"
             if shifts and shifts[d]:
-                coord = f"({coord} + {shifts[d]}) % {shape[d]}"
+                coord = f"({coord} + np.uint64({shifts[d]})) % np.uint64({shape[d]})"
             elif d:
-                coord = f"({coord}) % {shape[d]}" if inner > 1 else f"{coord} % {shape[d]}"
-            terms.append(coord if strides[d] == 1 else f"({coord}) * {strides[d]}")
+                coord = f"({coord}) % np.uint64({shape[d]})"
+            terms.append(coord if strides[d] == 1 else f"({coord}) * np.uint64({strides[d]})")
         inner *= shape[d]
-    return f"np.uint64({' + '.join(reversed(terms)) or '0'})"
+    return " + ".join(reversed(terms)) or "np.uint64(0)"
 
 
 def _first_along_broadcast(index: str, shape: tuple, strides: tuple) -> str | None:

@@ -17,10 +17,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tensorplay as tp
+from tensorplay.runtime.backend import get as get_backend
 
 SHAPE = (4, 50)  # 200 elements: more than three a thread of the simulator's 64, the loops' every path
 SLOTS = 6  # four tensors, and two views of a fifth that overlap (its rows 0-3 and 1-4)
 KINDS = ("axpy", "scale_add", "mul", "fresh")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _an_h100s_wave():
+    """Steps move only where the next kernel gives each element a thread (at
+    most a wave of them): the simulator's wave, 64 threads, is raised to an
+    H100's, 132 multiprocessors of 2048 threads, as the GPU runs these sizes."""
+    device = get_backend()
+    threads, device.max_threads_per_launch = device.max_threads_per_launch, max(device.max_threads_per_launch, 270_336)
+    try:
+        yield
+    finally:
+        device.max_threads_per_launch = threads
 
 
 def _kernel_params(compiled) -> list[list[str]]:
@@ -38,27 +52,37 @@ def cg_like(x, r, p, ap, rr, alpha):
     rr.copy_(rr_new)
 
 
-def test_an_update_that_the_sum_does_not_need_runs_in_the_next_kernel_with_the_eager_values():
-    # more elements than the last block of the sum's kernel takes after it (fused.EPILOGUE_MAX)
+def _cg_like_kernels() -> tuple[list[str], list[str]]:
+    """The parameters of ``cg_like``'s two kernels, once its compiled values
+    are checked against eager ones: over more elements than the last block of
+    the sum's kernel takes after it (``fused.EPILOGUE_MAX``)."""
     rng, shape = np.random.default_rng(3), (16, 50)
     start = [rng.standard_normal(shape), rng.standard_normal(shape), rng.standard_normal((18, 52))]
     start += [rng.standard_normal(shape), np.array([2.5]), np.array([0.3])]
-
-    def state():
-        return [tp.tensor(a) for a in start]
-
-    eager = state()
+    eager = [tp.tensor(a) for a in start]
     cg_like(*eager)
     compiled = tp.compile(cg_like)
     for _ in range(2):  # the first call runs eagerly, the second fused
-        fused = state()
+        fused = [tp.tensor(a) for a in start]
         compiled(*fused)
         for got, want in zip(fused, eager, strict=True):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-13)
-    summing, updating = _kernel_params(compiled)
+    return _kernel_params(compiled)
+
+
+def test_an_update_that_the_sum_does_not_need_runs_in_the_next_kernel_with_the_eager_values():
+    summing, updating = _cg_like_kernels()
     # the sum's kernel reads r and Ap (and no longer x or p); the next reads x, r and p and stores x and p
     assert [a for a in summing if a[0] in "ac"] == ["a0", "a1"]
     assert [a for a in updating if a[0] in "aco"] == ["a0", "a1", "c0", "o0", "o1"]
+
+
+def test_nothing_moves_onto_threads_of_several_elements(monkeypatch):
+    # over a wave of threads, each takes several elements: x's update stays beside r's
+    monkeypatch.setattr(get_backend(), "max_threads_per_launch", 64)
+    summing, updating = _cg_like_kernels()
+    assert [a for a in summing if a[0] in "aco"] == ["a0", "a1", "a2", "c0", "o0", "o1"]  # x, r, Ap, p in; x, r out
+    assert [a for a in updating if a[0] in "aco"] == ["a0", "c0", "o0"]  # r and p in, p out
 
 
 def reads_what_the_sum_changes(a, b, c):
