@@ -300,6 +300,9 @@ def arange(start, stop=None, step=1, dtype=None, *, end=None, device=None, requi
             raise TypeError(f"arange expects numbers, got {name}={value!r}")
     if step == 0:
         raise ValueError("arange needs a nonzero step")
+    for name, value in (("start", start), ("end", end), ("step", step)):
+        if not np.isfinite(value):
+            raise ValueError(f"arange expects finite start, end and step, got {name}={value!r}")
     whole = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     n = max(0, -(-(end - start) // step) if whole else int(np.ceil((end - start) / step)))
     dtype = dt.as_dtype(dtype) if dtype is not None else dt.default_for_kind("i" if whole else "f")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from . import _dtype as dt
 from ._aliases import either
 from ._elementwise_functions import isnan, sign, sqrt
@@ -39,7 +41,7 @@ def _axes(fn: str, x: Tensor, axis) -> tuple[int, ...]:
     """``axis`` (None: every axis; an int; a sequence) as sorted non-negative axes."""
     if axis is None:
         return tuple(range(x.ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     normal = tuple(sorted(x._dim(a) for a in axes))
     if len(set(normal)) != len(normal):
         raise ValueError(f"{fn}() got axis {axis!r}, which repeats an axis")
@@ -200,7 +202,7 @@ def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) ->
     5.0
     """
     fn = "linalg.norm"
-    if isinstance(dim, int) or (dim is not None and len(dim) == 1):
+    if isinstance(dim, (int, np.integer)) or (dim is not None and len(dim) == 1):
         return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
     if dim is not None:
         return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)

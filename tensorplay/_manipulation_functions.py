@@ -38,9 +38,12 @@ __all__ = [
 ]  # fmt: skip
 
 
+_INTS = (int, np.integer)  # an axis, a size or a shift: a NumPy integer too, as the reductions take them
+
+
 def _axes(fn: str, x: Tensor, axis, what: str = "axes") -> tuple[int, ...]:
     """``axis`` (an int or a sequence of them) as non-negative dimensions of ``x``."""
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = (axis,) if isinstance(axis, _INTS) else tuple(axis)
     out = tuple(x._dim(a) for a in axes)
     if len(set(out)) != len(out):
         raise ValueError(f"{fn}() expects unique {what}, got {axis!r}")
@@ -124,8 +127,8 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]
     (an int: that size, the last piece shorter; a list: those sizes), as views."""
     dim = x._dim(dim)
     n = x.shape[dim]
-    if isinstance(split_size_or_sections, int):
-        size = split_size_or_sections
+    if isinstance(split_size_or_sections, _INTS):
+        size = int(split_size_or_sections)
         if size < 0 or (size == 0 and n):
             raise ValueError(f"split expects a positive split size, got {size}")
         sizes = [min(size, n - s) for s in range(0, n, size)] if n else [0]
@@ -216,6 +219,8 @@ def squeeze(x: Tensor, /, axis=None, *, dim=None) -> Tensor:
     if axis is None:
         return x.squeeze()
     axes = _axes("squeeze", x, axis)
+    if not x.ndim:  # dimension 0 (or -1) of a 0-d tensor, as PyTorch takes it: nothing to remove
+        return x.reshape(())
     for a in axes:
         if x.shape[a] != 1:
             raise ValueError(f"squeeze() can only remove dimensions of size 1, but dimension {a} has size {x.shape[a]}")
@@ -294,10 +299,10 @@ def roll(x: Tensor, /, shift=None, dims=None, *, axis=None, shifts=None) -> Tens
     if shift is None:
         raise TypeError("roll() needs the shift, as shift= (or shifts=)")
     if axis is None:
-        total = shift if isinstance(shift, int) else sum(shift)
+        total = shift if isinstance(shift, _INTS) else sum(shift)
         return roll(x.reshape(-1), total, axis=0).reshape(x.shape)
-    shift_list = [shift] if isinstance(shift, int) else [int(s) for s in shift]
-    axes = [axis] if isinstance(axis, int) else list(axis)
+    shift_list = [int(shift)] if isinstance(shift, _INTS) else [int(s) for s in shift]
+    axes = [axis] if isinstance(axis, _INTS) else list(axis)
     if len(shift_list) == 1 and len(axes) > 1:
         shift_list *= len(axes)
     if len(shift_list) != len(axes):
@@ -311,7 +316,7 @@ def roll(x: Tensor, /, shift=None, dims=None, *, axis=None, shifts=None) -> Tens
     if out is None:
         out = x.detach()
         for a, s in by_axis.items():
-            n = x.shape[a]
+            n = x.shape[a] if x.ndim else 1  # a 0-d tensor takes dimension 0 (or -1), as PyTorch's: one element
             if n and s % n:
                 out = _launch_shifted(out, a, a + 1, n - s % n, 1)
         if out._storage is x._storage:
@@ -369,7 +374,7 @@ def tile(x: Tensor, repetitions, /) -> Tensor:
     >>> tp.tile(tp.tensor([1, 2]), (2, 2)).tolist()
     [[1, 2, 1, 2], [1, 2, 1, 2]]
     """
-    reps = (int(repetitions),) if isinstance(repetitions, int) else tuple(int(r) for r in repetitions)
+    reps = (int(repetitions),) if isinstance(repetitions, _INTS) else tuple(int(r) for r in repetitions)
     if any(r < 0 for r in reps):
         raise ValueError(f"tile() expects non-negative repetitions, got {reps}")
     nd = max(len(reps), x.ndim)

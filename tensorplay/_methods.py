@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from . import _differentiable as AG
 from . import _dtype as dt
 from . import _ops as OPS
@@ -178,6 +180,8 @@ def _arg(op: str):
             flat = self.reshape(-1)
             index = _first_index(flat, _reduce.reduce(op, flat, 0, True), 0, False)
             return index.reshape((1,) * self.ndim if keepdim else ())
+        if isinstance(dim, np.integer):  # a NumPy integer, as the reductions take one
+            dim = int(dim)
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"arg{op}(dim) takes one dimension (an int) or None, got dim={dim!r}")
         if self.ndim == 0:

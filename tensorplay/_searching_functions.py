@@ -14,6 +14,8 @@ padded, as in JAX, which is captured and runs in while bodies.
 
 from __future__ import annotations
 
+import numpy as np
+
 from . import _dtype as dt
 from ._aliases import either
 from ._factories import tensor
@@ -47,13 +49,18 @@ def argmax(x: Tensor, /, dim: int | None = None, keepdim: bool = False, *, axis=
     >>> tp.argmax(tp.tensor([[1, 5, 5], [7, 0, 7]]), axis=1).tolist()
     [1, 0]
     """
-    return x.argmax(either("argmax", "axis", axis, "dim", dim), keepdims or keepdim)
+    return x.argmax(_one_axis(either("argmax", "axis", axis, "dim", dim)), keepdims or keepdim)
 
 
 def argmin(x: Tensor, /, dim: int | None = None, keepdim: bool = False, *, axis=None, keepdims: bool = False) -> Tensor:
     """The int64 index of the first minimum along ``axis`` (of the flattened
     tensor if None; PyTorch's ``dim``, ``keepdim`` too); NaN counts as the minimum."""
-    return x.argmin(either("argmin", "axis", axis, "dim", dim), keepdims or keepdim)
+    return x.argmin(_one_axis(either("argmin", "axis", axis, "dim", dim)), keepdims or keepdim)
+
+
+def _one_axis(axis):
+    """``axis`` as the methods take it: a NumPy integer as an int."""
+    return int(axis) if isinstance(axis, np.integer) else axis
 
 
 def count_nonzero(x: Tensor, /, dim=None, *, axis=None, keepdims: bool = False) -> Tensor:
@@ -164,8 +171,9 @@ def _nonzero_index(x: Tensor, size: int | None, fill_value) -> Tensor:
     if size is None:
         refuse_unsized("nonzero", "the number of nonzero elements")
         return _coordinates(nonzero_flat(x.detach() != 0), x.shape)
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
         raise ValueError(f"nonzero() expects size= to be a non-negative int, got {size!r}")
+    size = int(size)
     counts = scan_rows((x.detach() != 0).reshape(1, n), "sum", dt.int64).reshape(n)
     out = Tensor._empty((x.ndim, size), dt.int64)
     if out.numel():

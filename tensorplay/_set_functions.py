@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from . import _dtype as dt
 from . import _functions
 from ._ops import binary, fill
@@ -70,8 +72,9 @@ def _unique(fn: str, x: Tensor, size: int | None, fill_value) -> UniqueAll:
     """The unique values of the flattened ``x``, with all that goes with them."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{fn}() expects a tensor, got {type(x).__name__}")
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+    if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0):
         raise ValueError(f"{fn}() expects size= to be a non-negative int, got {size!r}")
+    size = None if size is None else int(size)
     n = x.numel()
     rows = x.detach().reshape(1, n)
     order = _sorting_order(rows)

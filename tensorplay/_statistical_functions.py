@@ -180,11 +180,12 @@ min = _extreme("min")  # noqa: A001 (the standard's name)
 
 def _variance(fn: str, x: Tensor, axis, correction, keep: bool) -> Tensor:
     """The sum of squared deviations from the mean over ``axis``, divided by
-    ``N - correction`` (NaN where that is not positive): two passes, composed."""
+    ``N - correction`` (NaN where that is not positive): two passes, composed;
+    its square root for ``fn="std"``."""
     if x.dtype.kind not in "fc":
         raise TypeError(f"{fn}() needs a floating point tensor, got {x.dtype}; convert with .float() first")
-    if x.dtype in (dt.float16, dt.bfloat16):  # deviations and their squares in float32, as PyTorch's
-        return _variance(fn, x.to(dt.float32), axis, correction, keep).to(x.dtype)
+    if x.dtype in (dt.float16, dt.bfloat16):  # deviations, squares and root in float32, as PyTorch's:
+        return _variance(fn, x.to(dt.float32), axis, correction, keep).to(x.dtype)  # std 30000 has var 9e8
     dims = reduce_dims(x, axis)
     n = int(np.prod([x.shape[d] for d in dims]))
     deviation = x - mean(x, dims, keepdim=True)
@@ -193,7 +194,8 @@ def _variance(fn: str, x: Tensor, axis, correction, keep: bool) -> Tensor:
         squares = (re * re + im * im).sum(dims, keepdim=keep)
     else:
         squares = (deviation * deviation).sum(dims, keepdim=keep)
-    return squares * (1.0 / (n - correction) if n - correction > 0 else float("nan"))
+    out = squares * (1.0 / (n - correction) if n - correction > 0 else float("nan"))
+    return out.sqrt() if fn == "std" else out
 
 
 def var(x: Tensor, dim=None, *, axis=None, correction=0.0, keepdims: bool = False, keepdim: bool = False) -> Tensor:
@@ -213,7 +215,7 @@ def var(x: Tensor, dim=None, *, axis=None, correction=0.0, keepdims: bool = Fals
 
 def std(x: Tensor, dim=None, *, axis=None, correction=0.0, keepdims: bool = False, keepdim: bool = False) -> Tensor:
     """The standard deviation: the square root of ``var`` (same arguments and defaults)."""
-    return _variance("std", x, either("std", "axis", axis, "dim", dim), correction, keepdims or keepdim).sqrt()
+    return _variance("std", x, either("std", "axis", axis, "dim", dim), correction, keepdims or keepdim)
 
 
 def logsumexp(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims: bool = False) -> Tensor:
@@ -271,7 +273,8 @@ def median(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims: b
     n = x.shape[d] if x.ndim else 1
     if n == 0:
         raise ValueError(f"median() of an empty dimension has no value; shape {x.shape}, dim {d}")
-    if x.ndim == 0:
+    scalar = x.ndim == 0  # dimension 0 (or -1) of a 0-d tensor, as PyTorch takes it: 0-d results, kept or not
+    if scalar:
         x, d = x.reshape(1), 0
     ordered = sort(x, d)  # NaNs last
     values, indices = ordered.values.narrow(d, (n - 1) // 2, 1), ordered.indices.narrow(d, (n - 1) // 2, 1)
@@ -280,7 +283,7 @@ def median(x: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims: b
         nan = last != last
         values = AG.where(nan, float("nan"), values)
         indices = _ops.where(nan, ordered.indices.narrow(d, n - 1, 1), indices)
-    if not keep:
+    if not keep or scalar:
         values, indices = values.squeeze(d), indices.squeeze(d)
     return ValuesIndices(values, indices) if dim is not None else values
 
@@ -310,6 +313,8 @@ def quantile(x: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: st
     if x.dtype.kind != "f":
         raise TypeError(f"quantile() needs a floating point tensor, got {x.dtype}; convert with .float() first")
     ndim, d = x.ndim, 0 if dim is None else x._dim(dim)
+    if not ndim:  # dimension 0 (or -1) of a 0-d tensor, as PyTorch takes it: its one element
+        dim = None
     rest = () if dim is None else tuple(s for i, s in enumerate(x.shape) if i != d)
     n = x.numel() if dim is None else x.shape[d]
     if n == 0:
@@ -318,7 +323,7 @@ def quantile(x: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: st
     if isinstance(q, Tensor):
         out = _picked_on_device(ordered, q.reshape(-1).to(x.dtype), interpolation)
     else:
-        qs = [float(v) for v in q] if isinstance(q, (list, tuple, np.ndarray)) else [float(q)]
+        qs = [float(v) for v in np.ravel(q)]  # a number, a sequence or a NumPy array (0-d too)
         for v in qs:
             if not 0 <= v <= 1:
                 raise ValueError(f"quantile() expects q in [0, 1], got {v}")
@@ -328,7 +333,7 @@ def quantile(x: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: st
     out = moveaxis(out, -1, 0)  # one quantile each: (nq, *rest)
     if keepdim:
         out = out.reshape((out.shape[0],) + ((1,) * ndim if dim is None else rest[:d] + (1,) + rest[d:]))
-    scalar = not isinstance(q, (Tensor, list, tuple, np.ndarray)) or (isinstance(q, Tensor) and q.ndim == 0)
+    scalar = (q.ndim if isinstance(q, Tensor) else np.ndim(q)) == 0
     return out.squeeze(0) if scalar else out
 
 
@@ -378,16 +383,17 @@ def _pytorch_correction(correction, unbiased) -> float:
     return 0 if unbiased is False else 1
 
 
-def _method_var(self: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
-    """PyTorch's ``x.var(dim, unbiased, keepdim, correction=)``: ``N - 1`` by default."""
-    if isinstance(dim, bool):  # x.var(False): PyTorch's old unbiased-first form
-        dim, unbiased = None, dim
-    return _variance("var", self, dim, _pytorch_correction(correction, unbiased), keepdim)
+def _pytorch_variance(fn: str):
+    """PyTorch's ``x.var`` or ``x.std`` method (``fn``): ``N - 1`` by default."""
 
+    def method(self: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
+        if isinstance(dim, bool):  # x.var(False): PyTorch's old unbiased-first form
+            dim, unbiased = None, dim
+        return _variance(fn, self, dim, _pytorch_correction(correction, unbiased), keepdim)
 
-def _method_std(self: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
-    """PyTorch's ``x.std(dim, unbiased, keepdim, correction=)``: ``N - 1`` by default."""
-    return _method_var(self, dim, unbiased, keepdim, correction=correction).sqrt()
+    method.__name__ = fn
+    method.__doc__ = f"PyTorch's ``x.{fn}(dim, unbiased, keepdim, correction=)``: ``N - 1`` by default."
+    return method
 
 
 def _accumulation(fn, op: str):
@@ -411,7 +417,7 @@ add_methods(
         "median": median,
         "prod": pytorch_accumulation(prod),
         "quantile": quantile,
-        "std": _method_std,
-        "var": _method_var,
+        "std": _pytorch_variance("std"),
+        "var": _pytorch_variance("var"),
     }
 )

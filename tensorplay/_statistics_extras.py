@@ -83,10 +83,14 @@ def trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1, axis: int | None = N
     >>> tp.trapezoid(tp.tensor([1.0, 2.0, 3.0])).item(), tp.trapezoid(tp.tensor([1.0, 2.0, 3.0]), dx=0.5).item()
     (4.0, 2.0)
     """
+    if y.ndim == 0:
+        raise ValueError("trapezoid() needs samples along a dimension, got a 0-d tensor")
     d = y._dim(dim if axis is None else axis)
     n = y.shape[d]
     if x is not None and dx is not None:
         raise TypeError("trapezoid() takes x or dx, not both")
+    if x is not None and not isinstance(x, Tensor):
+        raise TypeError(f"trapezoid() takes x as a tensor of sample points (dx= for a spacing), got {type(x).__name__}")
     if n < 2:  # no interval: zeros, of the dtype the rule gives
         return _sum(y.narrow(d, 0, 0), d) / 2
     mids = (y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) / 2

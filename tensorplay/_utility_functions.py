@@ -67,6 +67,9 @@ def diff(x: Tensor, /, n: int = 1, dim=None, prepend=None, append=None, *, axis:
     if n < 0:
         raise ValueError(f"diff() expects n >= 0, got {n}")
     axis = x._dim(axis)
+    for name, part in (("prepend", prepend), ("append", append)):
+        if part is not None and not isinstance(part, Tensor):
+            raise TypeError(f"diff() takes {name}= as a tensor (as PyTorch's), got {type(part).__name__}")
     parts = [p for p in (prepend, x, append) if p is not None]
     if len(parts) > 1:
         x = concat(parts, axis=axis)
@@ -80,7 +83,8 @@ def diff(x: Tensor, /, n: int = 1, dim=None, prepend=None, append=None, *, axis:
 def isclose(a: Tensor, b: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
     """Where ``|a - b| <= atol + rtol * |b|`` (broadcast), as a bool tensor:
     infinities are close only to themselves, NaN to nothing unless
-    ``equal_nan``. Integers are compared exactly (their difference in int64).
+    ``equal_nan``. Integers are compared exactly (their distance in uint64,
+    which cannot overflow).
 
     Examples
     --------
@@ -91,9 +95,11 @@ def isclose(a: Tensor, b: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equa
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(f"isclose() expects two tensors, got {type(a).__name__} and {type(b).__name__}")
     common = dt.promote(a.dtype, b.dtype) if dt.uint64 not in (a.dtype, b.dtype) else dt.float64
-    if common.kind != "f":  # exact differences; bools and narrow types as int64
+    if common.kind not in "fc":  # exact differences; bools and narrow types as int64
         a, b = a.to(dt.int64), b.to(dt.int64)
-        return ((a - b).abs().to(dt.float64) <= atol + rtol * b.abs().to(dt.float64)) | (a == b)
+        # the larger less the smaller, in uint64: a - b in int64 wraps (2**62 - -2**62), and so does abs(-2**63)
+        gap = (a.maximum(b).to(dt.uint64) - a.minimum(b).to(dt.uint64)).to(dt.float64)
+        return (gap <= atol + rtol * b.to(dt.float64).abs()) | (a == b)
     a, b = a.to(common), b.to(common)
     b_size = b.abs()
     close = (a == b) | (((a - b).abs() <= atol + rtol * b_size) & (b_size < float("inf")))

@@ -99,7 +99,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
 def clear_grads(tensors, set_to_none: bool = True) -> None:
     """Drop the tensors' gradients (``set_to_none``) or fill them with zeros in
     place (a captured ``zero_grad`` then clears the same memory at each replay):
-    ``Module.zero_grad`` and ``Optimizer.zero_grad``."""
+    ``Module.zero_grad`` and ``Optimizer.zero_grad``. A gradient made by a
+    ``create_graph=True`` backward is taken out of its graph first, as in
+    PyTorch: a zero that still required grad would keep the old graph alive
+    and make the next backward replace it rather than add into it."""
     for t in tensors:
         if t.grad is None:
             continue
@@ -107,7 +110,7 @@ def clear_grads(tensors, set_to_none: bool = True) -> None:
             t.grad = None
         else:
             with no_grad():
-                t.grad.zero_()
+                t.grad.detach_().zero_()
 
 
 def _tensor_backward(self, gradient=None, retain_graph=None, create_graph: bool = False) -> None:

@@ -110,7 +110,7 @@ class Function:
                         f"for an argument of shape {a.shape}"
                     )
                 checked.append(g if g.dtype is a.dtype else g.to(a.dtype))
-            return tuple(checked)
+            return _unshared(checked, _held_storages(ctx, args, outs))
 
         record(f"{cls.__name__}Backward", outs, args, grads)
         for o in outs:
@@ -121,6 +121,26 @@ class Function:
         if made is not None:
             node = weakref.ref(made)
         return outs[0] if single else outs
+
+
+def _held_storages(ctx: FunctionCtx, args: tuple, outs: tuple) -> set:
+    """The ids of the memory of every tensor the Function keeps past its
+    backward: its arguments, its outputs, what ``forward`` saved, and the
+    tensors set on ``ctx`` (directly or in a tuple, list or dict)."""
+    held = [*args, *outs, *ctx.saved_tensors]
+    for value in vars(ctx).values():
+        if isinstance(value, dict):
+            value = tuple(value.values())
+        held.extend(value if isinstance(value, (tuple, list)) else (value,))
+    return {id(t._storage) for t in held if isinstance(t, Tensor)}
+
+
+def _unshared(grads: list, held: set) -> tuple:
+    """The gradients, each one on memory the Function keeps (a saved tensor
+    returned as it is) copied: the engine adopts a new gradient as a leaf's
+    ``.grad`` and later adds into it in place, which must not write the
+    Function's tensors (PyTorch copies a gradient referenced elsewhere too)."""
+    return tuple(g.clone() if g is not None and id(g._storage) in held else g for g in grads)
 
 
 def _attached(saved: tuple, saved_outputs: list, recorded: tuple, node) -> tuple:
