@@ -301,7 +301,7 @@ def arange(start, stop=None, step=1, dtype=None, *, end=None, device=None, requi
     if step == 0:
         raise ValueError("arange needs a nonzero step")
     for name, value in (("start", start), ("end", end), ("step", step)):
-        if not np.isfinite(value):
+        if isinstance(value, (float, np.floating)) and not np.isfinite(value):  # ints: any size
             raise ValueError(f"arange expects finite start, end and step, got {name}={value!r}")
     whole = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     n = max(0, -(-(end - start) // step) if whole else int(np.ceil((end - start) / step)))

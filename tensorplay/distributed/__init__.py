@@ -50,6 +50,7 @@ from ..runtime.libraries.simulated import Operand, call
 from ..runtime.streams import current_stream
 from . import _nccl
 from ._hub import DistributedError, Hub, Link, LocalLink, Watch, free_port
+from ._stops import note_stopping
 
 __all__ = [
     "DistributedError", "P2POp", "ReduceOp", "Work", "all_gather_into_tensor", "all_reduce", "barrier",
@@ -177,6 +178,7 @@ def _report_uncaught(kind, value, traceback) -> None:
     sentence naming it instead of waiting out the timeout for a call it will never make."""
     group = _group
     if group is not None:
+        note_stopping(issubclass(kind, DistributedError))  # before the peers hear it: the launcher names this rank
         sentence = f"rank {group.rank} stopped with {kind.__name__}: {value}"
         try:
             (group.hub or group.link).report_failure(sentence)
@@ -204,6 +206,7 @@ def _mpi_rendezvous() -> tuple[str, int] | None:
 
 def _leave_at_exit() -> None:
     if _group is not None:
+        note_stopping()  # before the peers hear it (sys.exit(3) in a group: the launcher names this rank)
         destroy_process_group()
 
 

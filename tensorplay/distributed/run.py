@@ -8,7 +8,9 @@ with ``[rank r]``. Where the machine has a GPU for each rank (and
 ``CUDA_VISIBLE_DEVICES`` is not set), rank r sees GPU ``LOCAL_RANK`` alone, as
 its ``cuda:0``; with fewer GPUs the ranks share them. When a rank fails, the others are stopped, its traceback is
 said again at the end, and the launcher exits with its exit code; 0 when all
-succeed. ``--nnodes`` and ``--node-rank`` run one machine's share of a group
+succeed. That rank is the one that failed of itself, not a peer that failed for
+hearing of it (each rank notes when and why it began to stop in
+``TENSORPLAY_STOP_FILE``). ``--nnodes`` and ``--node-rank`` run one machine's share of a group
 over several (each machine runs the launcher with the same ``--master-addr``
 and ``--master-port``).
 """
@@ -21,10 +23,12 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 from ._hub import free_port
+from ._stops import STOP_FILE, stopped
 
 __all__ = ["main"]
 
@@ -52,6 +56,11 @@ def _forward(stream, prefix: str, out, tail: collections.deque | None) -> None:
         if tail is not None:
             tail.append(line)
     stream.close()
+
+
+def _wait(proc, rank: int, ended: dict) -> None:
+    proc.wait()
+    ended[rank] = time.time()  # the exit's time, for a rank that noted none
 
 
 def _split_at_script(argv: list) -> tuple[list, list]:
@@ -85,13 +94,20 @@ def main(argv: list | None = None) -> int:
         parser.error("a group over several machines needs --master-addr and --master-port (the same on each)")
     world = args.nproc_per_node * args.nnodes
     port = args.master_port or free_port()
-    ranks, threads, tails = [], [], {}
+    with tempfile.TemporaryDirectory(prefix="tensorplay-run-") as notes:
+        return _launch(args, world, port, notes)
+
+
+def _launch(args, world: int, port: int, notes: str) -> int:
+    procs, threads, tails, stops, ended = {}, [], {}, {}, {}
     own_gpu = "CUDA_VISIBLE_DEVICES" not in os.environ and _gpus() >= args.nproc_per_node
     for local in range(args.nproc_per_node):
         rank = args.node_rank * args.nproc_per_node + local
+        stops[rank] = os.path.join(notes, f"rank{rank}")
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(local), WORLD_SIZE=str(world),
                    LOCAL_WORLD_SIZE=str(args.nproc_per_node), MASTER_ADDR=args.master_addr, MASTER_PORT=str(port),
-                   PYTHONUNBUFFERED="1", **({"CUDA_VISIBLE_DEVICES": str(local)} if own_gpu else {}))  # fmt: skip
+                   PYTHONUNBUFFERED="1", **{STOP_FILE: stops[rank]},
+                   **({"CUDA_VISIBLE_DEVICES": str(local)} if own_gpu else {}))  # fmt: skip
         proc = subprocess.Popen(
             [sys.executable, args.script, *args.args], env=env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
@@ -101,30 +117,40 @@ def main(argv: list | None = None) -> int:
             t = threading.Thread(target=_forward, args=(stream, f"[rank {rank}] ", out, tail), daemon=True)
             t.start()
             threads.append(t)
-        ranks.append((rank, proc))
-    failed = None  # (rank, exit code), the first to fail
+        threading.Thread(target=_wait, args=(proc, rank, ended), daemon=True).start()
+        procs[rank] = proc
+    deadline, killed = None, set()  # once a rank failed: when the others are killed; the ranks stopped so
     try:
-        while [p.poll() for _, p in ranks].count(None):  # every one polled, each time
-            if failed is None:
-                failed = next(((r, p.returncode) for r, p in ranks if p.returncode not in (None, 0)), None)
-                if failed is not None:
-                    _stop([p for _, p in ranks], signal.SIGTERM)
+        while len(ended) < len(procs):
+            if deadline is None:
+                if any(procs[r].returncode for r in list(ended)):
+                    # a rank that noted its stop is on its way out (its atexit, its traceback): left to end
+                    killed |= {r for r in procs if r not in ended and stopped(stops[r]) is None}
+                    _stop([procs[r] for r in killed], signal.SIGTERM)
                     deadline = time.monotonic() + _GRACE
             elif time.monotonic() > deadline:
-                _stop([p for _, p in ranks], signal.SIGKILL)
+                killed |= {r for r in procs if r not in ended}
+                _stop([procs[r] for r in killed], signal.SIGKILL)
             time.sleep(0.05)
     except KeyboardInterrupt:
-        _stop([p for _, p in ranks], signal.SIGINT)
-        for _, p in ranks:
+        _stop(procs.values(), signal.SIGINT)
+        for p in procs.values():
             p.wait()
         raise
     for t in threads:
         t.join(5)
-    if failed is None:
-        failed = next(((r, p.returncode) for r, p in ranks if p.returncode), None)
-    if failed is None:
+    failed = [r for r, p in procs.items() if p.returncode]
+    if not failed:
         return 0
-    rank, code = failed
+
+    def blame(r: int) -> tuple:
+        # a rank that failed of itself before one that heard of it (its DistributedError) or that the
+        # launcher stopped; of several, the first to stop (a rank that noted nothing: when it ended)
+        when, heard = stopped(stops[r]) or (ended[r], False)
+        return r in killed, heard, when
+
+    rank = min(failed, key=blame)
+    code = procs[rank].returncode
     print(f"\n== rank {rank} of {world} failed with exit code {code}; the end of its error output:", file=sys.stderr)
     sys.stderr.write("".join(tails[rank]))
     return code if code > 0 else 1

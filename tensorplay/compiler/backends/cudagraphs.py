@@ -40,7 +40,10 @@ replay those are copied back into the call's arguments.
 What a graph reads besides the arguments is followed as the arguments are
 (``_switch_to``): a module's modes, its parameters (and whether each
 requires grad), buffers and tensor attributes; a Python function's tensors and
-numbers in its closure and in the globals its code names. When one of them
+numbers in its closure and in the globals its code names; the same of what it
+wraps (a ``functools.partial``'s function, a decorator's ``__wrapped__``), and
+a bound method's or callable object's tensor and number attributes (a module's
+as a module's: ``tp.compile(model.forward)`` follows ``eval()``). When one of them
 changes (a global rebound to another tensor or number, a parameter frozen,
 ``self.state = ...`` in ``forward``) the calls use that state's signatures,
 captured anew the first time, and the tensors a kept state's graphs use are
@@ -401,6 +404,7 @@ class CompiledFunction:
 _STATES_KEPT = 4  # fn's states whose graphs are kept besides the current one
 _NUMBERS = (int, float, complex, np.number, np.bool_)  # bool among the ints
 _CODE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)  # never followed
+_NOT_FOLLOWED = (types.ModuleType, types.BuiltinFunctionType, type)  # nor looked into as what fn wraps
 
 
 def _state_reader(fn):
@@ -410,19 +414,71 @@ def _state_reader(fn):
     while it is kept). For a module, every submodule's mode, its parameters and whether each
     requires grad, its buffers and tensor attributes; for a Python function, its closure's
     tensors and numbers and those of the globals it names (any not bound to a module, function
-    or class when compiled).
+    or class when compiled); the same for what ``fn`` wraps (``_followed``).
     None when there is nothing to follow."""
-    if callable(getattr(fn, "modules", None)) and callable(getattr(fn, "parameters", None)):  # a module
+    readers = [r for r in map(_own_state_reader, _followed(fn)) if r is not None]
+    if len(readers) < 2:
+        return readers[0] if readers else None
+    return functools.partial(_joined_state, tuple(readers))
+
+
+def _followed(fn) -> list:
+    """``fn`` and what runs its code: a ``functools.partial``'s function, a decorator's
+    ``__wrapped__`` (``functools.wraps``: ``@tp.no_grad()``...), a bound method's function and
+    its object (``model.forward``: the module), a callable object's ``__call__``. Each of them
+    reads globals, a closure or attributes that a graph keeps as they were at its capture."""
+    found, todo = [], [fn]
+    while todo:
+        f = todo.pop()
+        if f is None or isinstance(f, _NOT_FOLLOWED) or any(f is seen for seen in found):
+            continue
+        found.append(f)
+        if _is_module(f):
+            continue
+        if isinstance(f, functools.partial):
+            todo.append(f.func)
+        elif inspect.ismethod(f):
+            todo += [f.__func__, f.__self__]
+        elif not isinstance(f, types.FunctionType):  # an object whose class defines __call__ in Python
+            call = inspect.getattr_static(type(f), "__call__", None)
+            todo.append(call if isinstance(call, types.FunctionType) else None)
+        wrapped = inspect.getattr_static(f, "__wrapped__", None)
+        todo.append(wrapped if callable(wrapped) else None)
+    return found
+
+
+def _is_module(fn) -> bool:
+    return callable(getattr(fn, "modules", None)) and callable(getattr(fn, "parameters", None))
+
+
+def _own_state_reader(fn):
+    """``_state_reader`` for ``fn`` alone: a module, a function (its code), or an object (the
+    tensors and numbers among its attributes)."""
+    if _is_module(fn):
         return functools.partial(_module_state, fn)
-    code = getattr(fn, "__code__", None)
-    if code is None:
+    if inspect.ismethod(fn) or isinstance(fn, functools.partial):  # followed through what they hold
         return None
+    if not isinstance(fn, types.FunctionType):
+        return functools.partial(_object_state, fn) if type(getattr(fn, "__dict__", None)) is dict else None
+    code = fn.__code__
     g = fn.__globals__
     names = tuple(n for n in _global_names(code) if not isinstance(g.get(n, builtins.__dict__.get(n)), _CODE))
     cells = tuple(c for c in fn.__closure__ or () if not isinstance(_contents(c), _CODE))
     if not names and not cells:
         return None
     return functools.partial(_function_state, g, names, cells)
+
+
+def _joined_state(readers: tuple) -> tuple:
+    states = [read() for read in readers]
+    return tuple(key for key, _ in states), tuple(t for _, held in states for t in held)
+
+
+def _object_state(obj) -> tuple:
+    """An object's tensors and numbers among its attributes (a bound method's ``self``)."""
+    d = getattr(obj, "__dict__", None)
+    items = [(k, v) for k, v in d.items() if isinstance(v, (Tensor, *_NUMBERS))] if type(d) is dict else []
+    return tuple((k, _state_value(v)) for k, v in items), tuple(v for _, v in items if isinstance(v, Tensor))
 
 
 def _global_names(code) -> dict:
