@@ -46,6 +46,7 @@ from .._tensor import Tensor
 from ..runtime.backend import CaptureError
 from ..runtime.backend import get as _device
 from ..runtime.capture import capture_state
+from ..runtime.libraries.nccl import check_reduction
 from ..runtime.libraries.simulated import Operand, call
 from ..runtime.streams import current_stream
 from . import _nccl
@@ -448,6 +449,7 @@ def _op(fn: str, op, t: Tensor) -> str:
         raise TypeError(f"{fn}() takes op= as a tensorplay.distributed.ReduceOp (SUM, PROD, MIN, MAX, AVG), got {op!r}")
     if op is ReduceOp.AVG and t.dtype.kind not in "fc":
         raise TypeError(f"{fn}() averages floating-point tensors only, got {t.dtype.name}: use SUM and divide")
+    check_reduction(t.dtype.name, op.value)  # both engines refuse what NCCL's cannot do
     return op.value
 
 

@@ -20,7 +20,8 @@ answer): every rank must replay its k-th such graph as often as the others.
 
 **Nothing hangs.** A call whose peers do not all arrive within the group's
 timeout, calls that differ between ranks, a receive no send matches, a rank
-whose process ended before ``destroy_process_group``: each is an error with
+whose process ended before ``destroy_process_group``, a collective or a
+``recv`` that waits for a rank that has left the group: each is an error with
 a sentence naming the ranks and their calls, raised in every rank still
 waiting (``DistributedError``), and every later call of the group fails with
 it too. A rank that loses its hub says so.
@@ -63,7 +64,8 @@ class DistributedError(RuntimeError):
 def describe(desc: tuple) -> str:
     """``all_reduce(float32 (4,), SUM)`` for a call's description ``(kind, dtype, shape, detail)``."""
     kind, dtype, shape, detail = desc
-    return f"{kind}({dtype} {tuple(shape)}{', ' + detail if detail else ''})"
+    said = [f"{dtype} {tuple(shape)}"] if dtype else []  # a barrier moves no tensor
+    return f"{kind}({', '.join(said + ([detail] if detail else []))})"
 
 
 def _reduce(op: str, arrays: list) -> np.ndarray:
@@ -227,6 +229,7 @@ class Hub:
             waited = [n for n, calls in self._pending.items() if calls and rank not in calls]
             if waited:  # those calls can never complete
                 self._left_before(rank, min(waited))
+            self._no_send_from(rank)
             return
         if self._failure is not None:
             self._answer(conn, ("error", self._failure))
@@ -252,6 +255,8 @@ class Hub:
             _, src, desc = msg
             self._recvs[(src, rank)].append((desc, time.monotonic()))
             self._match(src, rank)
+            if src in self._left:  # what it sent before leaving is matched: nothing more will come
+                self._no_send_from(src)
 
     def _complete(self, number: int) -> None:
         calls = self._pending[number]
@@ -323,6 +328,16 @@ class Hub:
             f"rank {rank} left the group (destroy_process_group) before collective call #{number}, "
             f"{describe(desc)}, which its peers made"
         )
+
+    def _no_send_from(self, src: int) -> None:
+        """Rank ``src`` left the group: a recv from it that its sent messages did not match never completes."""
+        for (sender, dst), recvs in self._recvs.items():
+            if sender == src and recvs:
+                self._fail(
+                    f"rank {src} left the group (destroy_process_group) with no send for rank {dst}'s recv from "
+                    f"it, {describe(recvs[0][0])}"
+                )
+                return
 
     def _fail(self, sentence: str) -> None:
         """The group is broken: every rank waiting hears ``sentence``, and every later call."""

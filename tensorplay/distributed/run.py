@@ -12,7 +12,8 @@ succeed. That rank is the one that failed of itself, not a peer that failed for
 hearing of it (each rank notes when and why it began to stop in
 ``TENSORPLAY_STOP_FILE``). ``--nnodes`` and ``--node-rank`` run one machine's share of a group
 over several (each machine runs the launcher with the same ``--master-addr``
-and ``--master-port``).
+and ``--master-port``). ``--`` ends the launcher's options, as torchrun's does;
+any other word before the script that starts with ``-`` and is none of them is an error.
 """
 
 from __future__ import annotations
@@ -63,13 +64,37 @@ def _wait(proc, rank: int, ended: dict) -> None:
     ended[rank] = time.time()  # the exit's time, for a rank that noted none
 
 
+# the launcher's options, each taking one value: (names, type, default, help)
+_OPTIONS = (
+    (("--nproc-per-node", "--nproc_per_node"), int, 1, "ranks on this machine"),
+    (("--nnodes",), int, 1, "machines in the group"),
+    (("--node-rank", "--node_rank"), int, 0, "this machine's number"),
+    (("--master-addr", "--master_addr"), str, "127.0.0.1", "where rank 0 runs"),
+    (("--master-port", "--master_port"), int, None, "rank 0's port"),
+)
+
+
 def _split_at_script(argv: list) -> tuple[list, list]:
     """(the launcher's options, the script and its arguments): the script is the first word that is no
     option of ours nor an option's value (each of ours takes one, as ``--opt value`` or ``--opt=value``),
-    so that the script's own options, ``--n`` among them, never read as ours."""
+    or the word after ``--``, so that the script's own options, ``--n`` among them, never read as ours.
+    Raises ``ValueError`` for an option of none of ours."""
+    known = {name for names, *_ in _OPTIONS for name in names}
     i = 0
     while i < len(argv) and argv[i].startswith("-"):
-        i += 1 if "=" in argv[i] or argv[i] in ("-h", "--help") else 2
+        word = argv[i]
+        if word == "--":  # the end of our options, as torchrun's
+            return argv[:i], argv[i + 1 :]
+        if word in ("-h", "--help"):
+            i += 1
+        elif word.split("=", 1)[0] in known:
+            i += 1 if "=" in word else 2
+        else:
+            said = ", ".join(names[0] for names, *_ in _OPTIONS)
+            raise ValueError(
+                f"unknown option {word}: the launcher's options are {said} and --help; the script's own "
+                "options go after the script (or after --)"
+            )
     return argv[:i], argv[i:]
 
 
@@ -78,15 +103,15 @@ def main(argv: list | None = None) -> int:
         prog="python -m tensorplay.distributed.run", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
     )  # fmt: skip
-    parser.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=1, help="ranks on this machine")
-    parser.add_argument("--nnodes", type=int, default=1, help="machines in the group")
-    parser.add_argument("--node-rank", "--node_rank", type=int, default=0, help="this machine's number")
-    parser.add_argument("--master-addr", "--master_addr", default="127.0.0.1", help="where rank 0 runs")
-    parser.add_argument("--master-port", "--master_port", type=int, default=None, help="rank 0's port")
+    for names, kind, default, said in _OPTIONS:
+        parser.add_argument(*names, type=kind, default=default, help=said)
     parser.add_argument("script", help="the Python script each rank runs")
     parser.add_argument("args", nargs="*", help="its arguments (everything after the script is the script's)")
-    own, script = _split_at_script(sys.argv[1:] if argv is None else list(argv))
-    args = parser.parse_args(own + script[:1])
+    try:
+        own, script = _split_at_script(sys.argv[1:] if argv is None else list(argv))
+    except ValueError as e:
+        parser.error(str(e))
+    args = parser.parse_args([*own, "--", script[0]] if script else own)  # after --, a script named -x.py
     args.args = script[1:]
     if args.nproc_per_node < 1 or args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
         parser.error("--nproc-per-node and --nnodes must be at least 1, and --node-rank below --nnodes")

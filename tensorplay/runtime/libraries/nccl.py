@@ -36,7 +36,7 @@ from ..backend import get as get_backend
 from ..capture import capture_state, flush_fused, refuse_legacy_launch
 from ._nvmath import LibraryUnavailable, library_calls
 
-__all__ = ["DEFAULTS", "Communicator", "NcclError", "data_type", "library", "unique_id", "version"]
+__all__ = ["DEFAULTS", "Communicator", "NcclError", "check_reduction", "data_type", "library", "unique_id", "version"]
 
 DEFAULTS = {"NCCL_GRAPH_MIXING_SUPPORT": "0", "NCCL_NVLS_ENABLE": "0"}  # see the module docstring
 UNIQUE_ID_BYTES = 128
@@ -69,11 +69,18 @@ def data_type(dtype: str, itemsize: int, op: str | None) -> tuple[int, int]:
     Raises ``TypeError`` with a sentence where NCCL cannot reduce so."""
     if op is None:
         return (_TYPES[dtype], 2 if dtype.startswith("complex") else 1) if dtype in _TYPES else (_BYTES, itemsize)
+    check_reduction(dtype, op)
+    return _TYPES[dtype], 2 if dtype.startswith("complex") else 1
+
+
+def check_reduction(dtype: str, op: str) -> None:
+    """Raise ``TypeError`` with a sentence where NCCL cannot reduce ``dtype``
+    tensors by ``op``. tensorplay's own engine refuses the same, so that a
+    program that runs on the simulator runs on GPUs with NCCL too."""
     if dtype not in _TYPES:
         raise TypeError(f"NCCL cannot reduce {dtype} tensors: cast them to a wider type first (int32 or float32)")
     if dtype.startswith("complex") and op not in ("SUM", "AVG"):
         raise TypeError(f"NCCL reduces complex tensors with SUM and AVG only, not {op}")
-    return _TYPES[dtype], 2 if dtype.startswith("complex") else 1
 
 
 def reduction(dtype: str, op: str) -> int:
