@@ -49,18 +49,13 @@ def argmax(x: Tensor, /, dim: int | None = None, keepdim: bool = False, *, axis=
     >>> tp.argmax(tp.tensor([[1, 5, 5], [7, 0, 7]]), axis=1).tolist()
     [1, 0]
     """
-    return x.argmax(_one_axis(either("argmax", "axis", axis, "dim", dim)), keepdims or keepdim)
+    return x.argmax(either("argmax", "axis", axis, "dim", dim), keepdims or keepdim)
 
 
 def argmin(x: Tensor, /, dim: int | None = None, keepdim: bool = False, *, axis=None, keepdims: bool = False) -> Tensor:
     """The int64 index of the first minimum along ``axis`` (of the flattened
     tensor if None; PyTorch's ``dim``, ``keepdim`` too); NaN counts as the minimum."""
-    return x.argmin(_one_axis(either("argmin", "axis", axis, "dim", dim)), keepdims or keepdim)
-
-
-def _one_axis(axis):
-    """``axis`` as the methods take it: a NumPy integer as an int."""
-    return int(axis) if isinstance(axis, np.integer) else axis
+    return x.argmin(either("argmin", "axis", axis, "dim", dim), keepdims or keepdim)
 
 
 def count_nonzero(x: Tensor, /, dim=None, *, axis=None, keepdims: bool = False) -> Tensor:
