@@ -128,10 +128,12 @@ def metropolis(spins, colour, accept, sweep, offset, seed, m):
     lattices, side = spins.shape[0], spins.shape[2]
     pair = 0
     if h < side // 2 and y < side:
-        x = 2 * h + (y + colour) % 2
+        x = 2 * h + ((y + colour) & 1)
         s = spins[t, y, x]
-        near = spins[t, (y + 1) % side, x] + spins[t, (y - 1 + side) % side, x]
-        near += spins[t, y, (x + 1) % side] + spins[t, y, (x - 1 + side) % side]
+        # the neighbours on the torus by comparisons, not the integer divisions of a modulo
+        up, down = (y + 1 if y + 1 < side else 0), (y - 1 if y > 0 else side - 1)
+        right, left = (x + 1 if x + 1 < side else 0), (x - 1 if x > 0 else side - 1)
+        near = spins[t, up, x] + spins[t, down, x] + spins[t, y, right] + spins[t, y, left]
         k = s * near  # a flip raises the energy by 2k: always taken if k <= 0, else with exp(-2k / T)
         flip = k <= 0
         if not flip:
