@@ -228,14 +228,35 @@ def _refuse_hidden_leaves(c: Captured) -> None:
         )
 
 
+def _module_parameters(fn) -> list:
+    """``(name, parameter)`` of each parameter of ``fn`` (a module); none for a function."""
+    named = getattr(fn, "named_parameters", None)
+    return list(named()) if callable(named) else []
+
+
+def _refuse_replaced(c: Captured, at_capture: list) -> None:
+    """A parameter assigned anew or cast (``Module.to``) since the capture is not
+    the tensor the graphs read: a replay would silently compute with the old
+    one and give it the gradient. Say which, and how to graph the new ones."""
+    now = _module_parameters(c.fn)
+    if len(now) == len(at_capture) and all(p is q for (_, p), (_, q) in zip(now, at_capture, strict=True)):
+        return
+    was = dict(at_capture)
+    name = next((n for n, p in now if was.get(n) is not p), None) or next(
+        n for n, _ in at_capture if n not in dict(now)
+    )
+    raise ValueError(
+        f"parameter {name!r} of graphed {c.name} is not the tensor it was captured with (it was assigned, removed "
+        "or cast by Module.to since), so a replay would read the old one; call make_graphed_callables again "
+        "after replacing parameters (load_state_dict writes into the captured ones)"
+    )
+
+
 def _left_out_parameters(c: Captured) -> list:
     """``(name, parameter)`` of each parameter of ``c.fn`` (a module) that the
     captured backward gives no gradient: those frozen at capture time."""
-    named = getattr(c.fn, "named_parameters", None)
-    if not callable(named):
-        return []
     captured = {id(t) for t in c.static_inputs}
-    return [(name, p) for name, p in named() if id(p) not in captured]
+    return [(name, p) for name, p in _module_parameters(c.fn) if id(p) not in captured]
 
 
 def _refuse_unfrozen(c: Captured, left_out: list) -> None:
@@ -254,7 +275,7 @@ def _refuse_unfrozen(c: Captured, left_out: list) -> None:
 
 def _graphed(c: Captured):
     n_args = c.n_args
-    left_out = _left_out_parameters(c)
+    at_capture, left_out = _module_parameters(c.fn), _left_out_parameters(c)
 
     def graphed(*args, **kwargs):
         if kwargs:
@@ -281,6 +302,7 @@ def _graphed(c: Captured):
                     f"argument {i} of graphed {c.name} requires grad but its sample did not, so the captured "
                     "backward computes no gradient for it; capture with a sample that requires grad"
                 )
+        _refuse_replaced(c, at_capture)
         _refuse_unfrozen(c, left_out)
         outs = c.apply(*args, *c.static_inputs[n_args:])
         return outs[0] if c.single else outs
@@ -311,7 +333,11 @@ def make_graphed_callables(
 
     Returns the graphed callables in the same structure. A module comes back with
     its ``forward`` graphed while it stays in the training mode it was captured
-    in; in the other mode it runs eagerly. Call the graphed callables in the order
+    in; in the other mode it runs eagerly. Its graphs read the parameter tensors
+    it had at capture: a call after one was assigned anew or cast (``Module.to``)
+    is refused with a ``ValueError``; graph the module again (which captures its
+    own forward, not the earlier graphs) after such a change, after freezing or
+    unfreezing parameters, or for other shapes. Call the graphed callables in the order
     they were captured, as with any graphs that share a pool. They take tensorplay
     Tensors by position, of the samples' shapes and dtypes: a keyword argument or
     host data (a NumPy array) is refused with a ``TypeError``, since the graph's
@@ -350,12 +376,21 @@ def make_graphed_callables(
         _refuse_hooks_and_trainable_buffers(fn)
     args = [_tensors(a, "make_graphed_callables") for a in sample_args]
     pool = pool if pool is not None else graph_pool_handle()
-    captured = []
-    for fn, a in zip(callables, args, strict=True):
-        captured.append(Captured(fn, a, pool, num_warmup_iters, allow_unused_input, capture_error_mode))
-        _refuse_hidden_leaves(captured[-1])
-    for c in reversed(captured):  # backward graphs in the order a backward pass runs them
-        c.capture_backward()
+    # a module graphed before is captured through its own forward, not through its earlier graphs
+    earlier = [(fn, fn.forward) for fn in callables if hasattr(getattr(fn, "forward", None), "eager_forward")]
+    for module, forward in earlier:
+        module.forward = forward.eager_forward
+    try:
+        captured = []
+        for fn, a in zip(callables, args, strict=True):
+            captured.append(Captured(fn, a, pool, num_warmup_iters, allow_unused_input, capture_error_mode))
+            _refuse_hidden_leaves(captured[-1])
+        for c in reversed(captured):  # backward graphs in the order a backward pass runs them
+            c.capture_backward()
+    except BaseException:
+        for module, forward in earlier:  # as it was: still graphed as before
+            module.forward = forward
+        raise
     results = tuple(_as_callable(c) for c in captured)
     return results[0] if just_one else results
 
@@ -370,5 +405,6 @@ def _as_callable(c: Captured):
     def forward(*args, **kwargs):
         return graphed(*args, **kwargs) if module.training == training else eager(*args, **kwargs)
 
+    forward.eager_forward = eager  # what graphing the module again captures
     module.forward = forward
     return module

@@ -17,6 +17,7 @@ import numpy as np
 
 from .._device import to_arguments
 from .._dtype import DType, as_dtype
+from .._overlap import same_view, storage_key
 from .._tensor import Tensor
 from ..autograd import no_grad
 from ..autograd._engine import clear_grads
@@ -467,7 +468,9 @@ class Module:
         Values are written with ``copy_`` into the existing tensors, so the
         module keeps its tensor objects and a captured CUDA graph that reads
         them sees the new values. Nothing is copied unless every shape matches
-        (and, with ``strict``, the keys match exactly).
+        (and, with ``strict``, the keys match exactly). Values that share memory
+        with the module's tensors (its own state dict, entries swapped) are all
+        read before any is written.
 
         Parameters
         ----------
@@ -513,10 +516,18 @@ class Module:
         if errors:
             name = type(self).__name__
             raise RuntimeError(f"Error(s) in loading state_dict for {name}:\n\t" + "\n\t".join(errors))
+        # a value over the memory of another target (a state dict with swapped or
+        # shared entries) is read before any target is written, as a snapshot would be
+        written = {storage_key(t) for t in targets.values()}
         with no_grad():
+            values = {}
             for key, target in targets.items():
                 if key in state_dict:
-                    target.detach().copy_(state_dict[key])  # the same memory, written as a plain tensor
+                    value = state_dict[key]
+                    aliased = isinstance(value, Tensor) and storage_key(value) in written
+                    values[key] = value.clone() if aliased and not same_view(value, target) else value
+            for key, value in values.items():
+                targets[key].detach().copy_(value)  # the same memory, written as a plain tensor
         return IncompatibleKeys(missing, unexpected)
 
     # -- repr ------------------------------------------------------------------------------------

@@ -73,15 +73,16 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach))
 
     def _check_options(self, group: dict) -> None:
-        check_lr(group["lr"])
+        group["lr"] = check_lr(group["lr"])
         betas = group["betas"]
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise ValueError(f"expected betas as a pair (beta1, beta2), got {betas!r}")
-        group["betas"] = tuple(betas)
-        check_number("beta1", betas[0], below_one=True)
-        check_number("beta2", betas[1], below_one=True)
-        check_number("eps", group["eps"])
-        check_number("weight_decay", group["weight_decay"])
+        group["betas"] = (
+            check_number("beta1", betas[0], below_one=True),
+            check_number("beta2", betas[1], below_one=True),
+        )
+        group["eps"] = check_number("eps", group["eps"])
+        group["weight_decay"] = check_number("weight_decay", group["weight_decay"])
 
     def _state_layout(self, p) -> dict:
         return {"step": ((), _step_dtype(p)), **super()._state_layout(p)}

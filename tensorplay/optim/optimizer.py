@@ -23,16 +23,16 @@ from ..runtime.streams import is_current_stream_capturing
 __all__ = ["Optimizer"]
 
 
-def check_lr(lr: Any) -> None:
-    """A learning rate is a number >= 0 or a one-element floating point tensor
-    (which a captured ``step()`` reads at each replay: a schedule can change it)."""
+def check_lr(lr: Any) -> Any:
+    """``lr`` as kept: a number >= 0 (see ``check_number``) or a one-element floating
+    point tensor (which a captured ``step()`` reads at each replay: a schedule can change it)."""
     if isinstance(lr, Tensor):
         if lr.numel() != 1 or not lr.dtype.is_floating_point:
             raise ValueError(
                 f"expected a one-element floating point tensor as lr, got shape {lr.shape} of {lr.dtype.name}"
             )
-        return
-    check_number("lr", lr)
+        return lr
+    return check_number("lr", lr)
 
 
 def scalar_lr(lr: Any) -> Any:
@@ -41,12 +41,16 @@ def scalar_lr(lr: Any) -> Any:
     return lr.reshape(()) if isinstance(lr, Tensor) else lr
 
 
-def check_number(name: str, value: Any, below_one: bool = False) -> None:
-    """ValueError unless ``value`` is a real number >= 0 (and < 1 if ``below_one``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+def check_number(name: str, value: Any, below_one: bool = False) -> float | int:
+    """``value`` as a Python number, if it is a real number >= 0 (and < 1 if
+    ``below_one``), Python's or NumPy's (``np.float32(0.1)``) as PyTorch takes
+    them; else TypeError or ValueError. A NumPy scalar becomes Python's, so that
+    a step computes in the parameters' dtype (``1 - dampening`` too)."""
+    if not is_real(value):
         raise TypeError(f"expected a number as {name}, got {type(value).__name__}")
     if not 0.0 <= value < (1.0 if below_one else float("inf")):
         raise ValueError(f"expected {name} in [0, {'1' if below_one else 'inf'}), got {value}")
+    return value.item() if isinstance(value, np.generic) else value
 
 
 class Optimizer:

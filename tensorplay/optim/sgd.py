@@ -74,9 +74,9 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _check_options(self, group: dict) -> None:
-        check_lr(group["lr"])
+        group["lr"] = check_lr(group["lr"])
         for name in ("momentum", "dampening", "weight_decay"):
-            check_number(name, group[name])
+            group[name] = check_number(name, group[name])
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError(
                 f"Nesterov momentum needs momentum > 0 and dampening = 0, "
