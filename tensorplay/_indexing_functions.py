@@ -152,7 +152,7 @@ def gather(input: Tensor, dim: int, index) -> Tensor:  # noqa: A002 (PyTorch's n
     [[1, 1], [4, 3]]
     """
     dim = input._dim(dim)
-    index = _index("gather", index)
+    index = _index("gather", index, input.shape[dim] if input.ndim else 1, dim)
     _same_rank("gather", index, input, dim)
     if input.ndim == 0:
         return gather(input.reshape(1), 0, index.reshape(1)).reshape(())
@@ -177,9 +177,11 @@ def take_along_axis(x: Tensor, indices, /, axis: int = -1, *, dim: int | None = 
     [[1.0, 2.0, 3.0], [0.0, 4.0, 5.0]]
     """
     axis = x._dim(either("take_along_axis", "axis", axis, "dim", dim, -1))
-    index = _index("take_along_axis", indices)
+    index = _index("take_along_axis", indices, x.shape[axis] if x.ndim else 1, axis)
     if index.ndim != x.ndim:
         raise ValueError(f"take_along_axis() expects indices of {x.ndim} dimensions (as x), got shape {index.shape}")
+    if x.ndim == 0:  # dimension 0 (or -1) of a 0-d tensor, as PyTorch takes it: its one element
+        return gather(x, axis, index)
 
     def along(shape, n):  # ``shape`` with ``n`` at ``axis``
         return shape[:axis] + (n,) + shape[axis + 1 :]
@@ -207,7 +209,7 @@ def _source(fn: str, src, index: Tensor, dtype: dt.DType) -> Tensor:
 
 def _scatter(fn: str, input: Tensor, dim: int, index, src, accumulate: bool, in_place: bool) -> Tensor:  # noqa: A002
     dim = input._dim(dim)
-    index = _index(fn, index)
+    index = _index(fn, index, input.shape[dim] if input.ndim else 1, dim)
     _same_rank(fn, index, input, dim)
     if in_place:
         refuse_in_place(f"{fn}()", input, src)
@@ -279,6 +281,8 @@ def index_add(input: Tensor, dim: int, index, source: Tensor, *, alpha=1) -> Ten
     [3.0, 0.0, 3.0]
     """
     dim = input._dim(dim)
+    if input.ndim == 0:  # dimension 0 (or -1) of a 0-d tensor, as PyTorch takes it: its one element
+        return index_add(input.reshape(1), 0, index, source, alpha=alpha).reshape(())
     index = _index("index_add", index, input.shape[dim], dim)
     _index_add_source("index_add", input, dim, index, source)
     with no_grad():
@@ -296,6 +300,9 @@ def _index_add_in_place(self: Tensor, dim: int, index, source: Tensor, *, alpha=
     """``index_add`` in place; returns this tensor."""
     refuse_in_place("index_add_()", self, source)
     dim = self._dim(dim)
+    if self.ndim == 0:  # its one element, through a view
+        _index_add_in_place(self.reshape(1), 0, index, source, alpha=alpha)
+        return self
     index = _index("index_add_", index, self.shape[dim], dim)
     _index_add_source("index_add_", self, dim, index, source)
     values = source if alpha == 1 else source * alpha

@@ -125,6 +125,7 @@ unbind = unstack
 def split(x: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     """PyTorch's ``split``: pieces of ``split_size_or_sections`` along ``dim``
     (an int: that size, the last piece shorter; a list: those sizes), as views."""
+    _refuse_0d("split", x)
     dim = x._dim(dim)
     n = x.shape[dim]
     if isinstance(split_size_or_sections, _INTS):
@@ -143,11 +144,17 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]
     return tuple(x.narrow(dim, s, size) for s, size in zip(starts, sizes, strict=False))
 
 
+def _refuse_0d(fn: str, x: Tensor) -> None:
+    if x.ndim == 0:
+        raise ValueError(f"{fn}() cuts a dimension: a 0-d tensor has none")
+
+
 def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """PyTorch's ``chunk``: ``split`` into pieces of ``ceil(size / chunks)``
     (so possibly fewer than ``chunks`` pieces), as views."""
     if chunks < 1:
         raise ValueError(f"chunk expects at least 1 chunk, got {chunks}")
+    _refuse_0d("chunk", x)
     n = x.shape[x._dim(dim)]
     return split(x, max(1, -(-n // chunks)), dim)
 
@@ -155,12 +162,10 @@ def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 # -- views --------------------------------------------------------------------------------
 
 
-def expand_dims(x: Tensor, /, axis: int | None = None, *, dim: int | None = None) -> Tensor:
-    """``x`` with a dimension of size 1 inserted at ``axis`` (a view); ``unsqueeze`` is PyTorch's name."""
-    axis = either("expand_dims", "axis", axis, "dim", dim)
-    if axis is None:
-        raise TypeError("expand_dims() needs the axis to insert, as axis= (or dim=)")
-    return x.unsqueeze(axis)
+def expand_dims(x: Tensor, /, axis: int = 0, *, dim: int | None = None) -> Tensor:
+    """``x`` with a dimension of size 1 inserted at ``axis`` (0 by default, as the
+    standard says; a view); ``unsqueeze`` is PyTorch's name."""
+    return x.unsqueeze(either("expand_dims", "axis", axis, "dim", dim, 0))
 
 
 unsqueeze = expand_dims
@@ -275,7 +280,7 @@ def flip(x: Tensor, /, dims=None, *, axis=None) -> Tensor:
     axis = either("flip", "axis", axis, "dims", dims)
     axes = tuple(range(x.ndim)) if axis is None else _axes("flip", x, axis)
     out = x.detach()
-    for start, stop in _runs(a for a in axes if x.shape[a] > 1):
+    for start, stop in _runs(a for a in axes if x.ndim and x.shape[a] > 1):  # a 0-d tensor: nothing to reverse
         out = _launch_shifted(out, start, stop, numel(x.shape[start:stop]) - 1, -1)
     if out._storage is x._storage:  # nothing to reverse
         out = out.clone()
@@ -346,8 +351,10 @@ def repeat(x: Tensor, repeats, /, dim: int | None = None, *, axis: int | None = 
     if axis is None:
         x, axis = x.reshape(-1), 0
     axis = x._dim(axis)
+    if x.ndim == 0:  # dimension 0 (or -1) of a 0-d tensor, as NumPy and PyTorch take it: its one element
+        x = x.reshape(1)
     n = x.shape[axis]
-    counts = repeats.tolist() if isinstance(repeats, Tensor) else repeats
+    counts = repeats.tolist() if isinstance(repeats, (Tensor, np.ndarray)) else repeats
     counts = [int(c) for c in counts] if isinstance(counts, (list, tuple, np.ndarray)) else [int(counts)]
     if any(c < 0 for c in counts):
         raise ValueError(f"repeat() expects non-negative repeat counts, got {min(counts)}")

@@ -151,7 +151,8 @@ def _split_along(fn: str, dim: int, least: int):
             raise ValueError(f"{fn}() needs at least {least} dimension(s), got shape {input.shape}")
         d = 0 if fn == "hsplit" and input.ndim == 1 else dim
         indices_or_sections = _host_ints(indices_or_sections)
-        if isinstance(indices_or_sections, int) and input.shape[d] % indices_or_sections:
+        whole = isinstance(indices_or_sections, int) and indices_or_sections > 0  # fewer: tensor_split's sentence
+        if whole and input.shape[d] % indices_or_sections:
             raise ValueError(
                 f"{fn}() into {indices_or_sections} equal parts, but dimension {d} has {input.shape[d]} "
                 "elements; tensor_split allows unequal parts"
