@@ -105,6 +105,20 @@ def _backend_left_as_found():
     )
 
 
+@pytest.fixture(autouse=True)
+def _no_capture_left_open():
+    """Each test ends the captures it begins: one left in progress (a 'global'
+    one forbids host waits and allocations in every thread) would fail the
+    tests after it in this process. Such captures are ended, and the test that
+    left them fails, by name."""
+    yield
+    from helpers.open_captures import end_open_captures
+
+    left = end_open_captures()
+    if left:
+        pytest.fail("the test left captures in progress, now ended: " + "; ".join(left), pytrace=False)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """With ``TENSORPLAY_DRIVER_TRACE=DIR``: a failed test's last driver calls go to DIR."""
