@@ -303,6 +303,12 @@ def roll(x: Tensor, /, shift=None, dims=None, *, axis=None, shifts=None) -> Tens
     axis = either("roll", "axis", axis, "dims", dims)
     if shift is None:
         raise TypeError("roll() needs the shift, as shift= (or shifts=)")
+    if isinstance(shift, np.ndarray) and shift.dtype.kind in "iu":  # NumPy's roll takes an array of shifts
+        shift = shift.tolist()
+    if not isinstance(shift, _INTS) and not (
+        isinstance(shift, (tuple, list)) and all(isinstance(s, _INTS) for s in shift)
+    ):
+        raise TypeError(f"roll() expects the shift as an int or a tuple of ints, got {shift!r}")
     if axis is None:
         total = shift if isinstance(shift, _INTS) else sum(shift)
         return roll(x.reshape(-1), total, axis=0).reshape(x.shape)

@@ -312,13 +312,12 @@ class Tensor(KernelArray, *get_backend().tensor_bases()):
     @_differentiable_view("narrow")
     def narrow(self, dim: int, start: int, length: int) -> Tensor:
         dim = self._dim(dim)
-        if start < 0:
-            start += self.shape[dim]
-        if not (0 <= start and length >= 0 and start + length <= self.shape[dim]):
+        begin = start + self.shape[dim] if start < 0 else start
+        if not (0 <= begin and length >= 0 and begin + length <= self.shape[dim]):
             raise IndexError(f"narrow({dim}, {start}, {length}) is out of range for size {self.shape[dim]}")
         shape = list(self.shape)
         shape[dim] = length
-        return self._view(shape, self._strides, start * self._strides[dim])
+        return self._view(shape, self._strides, begin * self._strides[dim])
 
     @_differentiable_view("expand")
     def expand(self, *sizes) -> Tensor:

@@ -99,3 +99,32 @@ def test_split_into_no_sections_is_a_sentence(fn):
 
 def test_expand_dims_inserts_at_axis_0_by_default():
     assert_close(tp.expand_dims(t(X)), np.expand_dims(X, 0))
+
+
+def test_roll_refuses_a_shift_that_is_not_an_integer_with_a_sentence():
+    x = tp.arange(5)
+    with pytest.raises(TypeError, match=r"^roll\(\) expects the shift as an int or a tuple of ints, got 1\.5$"):
+        tp.roll(x, 1.5)
+    with pytest.raises(TypeError, match=r"got \(1, 0\.5\)$"):
+        tp.roll(x.reshape(1, 5), (1, 0.5), axis=(0, 1))
+    assert tp.roll(x, np.array([2])).tolist() == np.roll(np.arange(5), 2).tolist()
+    assert tp.roll(x, np.int64(-1)).tolist() == np.roll(np.arange(5), -1).tolist()
+
+
+def test_narrow_names_the_start_it_was_given():
+    with pytest.raises(IndexError, match=r"^narrow\(0, -6, 1\) is out of range for size 5$"):
+        tp.narrow(tp.arange(5), 0, -6, 1)
+    assert tp.narrow(tp.arange(5), 0, -2, 2).tolist() == [3, 4]
+
+
+def test_a_uint64_index_past_int64s_range_is_past_the_end_not_from_it():
+    """A device index is clamped on read and skipped on write when out of range
+    (documented): 2**64 - 1 as uint64 wrapped to -1 and read the last element as
+    an index from the end, and wrote it."""
+    x = tp.arange(5.0)
+    index = tp.tensor(np.array([2**64 - 1, 1], np.uint64))
+    assert x[index].tolist() == [4.0, 1.0]  # clamped to the last, as 5 would be
+    y = tp.zeros(5)
+    y[index] = 7.0
+    assert y.tolist() == [0.0, 7.0, 0.0, 0.0, 0.0]  # skipped, as 5 would be
+    assert x[tp.tensor([-1, 9, -9])].tolist() == [4.0, 4.0, 0.0]

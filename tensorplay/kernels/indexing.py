@@ -57,9 +57,11 @@ MASK_RESIDENT = 4  # blocks of the compaction a multiprocessor holds at once (it
 @device_function
 def clamped(j, n):
     """Index ``j`` into a dimension of ``n >= 1``: from the end when negative,
-    then clamped into ``[0, n)``."""
+    then clamped into ``[0, n)`` (a uint64 past int64's range is past the end)."""
     k = i64(j)
-    if k < 0:
+    if k < 0 and j > 0:
+        k = i64(n)
+    elif k < 0:
         k += n
     if k < 0:
         k = i64(0)
@@ -71,9 +73,11 @@ def clamped(j, n):
 @device_function
 def checked(j, n):
     """Index ``j`` into a dimension of ``n``: from the end when negative; -1
-    when outside ``[-n, n)``."""
+    when outside ``[-n, n)`` (a uint64 past int64's range is)."""
     k = i64(j)
-    if k < 0:
+    if k < 0 and j > 0:
+        k = i64(n)
+    elif k < 0:
         k += n
     if k < 0 or k >= n:
         k = i64(-1)
