@@ -63,6 +63,7 @@ from ._interop import as_tensor
 from ._jit import jit
 from ._linear_algebra_functions import *  # noqa: F403 (array API: linear algebra functions)
 from ._manipulation_functions import *  # noqa: F403 (array API: manipulation functions)
+from ._pickling import load, save
 from ._random import get_rng_state, manual_seed, rand, randn, set_rng_state
 from ._scans import *  # noqa: F403 (array API: cumulative_sum and cumulative_prod, of the statistical functions)
 from ._searching_functions import *  # noqa: F403 (array API: searching functions)
@@ -100,7 +101,7 @@ __all__ = [
     "enable_grad", "fft", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full", "full_like",  # noqa: F405
     "get_rng_state", "int8", "int16", "int32", "int64", "is_grad_enabled", "jit", "linalg", "manual_seed",
     "matmul", "max", "mean", "min", "nn", "no_grad",  # noqa: F405
-    "ones", "ones_like", "optim", "rand", "randn", "set_grad_enabled", "set_rng_state", "sum", "tensor", "uint8",
-    "uint16", "uint32", "uint64", "zeros", "zeros_like",
+    "load", "ones", "ones_like", "optim", "rand", "randn", "save", "set_grad_enabled", "set_rng_state", "sum",
+    "tensor", "uint8", "uint16", "uint32", "uint64", "zeros", "zeros_like",
     *_functions_all,
 ]  # fmt: skip
