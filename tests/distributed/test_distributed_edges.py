@@ -58,7 +58,10 @@ def test_the_launcher_names_the_rank_that_stopped_not_the_peer_that_heard_it(tmp
     assert f"== rank {who} of 2 failed with exit code {code}; the end of its error output:" in done.stderr, done.stderr
     if last is not None:
         assert done.stderr.rstrip().endswith(last), done.stderr
-    assert f"(seen by rank {1 - who} in all_reduce" in done.stderr  # the peer did fail, later
+    # the peer fails too, once it hears, unless the launcher's stop reached it first (a race the load of
+    # the machine decides: on two busy CPUs the hard exit's peer was stopped before it said anything)
+    peer = [line for line in done.stderr.splitlines() if line.startswith(f"[rank {1 - who}]")]
+    assert not peer or any(f"(seen by rank {1 - who} in all_reduce" in line for line in peer), done.stderr
     assert "RuntimeWarning" not in done.stderr  # the package does not import the launcher's module
 
 

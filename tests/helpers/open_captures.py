@@ -20,7 +20,9 @@ from tensorplay.runtime.capture import capture_state
 def end_open_captures() -> list[str]:
     """End every capture still in progress: a ``CUDAGraph``'s (found only while
     the capture bookkeeping counts one: the search walks every object) and any
-    begun on the backend's streams directly; each is described in the list."""
+    active one begun on the backend's streams directly (not one left
+    invalidated on purpose, whose end can crash the driver); each is described
+    in the list."""
     from tensorplay.cuda.graphs import CUDAGraph
 
     found = []
@@ -34,8 +36,8 @@ def end_open_captures() -> list[str]:
             except Exception as e:
                 found.append(f"whose end raised {type(e).__name__}: {e}")
     dev = get_backend()
-    for handle, stream in list(dev._streams.items()):
-        if dev.capture_status(stream) != "none":
+    for handle, stream in list(dev._streams.items()):  # not the invalidated: see CUDAGraph._abandon_capture
+        if dev.capture_status(stream) == "active":
             found.append(f"a capture on stream {handle:#x} begun on the backend")
             try:
                 dev.graph_destroy(dev.end_capture(stream))
