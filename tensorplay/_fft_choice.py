@@ -122,8 +122,10 @@ def resolve(function: str, shape: tuple, dtype: dt.DType, sizes, axes, norm) -> 
     work, out_dtype = _types(fn, family.kind, dtype)
     if family.one_axis:
         axes_t = (_axis(fn, axes, ndim),)
-        if sizes is not None and (not isinstance(sizes, int) or isinstance(sizes, bool)):
-            raise TypeError(f"{fn}() expects n to be an int or None, got {sizes!r}")
+        if sizes is not None:  # NumPy's integers too, as numpy.fft and PyTorch take them
+            given, sizes = sizes, _integer(sizes)
+            if sizes is None:
+                raise TypeError(f"{fn}() expects n to be an int or None, got {given!r}")
         if sizes is not None and sizes < 1:
             raise ValueError(f"{fn}() expects n >= 1, got {sizes}")
         sizes_t: tuple = (sizes,)
@@ -168,9 +170,20 @@ def _types(fn: str, kind: str, dtype: dt.DType) -> tuple[dt.DType, dt.DType]:
     return work, (dt.real_dtype(work) if kind == "C2R" else work)
 
 
+def _integer(value) -> int | None:
+    """``value`` as a Python int where it is an integer (NumPy's too), else None (bools included)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def _axis(fn: str, axis, ndim: int) -> int:
-    if not isinstance(axis, int) or isinstance(axis, bool):
-        raise TypeError(f"{fn}() expects axes as ints, got {axis!r}")
+    given, axis = axis, _integer(axis)
+    if axis is None:
+        raise TypeError(f"{fn}() expects axes as ints, got {given!r}")
     if not -ndim <= axis < ndim:
         raise IndexError(f"{fn}() got axis {axis}, out of range for a tensor of {ndim} dimensions")
     return axis % ndim

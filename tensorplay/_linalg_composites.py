@@ -183,12 +183,16 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None) -> LstsqResult:  # n
     """
     fn = "linalg.lstsq"
     matrices(fn, A)
-    if not isinstance(B, Tensor) or B.ndim < 1:
+    if not isinstance(B, Tensor):
         raise TypeError(f"{fn}() expects a tensor of right-hand sides, got {type(B).__name__}")
-    vector = B.ndim == A.ndim - 1
+    vector = B.ndim == A.ndim - 1  # PyTorch's rule: one dimension fewer than A is a vector (of each matrix)
     rhs = B.unsqueeze(-1) if vector else B
-    if rhs.shape[-2] != A.shape[-2]:
-        raise ValueError(f"{fn}() expects B with {A.shape[-2]} rows for A of shape {A.shape}, got shape {B.shape}")
+    if rhs.ndim < A.ndim or rhs.shape[-2] != A.shape[-2]:
+        m = A.shape[-2]
+        raise ValueError(
+            f"{fn}() expects B of shape (..., {m}, K) or (..., {m}) with as many dimensions as A or one fewer, "
+            f"for A of shape {A.shape}, got shape {B.shape}"
+        )
     float_dtype(fn, A, B)
     m, n = A.shape[-2:]
     solution = matmul(pinv(A, rtol=rcond), rhs)

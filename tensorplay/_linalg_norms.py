@@ -167,6 +167,8 @@ def matrix_norm(
         raise ValueError(f"{fn}() expects a matrix or a stack of matrices (at least 2 dimensions), got shape {x.shape}")
     if isinstance(ord, bool) or ord not in _MATRIX_ORDS:
         raise ValueError(f"{fn}() expects ord 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, got {ord!r}")
+    if isinstance(dim, (int, np.integer)) or len(dim) != 2:
+        raise ValueError(f"{fn}() expects dim to be two dimensions (the matrices' rows and columns), got dim={dim!r}")
     d1, d2 = (x._dim(d) for d in dim)
     if d1 == d2:
         raise ValueError(f"{fn}() expects two different dimensions, got dim={tuple(dim)}")

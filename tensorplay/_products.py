@@ -1,7 +1,7 @@
 """The products NumPy and PyTorch users reach for beyond the standard's
 ``matmul``, ``tensordot`` and ``vecdot``: ``dot``, ``vdot``, ``inner``,
-``mm``, ``mv``, ``addmm``, ``kron``, ``cross`` and PyTorch's ``norm``, with
-``inverse`` and ``det`` as methods.
+``mm``, ``mv``, ``addmm``, ``kron``, ``cross`` and PyTorch's ``norm``,
+``inverse`` and ``det`` (methods too).
 
 Each is made of the namespace's differentiable ops (``matmul`` and its
 kernels, ``linalg``'s norms and cross product), so each has a gradient and
@@ -16,7 +16,7 @@ from ._linear_algebra_functions import matmul, tensordot
 from ._shape import broadcast_shapes
 from ._tensor import Tensor, add_methods
 
-__all__ = ["addmm", "cross", "dot", "inner", "kron", "mm", "mv", "norm", "vdot"]
+__all__ = ["addmm", "cross", "det", "dot", "inner", "inverse", "kron", "mm", "mv", "norm", "vdot"]
 
 
 def _dims(fn: str, what: str, *pairs) -> None:
@@ -139,19 +139,19 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
     return linalg.vector_norm(input, p, dim=dim, keepdim=keepdim, dtype=dtype)
 
 
-def _inverse(self: Tensor) -> Tensor:
-    """The inverse of each matrix of a stack (``tp.linalg.inv``)."""
-    return linalg.inv(self)
+def inverse(input: Tensor) -> Tensor:  # noqa: A002 (PyTorch's name)
+    """The inverse of each matrix of a stack (PyTorch's ``inverse``: ``tp.linalg.inv``)."""
+    return linalg.inv(input)
 
 
-def _det(self: Tensor) -> Tensor:
-    """The determinant of each matrix of a stack (``tp.linalg.det``)."""
-    return linalg.det(self)
+def det(input: Tensor) -> Tensor:  # noqa: A002 (PyTorch's name)
+    """The determinant of each matrix of a stack (PyTorch's ``det``: ``tp.linalg.det``)."""
+    return linalg.det(input)
 
 
 add_methods(
     {
-        "addmm": addmm, "cross": cross, "det": _det, "dot": dot, "inner": inner, "inverse": _inverse, "kron": kron,
+        "addmm": addmm, "cross": cross, "det": det, "dot": dot, "inner": inner, "inverse": inverse, "kron": kron,
         "mm": mm, "mv": mv, "norm": norm, "vdot": vdot,
     }
 )  # fmt: skip

@@ -51,6 +51,7 @@ True
 
 from __future__ import annotations
 
+import operator
 from dataclasses import replace
 
 from . import _dtype as dt
@@ -213,7 +214,7 @@ def fftfreq(n: int, /, d: float = 1.0, *, dtype=None, device=None) -> Tensor:
     >>> tp.fft.fftfreq(5, d=0.5).tolist()
     [0.0, 0.4000000059604645, 0.800000011920929, -0.800000011920929, -0.4000000059604645]
     """
-    dtype = _freq_dtype("fftfreq", n, dtype, device)
+    n, dtype = _freq_args("fftfreq", n, dtype, device)
     k = concat([arange(0, (n - 1) // 2 + 1, dtype=dt.float64), arange(-(n // 2), 0, dtype=dt.float64)])
     return (k * (1.0 / (d * n))).to(dtype)
 
@@ -227,18 +228,23 @@ def rfftfreq(n: int, /, d: float = 1.0, *, dtype=None, device=None) -> Tensor:
     >>> tp.fft.rfftfreq(4, dtype=tp.float64).tolist()
     [0.0, 0.25, 0.5]
     """
-    dtype = _freq_dtype("rfftfreq", n, dtype, device)
+    n, dtype = _freq_args("rfftfreq", n, dtype, device)
     return (arange(0, n // 2 + 1, dtype=dt.float64) * (1.0 / (d * n))).to(dtype)
 
 
-def _freq_dtype(fn: str, n, dtype, device) -> dt.DType:
+def _freq_args(fn: str, n, dtype, device) -> tuple[int, dt.DType]:
+    """(``n`` as an int, NumPy's integers taken too; the dtype), checked."""
     check_device(device)
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+    try:
+        length = None if isinstance(n, bool) else operator.index(n)
+    except TypeError:
+        length = None
+    if length is None or length < 1:
         raise ValueError(f"{fn}() expects n to be an int of 1 or more, got {n!r}")
     dtype = dt.DEFAULT_FLOAT if dtype is None else dt.as_dtype(dtype)
     if dtype.kind != "f":
         raise TypeError(f"{fn}() expects a real floating-point dtype, got {dtype}")
-    return dtype
+    return length, dtype
 
 
 def fftshift(x: Tensor, /, dim=None, *, axes=None) -> Tensor:
