@@ -17,9 +17,14 @@ from ._tensor import Tensor, add_methods
 
 __all__ = [
     "atleast_1d", "atleast_2d", "atleast_3d", "column_stack", "dsplit", "dstack", "fliplr", "flipud", "hsplit",
-    "hstack", "narrow", "ravel", "rot90", "row_stack", "swapaxes", "swapdims", "tensor_split", "transpose",
+    "hstack", "narrow", "ravel", "rot90", "row_stack", "swapaxes", "swapdims", "t", "tensor_split", "transpose",
     "vsplit", "vstack",
 ]  # fmt: skip
+
+
+def t(input: Tensor) -> Tensor:  # noqa: A002 (PyTorch's name)
+    """A matrix transposed, a view; a tensor of fewer dimensions as it is (``x.t()``)."""
+    return input.t()
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:  # noqa: A002 (PyTorch's name)

@@ -53,3 +53,11 @@ def test_matrix_norms_refuse_a_dim_that_is_not_two_axes_with_a_sentence(dim):
     if not isinstance(dim, int) and len(dim) > 2:
         with pytest.raises(ValueError, match=r"^linalg.matrix_norm\(\) expects dim to be two dimensions"):
             tp.linalg.norm(x, dim=dim)
+
+
+def test_t_is_a_namespace_function_as_its_method():
+    m = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(tp.t(tp.tensor(m)).numpy(), m.T)
+    assert tp.t(tp.arange(3)).tolist() == [0, 1, 2]
+    with pytest.raises(ValueError, match=r"^t\(\) expects a tensor of at most 2 dimensions, got 3$"):
+        tp.t(tp.zeros(1, 2, 3))
