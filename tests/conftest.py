@@ -121,11 +121,21 @@ def _no_capture_left_open():
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    """With ``TENSORPLAY_DRIVER_TRACE=DIR``: a failed test's last driver calls go to DIR."""
+    """With ``TENSORPLAY_DRIVER_TRACE=DIR``: a failed test's last driver calls go to DIR.
+    On a GPU, under pytest-xdist: a failed test that left the device unusable
+    (a kernel fault is sticky: every later call of the process fails) ends its
+    worker, which pytest-xdist reports as crashed in that test and replaces."""
     report = yield
     directory = os.environ.get("TENSORPLAY_DRIVER_TRACE")
     if directory and report.failed:
         from helpers import driver_trace
 
         driver_trace.dump(item.nodeid, directory)
+    if report.failed and report.when == "call" and os.environ.get("PYTEST_XDIST_WORKER"):
+        from helpers.open_captures import device_broken
+
+        broken = device_broken()
+        if broken:
+            os.write(2, f"\n{item.nodeid} left the device unusable ({broken}): this worker ends\n".encode())
+            os._exit(3)
     return report

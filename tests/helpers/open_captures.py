@@ -1,5 +1,6 @@
 """What a test may leave behind that breaks the tests after it in its process
-(``tests/conftest.py`` checks after every test).
+(``tests/conftest.py`` checks after every test, and after a failed one whether
+the device is still usable: ``device_broken``).
 
 A capture left in progress is the worst of it: a 'global' one forbids host
 waits and allocations in every thread of the process, so every later test of
@@ -48,3 +49,19 @@ def end_open_captures() -> list[str]:
         capture_state.modes.pop(handle, None)
     capture_state.active = len(capture_state.modes)
     return found
+
+
+def device_broken() -> str | None:
+    """On a GPU, why the device no longer takes work (a sticky error, such as a
+    kernel's illegal address, which every later call of the process returns),
+    or None; None on the simulator and while a capture is in progress."""
+    from tensorplay.runtime.backend import CudaError
+
+    dev = get_backend()
+    if dev.name != "cuda" or capture_state.active:
+        return None
+    try:
+        dev.stream_query(dev.legacy_stream)  # without waiting: a loop left running must not hang the worker
+    except CudaError as e:
+        return str(e).splitlines()[0]
+    return None
