@@ -195,8 +195,8 @@ def check_flag(pred) -> None:
 
 
 def check_switch(index, n) -> None:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"expected the number of switch cases as an int of at least 1, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n < 1 << 32:
+        raise ValueError(f"expected the number of switch cases as an int from 1 to 2**32 - 1, got {n!r}")
     if isinstance(index, Handle):
         return
     if not isinstance(index, Tensor):

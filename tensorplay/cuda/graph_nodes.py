@@ -311,8 +311,9 @@ class ConditionalNodes:
         if self._open and self._open[-1].copies:
             self._refuse(
                 RuntimeError,
-                f"a {kind.replace('_', '/')} node inside a while loop with unroll > 1: the driver does not copy "
-                "conditional nodes, so an unrolled body holds none; use unroll=1 for this loop",
+                f"{'an' if kind[0] == 'i' else 'a'} {kind.replace('_', '/')} node inside a while loop with "
+                "unroll > 1: the driver does not copy conditional nodes, so an unrolled body holds none; "
+                "use unroll=1 for this loop",
             )
         outer = self._level()
         if isinstance(pred, Handle):

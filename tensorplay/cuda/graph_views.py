@@ -41,8 +41,9 @@ class GraphViews:
         """The graph as an SVG picture (its text), also written to ``path`` if
         given. Graphviz's ``dot`` program draws it where it is installed (and
         then ``path`` may end in any format it writes, ``.png``, ``.pdf``...);
-        elsewhere ``tensorplay.cuda.picture`` does, in SVG only. Returns the
-        SVG text (for another format, the path written).
+        elsewhere ``tensorplay.cuda.picture`` does, in SVG only (a ``path``
+        without an extension gets SVG). Returns the SVG text (for another
+        format, the path written).
 
         Examples
         --------

@@ -310,6 +310,8 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews, ThreadOwn
             self.last_update, old_exec, old_graphs = self._take_update(graph)
         except BaseException:
             get_backend().graph_destroy(graph)
+            for loop in self._loops:  # of the new capture, which made no graph
+                loop.counter = None
             self._loops = old_loops
             allocator.restore_held(self._token, held_before)
             raise
@@ -342,7 +344,6 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews, ThreadOwn
         finally:
             capture_state.end(s)  # after the driver's end, as in capture_end
         release_deferred()
-        self._loops = []
         self._discard_pool(s)
 
     def _abandon_capture(self, s: Stream) -> None:
@@ -371,7 +372,10 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews, ThreadOwn
 
     def _discard_pool(self, s: Stream) -> None:
         """The capture on ``s`` made no graph: its pool goes back unless shared
-        (or, for an update, stays the graph's)."""
+        (or, for an update, stays the graph's). Its loops let go of their counters."""
+        for loop in self._loops:
+            loop.counter = None
+        self._loops = []
         if self._updating is not None:  # the graph held goes on as it was
             allocator.end_capture(s, self._pool, keep=True)
             self._loops, self._updating = self._updating, None

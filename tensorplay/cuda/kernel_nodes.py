@@ -298,7 +298,12 @@ def pack_args(plan: list, args: tuple, name: str) -> bytes:
                     pass
             elif not isinstance(a, (int, float, np.generic)):
                 raise TypeError(f"argument {i} of {name} was captured as a number ({contig}); got {type(a).__name__}")
-            parts.append(pack(ndim(a)))
+            try:
+                parts.append(pack(ndim(a)))
+            except OverflowError:
+                raise OverflowError(
+                    f"argument {i} of {name} was captured as a number ({contig}); got {a!r}, outside its range"
+                ) from None
         elif ndim is None:  # an element pointer: a flat kernel's array, as many elements as its output
             parts.append(_pointer(a, i, want, args[1], name))  # only flat kernels take pointers: counted
         else:

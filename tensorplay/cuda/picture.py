@@ -209,7 +209,8 @@ def draw(text: str, path: str | os.PathLike | None = None) -> str:
     ``dot`` where it is installed and works, else by ``dot_to_svg`` (SVG only);
     written to ``path`` if given. Returns the SVG text, or the path written for
     another format."""
-    fmt = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() if path is not None else "svg"
+    fmt = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() if path is not None else ""
+    fmt = fmt or "svg"  # a path without an extension gets the default
     drawn = _graphviz(text, fmt) if shutil.which("dot") else None
     if drawn is None and fmt != "svg":
         raise ValueError(
