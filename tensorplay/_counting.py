@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from . import _dtype as dt
 from ._creation_functions import linspace
 from ._data_type_functions import result_type
@@ -21,6 +23,7 @@ from ._ops import stack
 from ._searching_functions import searchsorted
 from ._sorting_functions import sort
 from ._tensor import Tensor, add_methods
+from .runtime.backend import CaptureError
 from .runtime.streams import is_current_stream_capturing
 
 __all__ = ["bincount", "histc", "histogram", "isin"]
@@ -35,7 +38,7 @@ _INSTEAD = {
 
 def _read_in_capture(fn: str, what: str) -> None:
     if is_current_stream_capturing():
-        raise RuntimeError(
+        raise CaptureError(  # as nonzero's and unique's refusals: one except serves them all
             f"{fn}() reads {what} from the device to size its result, which a capture cannot do; "
             f"call it before the capture, or {_INSTEAD[fn]}"
         )
@@ -127,8 +130,9 @@ def histogram(input: Tensor, bins=10, *, range=None, weight: Tensor | None = Non
             raise ValueError(f"histogram() takes bin edges as a 1-d tensor of 2 or more, got shape {bins.shape}")
         edges = bins.to(x.dtype)
     else:
-        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        if isinstance(bins, (bool, np.bool_)) or not isinstance(bins, (int, np.integer)) or bins < 1:
             raise ValueError(f"histogram() takes bins as an int >= 1 or a tensor of edges, got {bins!r}")
+        bins = int(bins)
         if range is None:
             _read_in_capture("histogram", "the data's range")
             lo, hi = (float(v) for v in stack([x.min(), x.max()]).tolist()) if x.numel() else (0.0, 1.0)

@@ -205,14 +205,17 @@ def nonzero(x: Tensor, /, *, size: int | None = None, fill_value=None, as_tuple:
     >>> [t.tolist() for t in tp.nonzero(x)], tp.nonzero(x, size=3, fill_value=-1)[1].tolist()
     ([[0, 1], [1, 0]], [1, 0, -1])
     """
+    if not as_tuple:
+        return argwhere(x, size=size, fill_value=fill_value)
     index = _nonzero_index(x, size, fill_value)
-    if as_tuple:
-        return tuple(index[d] for d in range(index.shape[0]))
-    return index.T.contiguous()
+    return tuple(index[d] for d in range(index.shape[0]))
 
 
 def argwhere(x: Tensor, /, *, size: int | None = None, fill_value=None) -> Tensor:
-    """PyTorch's ``argwhere``: the (n, ndim) int64 indices of the nonzero elements (``nonzero``'s ``size=`` too)."""
+    """PyTorch's ``argwhere``: the (n, ndim) int64 indices of the nonzero elements (``nonzero``'s ``size=`` too);
+    of a 0-d tensor, (1, 0) if it is nonzero, else (0, 0), as NumPy's and PyTorch's."""
+    if isinstance(x, Tensor) and x.ndim == 0:  # one element, no coordinates
+        return _nonzero_index(x.reshape(1), size, fill_value)[:0].T.contiguous()
     return _nonzero_index(x, size, fill_value).T.contiguous()
 
 
