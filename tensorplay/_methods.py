@@ -177,6 +177,8 @@ def _arg(op: str):
         if self.dtype.kind == "c":
             raise TypeError(f"arg{op}() is not defined for complex tensors (they have no order), got {self.dtype}")
         if dim is None:  # an index into the flattened tensor
+            if self.numel() == 0:
+                raise ValueError(f"arg{op}() of an empty tensor has no index to give; shape {self.shape}")
             flat = self.reshape(-1)
             index = _first_index(flat, _reduce.reduce(op, flat, 0, True), 0, False)
             return index.reshape((1,) * self.ndim if keepdim else ())
@@ -188,6 +190,8 @@ def _arg(op: str):
             self._dim(dim)
             return OPS.fill(Tensor._empty((), dt.int64), 0)
         dim = self._dim(dim)
+        if self.shape[dim] == 0:
+            raise ValueError(f"arg{op}() along an empty dimension has no index to give; shape {self.shape}, dim {dim}")
         return _first_index(self, _reduce.reduce(op, self, dim, True), dim, keepdim)
 
     method.__name__ = f"arg{op}"

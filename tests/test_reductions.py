@@ -224,8 +224,11 @@ def test_max_along_dims_errors():
     assert x.amax((0, 1)).shape == ()
     with pytest.raises(TypeError, match=re.escape("argmin(dim) takes one dimension (an int) or None")):
         x.argmin((0,))
-    with pytest.raises(ValueError, match=re.escape("max() of an empty dimension has no identity")):
+    with pytest.raises(ValueError, match=re.escape("argmax() along an empty dimension has no index to give; shape")):
         tp.zeros(0, 3).argmax(0)
+    with pytest.raises(ValueError, match=re.escape("argmin() of an empty tensor has no index to give; shape (0,)")):
+        tp.argmin(tp.zeros(0))
+    assert tp.zeros(0, 3).argmax(1).shape == np.zeros((0, 3)).argmax(1).shape  # along a dimension that is not empty
     with pytest.raises(IndexError, match="dimension 2 is out of range"):
         x.max(2)
 
