@@ -4,6 +4,8 @@ these; ``_interop`` is the import side)."""
 
 from __future__ import annotations
 
+import numbers
+
 from . import _dlpack
 from .runtime.backend import get as get_backend
 from .runtime.capture import capture_state, current_fuser, flush_fused
@@ -74,7 +76,14 @@ def to_dlpack(t, stream=None, max_version=None, dl_device=None, copy=None):
         )
     if copy:
         t = t.clone()
+    if stream is not None and (not isinstance(stream, numbers.Integral) or isinstance(stream, bool)):
+        advice = "; pass its .handle" if hasattr(stream, "__cuda_stream__") else ""
+        raise TypeError(
+            f"__dlpack__() expected stream as an int (the consumer's CUstream handle, 1 for the legacy "
+            f"default stream, -1 for no ordering) or None, got {type(stream).__name__}{advice}"
+        )
     if stream is not None and stream != -1:
+        stream = int(stream)
         handle = {1: 0}.get(stream, stream)  # DLPack's 1 is the legacy default stream
         lend(t, handle)
         producer = current_stream()

@@ -95,6 +95,11 @@ def as_tensor(obj) -> Tensor:
             strides_elems = tuple(s // np_dtype.itemsize for s in strides)
         if cai.get("mask") is not None:
             raise TypeError("masked arrays (CUDA Array Interface 'mask') are not supported")
+        if cai["data"][1]:
+            raise ValueError(
+                "as_tensor() got memory its producer marked read-only (CUDA Array Interface 'data'), "
+                "and tensors are writable; copy it with tp.tensor(...) instead"
+            )
         return _wrap(cai["data"][0], shape, strides_elems, np_dtype, owner=obj)
     if hasattr(obj, "__dlpack__") and not isinstance(obj, (np.ndarray, np.generic)):
         return from_dlpack(obj)  # NumPy's are host data: copied, on every backend

@@ -120,8 +120,9 @@ class Kernel:
     shared_bytes]`` name a stream and dynamic shared memory.
     """
 
-    def __init__(self, fn, **options) -> None:
-        self.dispatcher = get_backend().jit().jit(**options)(fn)
+    def __init__(self, fn, signature=None, **options) -> None:
+        numba_jit = get_backend().jit().jit
+        self.dispatcher = (numba_jit(**options) if signature is None else numba_jit(signature, **options))(fn)
         functools.update_wrapper(self, fn)
 
     def __getitem__(self, config) -> _Configured:
@@ -146,7 +147,9 @@ class Kernel:
 
 
 def jit(fn=None, **options):
-    """Compile a Python function as a CUDA kernel (``numba.cuda.jit`` options apply).
+    """Compile a Python function as a CUDA kernel (``numba.cuda.jit`` options apply,
+    and its signature form: ``@tp.jit("void(float32[:])")`` compiles at once).
+    With ``device=True`` it is Numba's device function, for kernels to call.
 
     Examples
     --------
@@ -161,6 +164,13 @@ def jit(fn=None, **options):
     >>> y.tolist()
     [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]
     """
-    if fn is None:
-        return lambda f: Kernel(f, **options)
-    return Kernel(fn, **options)
+    if fn is None or not callable(fn):  # options only, or Numba's signature first: @tp.jit("void(float32[:])")
+        return lambda f: _compile(f, fn, options)
+    return _compile(fn, None, options)
+
+
+def _compile(fn, signature, options: dict):
+    if options.get("device"):  # kernels call a device function and nothing launches it: Numba's object serves
+        numba_jit = get_backend().jit().jit
+        return (numba_jit(**options) if signature is None else numba_jit(signature, **options))(fn)
+    return Kernel(fn, signature, **options)

@@ -144,6 +144,8 @@ class Stream(*_device().stream_bases()):
 
     def record_event(self, event: Event | None = None) -> Event:
         """Record ``event`` (a new one if None) on this stream and return it."""
+        if event is not None and not isinstance(event, Event):
+            raise TypeError(f"expected a tensorplay.cuda.Event or None, got {type(event).__name__}")
         event = Event() if event is None else event
         event.record(self)
         return event
@@ -216,6 +218,8 @@ class Event:
 
     def elapsed_time(self, end: Event) -> float:
         """Milliseconds between this event and ``end`` (both recorded, both timing)."""
+        if not isinstance(end, Event):
+            raise TypeError(f"expected a tensorplay.cuda.Event as the end of elapsed_time(), got {type(end).__name__}")
         if not (self.enable_timing and end.enable_timing):
             raise ValueError("elapsed_time needs both events created with enable_timing=True")
         for which, event in (("this", self), ("the end", end)):
