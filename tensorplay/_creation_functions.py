@@ -126,7 +126,9 @@ def from_dlpack(x, /, *, device=None, copy: bool | None = None) -> Tensor:
     """
     check_device(device, BufferError)
     host = _dlpack_device_type(x) == _dlpack.DLPACK_CPU
-    if host and dlpack_device()[0] != _dlpack.DLPACK_CPU:
+    # host memory is copied through NumPy where the device is not the host, and where a copy is asked for
+    # of a producer other than a tensor (read-only memory included, as on the GPU backend)
+    if host and (dlpack_device()[0] != _dlpack.DLPACK_CPU or (copy and not isinstance(x, Tensor))):
         if copy is False:
             raise BufferError(
                 "from_dlpack(copy=False) cannot share host memory with the GPU; pass copy=None or copy=True"

@@ -121,3 +121,11 @@ def test_jit_device_function_is_callable_from_a_kernel():
     x = tp.tensor(a)
     twice_plus_one[1, 4](x)
     np.testing.assert_array_equal(x.numpy(), 2 * a + 1)
+
+
+def test_from_dlpack_copies_read_only_host_memory_when_asked_to_on_either_backend():
+    values = np.arange(4.0)
+    values.flags.writeable = False
+    copied = tp.from_dlpack(values, copy=True)
+    copied.add_(1.0)
+    assert copied.tolist() == [1.0, 2.0, 3.0, 4.0] and values.tolist() == [0.0, 1.0, 2.0, 3.0]
