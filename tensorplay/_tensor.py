@@ -44,7 +44,7 @@ class Storage:
 
     def __reduce_ex__(self, protocol):
         raise TypeError(
-            "device memory cannot be pickled or copied as bytes; pickle tensor.numpy(), or use copy.deepcopy(tensor)"
+            "device memory cannot be pickled or copied as bytes; pickle the tensor (its values), or copy.deepcopy it"
         )
 
     def __del__(self) -> None:

@@ -382,7 +382,7 @@ def test_set_grad_enabled_as_a_decorator_and_numbers_given_as_gradients():
         (x * 2).sum().backward(1.0)
 
 
-def test_deepcopy_copies_memory_and_pickling_device_memory_is_refused():
+def test_deepcopy_copies_memory_and_a_tensor_pickles_as_its_values_not_its_memory():
     import copy
     import pickle
 
@@ -395,8 +395,10 @@ def test_deepcopy_copies_memory_and_pickling_device_memory_is_refused():
     with tp.no_grad():
         twin.weight.fill_(5.0)
     assert net.weight.tolist() != [[5.0, 5.0], [5.0, 5.0]]
+    x = tp.ones(2)
+    assert pickle.loads(pickle.dumps(x)).tolist() == [1.0, 1.0]  # tests/test_pickling.py
     with pytest.raises(TypeError, match="device memory cannot be pickled"):
-        pickle.dumps(tp.ones(2))
+        pickle.dumps(x._storage)  # the memory itself: only through its tensor
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
