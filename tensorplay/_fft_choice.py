@@ -36,7 +36,7 @@ from .runtime.backend import get as get_backend
 from .runtime.libraries import cufft
 from .runtime.libraries._nvmath import LibraryUnavailable
 
-__all__ = ["FFT", "FUNCTIONS", "Call", "FFTSettings", "Family", "Step", "refusal", "resolve", "steps"]
+__all__ = ["FFT", "FUNCTIONS", "Call", "FFTSettings", "Family", "Step", "integer", "refusal", "resolve", "steps"]
 
 NORMS = ("backward", "ortho", "forward")
 
@@ -123,7 +123,7 @@ def resolve(function: str, shape: tuple, dtype: dt.DType, sizes, axes, norm) -> 
     if family.one_axis:
         axes_t = (_axis(fn, axes, ndim),)
         if sizes is not None:  # NumPy's integers too, as numpy.fft and PyTorch take them
-            given, sizes = sizes, _integer(sizes)
+            given, sizes = sizes, integer(sizes)
             if sizes is None:
                 raise TypeError(f"{fn}() expects n to be an int or None, got {given!r}")
         if sizes is not None and sizes < 1:
@@ -170,7 +170,7 @@ def _types(fn: str, kind: str, dtype: dt.DType) -> tuple[dt.DType, dt.DType]:
     return work, (dt.real_dtype(work) if kind == "C2R" else work)
 
 
-def _integer(value) -> int | None:
+def integer(value) -> int | None:
     """``value`` as a Python int where it is an integer (NumPy's too), else None (bools included)."""
     if isinstance(value, bool):
         return None
@@ -181,7 +181,7 @@ def _integer(value) -> int | None:
 
 
 def _axis(fn: str, axis, ndim: int) -> int:
-    given, axis = axis, _integer(axis)
+    given, axis = axis, integer(axis)
     if axis is None:
         raise TypeError(f"{fn}() expects axes as ints, got {given!r}")
     if not -ndim <= axis < ndim:

@@ -121,8 +121,7 @@ class Kernel:
     """
 
     def __init__(self, fn, signature=None, **options) -> None:
-        numba_jit = get_backend().jit().jit
-        self.dispatcher = (numba_jit(**options) if signature is None else numba_jit(signature, **options))(fn)
+        self.dispatcher = _numba_jit(fn, signature, options)
         functools.update_wrapper(self, fn)
 
     def __getitem__(self, config) -> _Configured:
@@ -171,6 +170,11 @@ def jit(fn=None, **options):
 
 def _compile(fn, signature, options: dict):
     if options.get("device"):  # kernels call a device function and nothing launches it: Numba's object serves
-        numba_jit = get_backend().jit().jit
-        return (numba_jit(**options) if signature is None else numba_jit(signature, **options))(fn)
+        return _numba_jit(fn, signature, options)
     return Kernel(fn, signature, **options)
+
+
+def _numba_jit(fn, signature, options: dict):
+    """``fn`` through the backend's ``numba.cuda.jit``, with its signature where one is given."""
+    numba_jit = get_backend().jit().jit
+    return (numba_jit(**options) if signature is None else numba_jit(signature, **options))(fn)

@@ -361,7 +361,7 @@ def repeat(x: Tensor, repeats, /, dim: int | None = None, *, axis: int | None = 
         x = x.reshape(1)
     n = x.shape[axis]
     counts = repeats.tolist() if isinstance(repeats, (Tensor, np.ndarray)) else repeats
-    counts = [int(c) for c in counts] if isinstance(counts, (list, tuple, np.ndarray)) else [int(counts)]
+    counts = [int(c) for c in counts] if isinstance(counts, (list, tuple)) else [int(counts)]
     if any(c < 0 for c in counts):
         raise ValueError(f"repeat() expects non-negative repeat counts, got {min(counts)}")
     if len(counts) == 1:  # every element the same number of times: a broadcast view, copied

@@ -32,6 +32,7 @@ import pickle
 import numpy as np
 
 from . import _dtype as dt
+from ._factories import upload
 from ._tensor import Tensor, add_methods
 
 __all__ = ["load", "save"]
@@ -39,8 +40,6 @@ __all__ = ["load", "save"]
 
 def _rebuild(cls: type, data: bytes, dtype: str, shape: tuple, requires_grad: bool) -> Tensor:
     """What ``_reduce`` wrote, in new device memory on the current device."""
-    from ._factories import upload
-
     kind = getattr(dt, dtype)
     t = Tensor._empty(tuple(shape), kind)
     upload(t, np.frombuffer(data, dtype=kind.np).reshape(shape))

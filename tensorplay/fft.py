@@ -51,7 +51,6 @@ True
 
 from __future__ import annotations
 
-import operator
 from dataclasses import replace
 
 from . import _dtype as dt
@@ -59,7 +58,7 @@ from ._aliases import either
 from ._complex import real_part
 from ._creation_functions import arange
 from ._device import check_device
-from ._fft_choice import Call, resolve
+from ._fft_choice import Call, integer, resolve
 from ._fft_ops import resize, transform
 from ._grad_mode import no_grad
 from ._manipulation_functions import concat, roll
@@ -235,10 +234,7 @@ def rfftfreq(n: int, /, d: float = 1.0, *, dtype=None, device=None) -> Tensor:
 def _freq_args(fn: str, n, dtype, device) -> tuple[int, dt.DType]:
     """(``n`` as an int, NumPy's integers taken too; the dtype), checked."""
     check_device(device)
-    try:
-        length = None if isinstance(n, bool) else operator.index(n)
-    except TypeError:
-        length = None
+    length = integer(n)
     if length is None or length < 1:
         raise ValueError(f"{fn}() expects n to be an int of 1 or more, got {n!r}")
     dtype = dt.DEFAULT_FLOAT if dtype is None else dt.as_dtype(dtype)

@@ -310,15 +310,13 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews, ThreadOwn
             self.last_update, old_exec, old_graphs = self._take_update(graph)
         except BaseException:
             get_backend().graph_destroy(graph)
-            for loop in self._loops:  # of the new capture, which made no graph
-                loop.counter = None
+            _release_counters(self._loops)  # of the new capture, which made no graph
             self._loops = old_loops
             allocator.restore_held(self._token, held_before)
             raise
         release_after_captures(partial(_free_graph, self._stager, old_exec, *old_graphs))
         self._stager = None
-        for loop in old_loops:
-            loop.counter = None
+        _release_counters(old_loops)
 
     def _abort_capture(self) -> None:
         """End a capture whose body failed: discard the graph, keep the runtime usable."""
@@ -373,8 +371,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews, ThreadOwn
     def _discard_pool(self, s: Stream) -> None:
         """The capture on ``s`` made no graph: its pool goes back unless shared
         (or, for an update, stays the graph's). Its loops let go of their counters."""
-        for loop in self._loops:
-            loop.counter = None
+        _release_counters(self._loops)
         self._loops = []
         if self._updating is not None:  # the graph held goes on as it was
             allocator.end_capture(s, self._pool, keep=True)
@@ -491,8 +488,7 @@ class CUDAGraph(ConditionalNodes, KernelNodes, Cancelling, GraphViews, ThreadOwn
         self._exec = self._graph = self._pool = self._token = self._origin = None
         self._origin_launches = []
         self._forget_nodes()
-        for loop in self._loops:
-            loop.counter = None
+        _release_counters(self._loops)
         self._loops = []
         self._cancel, self._cancel_pending = None, False  # a new capture's loops get a request of their own
         self._withdrawn = None
@@ -539,6 +535,12 @@ def export_dot(file_path: str) -> str:
     if g is None or g._graph is None:
         raise RuntimeError("export_dot() needs a completed capture whose CUDAGraph is still alive")
     return g.debug_dump(file_path)
+
+
+def _release_counters(loops) -> None:
+    """The pass counters of ``loops`` go back to their pool (``loop.iterations`` is then unavailable)."""
+    for loop in loops:
+        loop.counter = None
 
 
 @contextmanager
